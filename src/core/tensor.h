@@ -1,0 +1,76 @@
+/* The in-memory value: a tensor, a sequence of tensors, or an absent optional.
+ * This is the definition behind the public opaque tdm_tensor. */
+#ifndef TDM_CORE_TENSOR_H
+#define TDM_CORE_TENSOR_H
+
+#include "tandem/tandem.h"
+#include "core/err.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The largest rank tandem handles; models with more are refused at load
+ * with a sentence (ONNX itself sets no limit, no real model comes close). */
+#define TDM_MAX_RANK 16
+
+struct tdm_tensor {
+    tdm_kind kind;
+    tdm_dtype dtype;            /* element type; for a sequence, of its items */
+    int rank;
+    int64_t dims[TDM_MAX_RANK];
+    size_t count;               /* elements: product of dims */
+    size_t nbytes;              /* bytes of data (count * size); 0 for strings */
+    void *data;                 /* elements, C order; char *[count] for strings */
+    int borrowed;               /* data is not owned (e.g. a view of an initializer) */
+    /* sequence */
+    struct tdm_tensor **items;
+    size_t n_items, cap_items;
+};
+
+/* Bit for an element type in a dtype mask. */
+#define DT_BIT(dt) (1u << (dt))
+#define DT_FLOATS (DT_BIT(TDM_FLOAT) | DT_BIT(TDM_DOUBLE) | DT_BIT(TDM_FLOAT16) | DT_BIT(TDM_BFLOAT16))
+#define DT_SINTS (DT_BIT(TDM_INT8) | DT_BIT(TDM_INT16) | DT_BIT(TDM_INT32) | DT_BIT(TDM_INT64))
+#define DT_UINTS (DT_BIT(TDM_UINT8) | DT_BIT(TDM_UINT16) | DT_BIT(TDM_UINT32) | DT_BIT(TDM_UINT64))
+#define DT_INTS (DT_SINTS | DT_UINTS)
+#define DT_NUMERIC (DT_FLOATS | DT_INTS)
+#define DT_ALL (DT_NUMERIC | DT_BIT(TDM_BOOL) | DT_BIT(TDM_STRING))
+
+int dtype_is_float(tdm_dtype dt);     /* float, double, float16, bfloat16 */
+int dtype_is_int(tdm_dtype dt);       /* signed or unsigned integer */
+int dtype_is_signed(tdm_dtype dt);
+int dtype_valid(int dt);              /* a value of tdm_dtype other than UNDEFINED */
+
+/* Product of dims with overflow check; -1 on overflow or a negative dim. */
+int shape_count(int rank, const int64_t *dims, size_t *out);
+/* C-order strides (in elements) of a shape. */
+void shape_strides(int rank, const int64_t *dims, int64_t *strides);
+int shape_equal(int ra, const int64_t *a, int rb, const int64_t *b);
+/* "1x3x224x224" ("scalar" for rank 0) into buf. */
+const char *shape_str(int rank, const int64_t *dims, char *buf, size_t size);
+
+/* Allocates a tensor with uninitialised data (zeroed for strings: NULL
+ * pointers stand for empty strings). Errors go to e. */
+tdm_status tensor_new(tdm_err *e, tdm_dtype dtype, int rank, const int64_t *dims, tdm_tensor **out);
+/* (Re)shapes t in place and allocates its data (old data freed). */
+tdm_status tensor_alloc(tdm_err *e, tdm_tensor *t, tdm_dtype dtype, int rank, const int64_t *dims);
+/* A tensor that borrows data owned by someone else. */
+tdm_status tensor_view(tdm_err *e, const tdm_tensor *src, tdm_tensor **out);
+tdm_status tensor_clone(tdm_err *e, const tdm_tensor *src, tdm_tensor **out);
+/* Releases data and items, leaving an empty shell (kind TENSOR, rank 0). */
+void tensor_reset(tdm_tensor *t);
+/* Element as double / int64 / writes from double / int64 (numeric and bool types). */
+double tensor_get_f64(const tdm_tensor *t, size_t i);
+int64_t tensor_get_i64(const tdm_tensor *t, size_t i);
+void tensor_set_f64(tdm_tensor *t, size_t i, double v);
+void tensor_set_i64(tdm_tensor *t, size_t i, int64_t v);
+/* String element (never NULL: "" for an empty one). */
+const char *tensor_str(const tdm_tensor *t, size_t i);
+
+/* IEEE half and bfloat16 conversions (round to nearest even). */
+float fp16_to_f32(uint16_t h);
+uint16_t f32_to_fp16(float f);
+float bf16_to_f32(uint16_t b);
+uint16_t f32_to_bf16(float f);
+
+#endif

@@ -1,0 +1,218 @@
+/* The graph IR: a model's graphs, their nodes, values and initializers.
+ *
+ * The loader (src/onnx) builds it with the gr_* construction functions;
+ * validation, topological order, shape inference and constant folding
+ * (src/graph) complete it; the executor (src/run) and the planner read it.
+ * Values are addressed by index in their graph's value table; a node input
+ * or output of -1 is an omitted optional. A subgraph (If/Loop/Scan body)
+ * may read values of enclosing graphs by name: those are values with
+ * `outer` set, resolved at run time through the scope chain. */
+#ifndef TDM_GRAPH_GRAPH_H
+#define TDM_GRAPH_GRAPH_H
+
+#include "core/err.h"
+#include "core/strmap.h"
+#include "core/tensor.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct gr_graph gr_graph;
+typedef struct gr_model gr_model;
+
+/* One dimension: v >= 0 when known; else v == -1 and sym names it (interned
+ * in the model; NULL for an anonymous unknown dimension). */
+typedef struct gr_dim {
+    int64_t v;
+    const char *sym;
+} gr_dim;
+
+/* Static type of a value. For a sequence, dtype/rank/dims describe the items.
+ * rank == -1: unknown rank. dtype == TDM_UNDEFINED: unknown element type. */
+typedef struct gr_type {
+    tdm_kind kind;
+    tdm_dtype dtype;
+    int rank;
+    gr_dim dims[TDM_MAX_RANK];
+    int optional; /* declared as optional(...) in the model */
+} gr_type;
+
+/* Attribute types, numbered as ONNX's AttributeProto.AttributeType. */
+typedef enum gr_attr_type {
+    GA_UNDEFINED = 0,
+    GA_FLOAT = 1,
+    GA_INT = 2,
+    GA_STRING = 3,
+    GA_TENSOR = 4,
+    GA_GRAPH = 5,
+    GA_FLOATS = 6,
+    GA_INTS = 7,
+    GA_STRINGS = 8,
+    GA_TENSORS = 9,
+    GA_GRAPHS = 10,
+    GA_SPARSE_TENSOR = 11,
+    GA_SPARSE_TENSORS = 12,
+    GA_TYPE_PROTO = 13,
+    GA_TYPE_PROTOS = 14
+} gr_attr_type;
+
+typedef struct gr_attr {
+    char *name;
+    gr_attr_type type;
+    float f;
+    int64_t i;
+    char *s;           /* GA_STRING: bytes, NUL-terminated; s_len excludes the NUL */
+    size_t s_len;
+    tdm_tensor *t;     /* GA_TENSOR (and GA_SPARSE_TENSOR, densified) */
+    gr_graph *g;       /* GA_GRAPH */
+    gr_type tp;        /* GA_TYPE_PROTO */
+    size_t n;          /* element count of the list forms below */
+    float *floats;
+    int64_t *ints;
+    char **strings;
+    size_t *string_lens;
+    tdm_tensor **tensors;
+    gr_graph **graphs;
+} gr_attr;
+
+typedef struct gr_node {
+    char *name;        /* never NULL; loader invents "<op>_<index>" when empty */
+    char *op_type;
+    char *domain;      /* "" for ai.onnx */
+    int op;            /* index in the op table, or -1 when unknown */
+    int version;       /* the op's resolved since-version (from the op table) */
+    int64_t opset;     /* the model's opset for this node's domain */
+    int n_inputs;
+    int *inputs;       /* value ids; -1 = omitted */
+    int n_outputs;
+    int *outputs;
+    int n_attrs;
+    gr_attr *attrs;
+    char *doc;
+} gr_node;
+
+typedef struct gr_value {
+    char *name;
+    gr_type type;
+    tdm_tensor *init;  /* initializer, Constant output or folded value: owned */
+    int is_initializer;/* init came from the model's initializers */
+    int producer;      /* node index in the graph, or -1 */
+    int is_input;      /* a graph input (not only an initializer) */
+    int is_output;
+    int outer;         /* no producer, not an input: an enclosing graph's value */
+    int has_type;      /* type came from the model (input/output/value_info) */
+    int n_consumers;   /* filled by gr_finalize */
+} gr_value;
+
+struct gr_graph {
+    char *name;
+    gr_model *model;
+    gr_graph *parent;  /* enclosing graph for subgraphs, NULL for the main graph */
+    gr_node *nodes;
+    int n_nodes;
+    size_t cap_nodes;
+    gr_value *values;
+    int n_values;
+    size_t cap_values;
+    strmap value_ids;  /* name → value id */
+    int *inputs;       /* graph inputs in order, initializer-only inputs excluded */
+    int n_inputs;
+    int *outputs;
+    int n_outputs;
+    int *order;        /* topological order of nodes (filled by gr_toposort) */
+    int depth;         /* nesting depth: 0 for the main graph */
+};
+
+typedef struct gr_opset {
+    char *domain;      /* "" for ai.onnx (and for "ai.onnx" in the file) */
+    int64_t version;
+} gr_opset;
+
+typedef struct gr_kv {
+    char *key;
+    char *value;
+} gr_kv;
+
+struct gr_model {
+    char *path;        /* as given */
+    char *dir;         /* folder external data is resolved in (NULL: none allowed) */
+    int64_t ir_version;
+    char *producer_name;
+    char *producer_version;
+    char *domain;
+    int64_t model_version;
+    char *doc;
+    gr_opset *opsets;
+    int n_opsets;
+    gr_kv *metadata;
+    int n_metadata;
+    gr_graph *main;
+    /* interned dimension symbols */
+    char **syms;
+    size_t n_syms, cap_syms;
+    strmap sym_ids;
+};
+
+/* ---- construction (used by the loader and by tests) ---- */
+
+tdm_status gr_model_new(tdm_err *e, gr_model **out);
+void gr_model_free(gr_model *m);
+/* An interned copy of s owned by m (NULL on out of memory). */
+const char *gr_intern(gr_model *m, const char *s);
+/* The version of an opset domain ("" or "ai.onnx" for the default), or -1. */
+int64_t gr_opset_version(const gr_model *m, const char *domain);
+
+tdm_status gr_graph_new(tdm_err *e, gr_model *m, gr_graph *parent, const char *name, gr_graph **out);
+void gr_graph_free(gr_graph *g);
+/* The id of the value named name, creating it when absent. */
+tdm_status gr_value_get(tdm_err *e, gr_graph *g, const char *name, int *id);
+/* The id of the value named name, or -1. */
+int gr_value_find(const gr_graph *g, const char *name);
+/* Appends a node; takes ownership of nothing (strings are copied). inputs /
+ * outputs are names ("" = omitted). Returns the node index in *idx. */
+tdm_status gr_node_add(tdm_err *e, gr_graph *g, const char *name, const char *op_type, const char *domain,
+                       int n_in, const char *const *inputs, int n_out, const char *const *outputs, int *idx);
+/* Appends an (empty) attribute to node idx and returns it for filling. */
+gr_attr *gr_attr_add(tdm_err *e, gr_graph *g, int node, const char *name);
+void gr_attr_clear(gr_attr *a);
+
+/* Marks subgraph values with no producer that are not inputs or initializers
+ * as `outer`, counts consumers, resolves ops and their versions against the
+ * op table, and checks what the construction could not (recursively into
+ * subgraphs). Called by the loader after construction. */
+tdm_status gr_finalize(tdm_err *e, gr_model *m);
+
+/* ---- queries ---- */
+
+const gr_attr *gr_attr_find(const gr_node *n, const char *name);
+int64_t gr_attr_int(const gr_node *n, const char *name, int64_t dflt);
+float gr_attr_float(const gr_node *n, const char *name, float dflt);
+/* NUL-terminated string attribute, or dflt. */
+const char *gr_attr_str(const gr_node *n, const char *name, const char *dflt);
+/* Integer list attribute: returns the count and sets *vals, or -1 when absent. */
+int gr_attr_ints(const gr_node *n, const char *name, const int64_t **vals);
+int gr_attr_floats(const gr_node *n, const char *name, const float **vals);
+
+/* "Conv 'conv1'" style label for messages, into buf. */
+const char *gr_node_label(const gr_node *n, char *buf, size_t size);
+
+/* ---- analysis (src/graph) ---- */
+
+/* Validates g and its subgraphs: duplicate names, undefined inputs, cycles,
+ * unknown ops (with domain and opset), missing required inputs. Fills
+ * g->order with a topological order. */
+tdm_status gr_validate(tdm_err *e, gr_graph *g);
+
+/* Infers types and shapes of every value (symbolic dims kept by name) from
+ * the graph inputs, initializers and each op's infer hook. Values it cannot
+ * infer keep rank -1 or dims with v == -1. Never fails on an op without an
+ * infer hook; fails on a contradiction (e.g. incompatible broadcast) with a
+ * sentence naming the node. */
+tdm_status gr_infer(tdm_err *e, gr_graph *g);
+
+/* Folds nodes whose inputs are all constant and whose op is deterministic
+ * (the Shape→Gather→Unsqueeze→Concat→Reshape chains PyTorch exports) into
+ * initializers; removes the nodes. Shapes must have been inferred. */
+tdm_status gr_fold_constants(tdm_err *e, gr_graph *g);
+
+#endif

@@ -1,0 +1,116 @@
+/* The operator table: every operator tandem knows is declared once, in one
+ * of the src/ops/ X-macro files (.def) included by ops.def, with its ONNX
+ * name, domain, the opset versions it implements (the "since" versions of
+ * the ONNX definitions, ascending), its run and infer hooks, the element
+ * types of its kernels and flags.
+ *
+ * A run hook computes a node on host tensors: it reads ctx->in, decides the
+ * output shapes, allocates each output with op_out() and fills it. It never
+ * prints; on failure it returns a status with a sentence in ctx->err (the
+ * executor prefixes the node's label).
+ *
+ * An infer hook (optional) computes static output types from static input
+ * types with possibly symbolic or unknown dims and, where known, constant
+ * input values. It must not fail for unknowns: it leaves them unknown. */
+#ifndef TDM_OPS_OP_H
+#define TDM_OPS_OP_H
+
+#include "core/err.h"
+#include "core/tensor.h"
+#include "graph/graph.h"
+
+typedef struct op_ctx op_ctx;
+typedef struct op_infer_ctx op_infer_ctx;
+struct exec_scope;
+
+typedef tdm_status (*op_run_fn)(op_ctx *ctx);
+typedef tdm_status (*op_infer_fn)(op_infer_ctx *ctx);
+
+struct op_ctx {
+    const gr_node *node;
+    int version;                    /* node->version, the since-version in effect */
+    int n_in;
+    const tdm_tensor *const *in;    /* NULL for an omitted optional input */
+    int n_out;
+    tdm_tensor **out;               /* empty shells; fill with op_out() or by hand */
+    tdm_err *err;
+    struct exec_scope *scope;       /* for subgraphs (op_run_subgraph) */
+    int threads;                    /* worker threads the kernel may use */
+    uint64_t *rng;                  /* state for random ops (per session run) */
+};
+
+struct op_infer_ctx {
+    const gr_node *node;
+    int version;
+    int n_in;
+    const gr_type *const *in;       /* NULL for an omitted input */
+    const tdm_tensor *const *value; /* constant value of each input, or NULL */
+    int n_out;
+    gr_type *out;                   /* pre-set to unknown (rank -1, TDM_UNDEFINED) */
+    gr_model *model;                /* for gr_intern of new symbols */
+    tdm_err *err;
+};
+
+/* Flags */
+#define OPF_SHAPE 0x1      /* shape/index bookkeeping (may run on CPU under deny-compute) */
+#define OPF_SUBGRAPH 0x2   /* runs subgraphs (If, Loop, Scan, SequenceMap) */
+#define OPF_RANDOM 0x4     /* nondeterministic: never constant-folded */
+#define OPF_SEQUENCE 0x8   /* takes or produces sequences / optionals */
+
+#define OP_MAX_SINCE 12
+
+typedef struct op_def {
+    const char *name;              /* ONNX op type */
+    const char *domain;            /* "" for ai.onnx */
+    op_run_fn run;
+    op_infer_fn infer;             /* (optional) */
+    uint32_t dtypes;               /* DT_BIT mask of the element types of input 0 its kernels take */
+    unsigned flags;
+    int since[OP_MAX_SINCE];       /* implemented since-versions, ascending, 0-terminated */
+} op_def;
+
+/* The op ids, from the X-macro table. */
+enum op_id {
+#define OP(id, domain, run, infer, dtypes, flags, ...) OP_##id,
+#include "ops/ops.def"
+#undef OP
+    OP_COUNT
+};
+
+extern const op_def op_table[OP_COUNT];
+
+/* Finds the op for (domain, op_type) and resolves the since-version for the
+ * model's opset of that domain. Returns TDM_OK and sets *op and *version;
+ * TDM_E_UNSUPPORTED with a sentence when the op is unknown or the opset is
+ * older than any implemented version or newer than tandem knows. */
+tdm_status op_resolve(tdm_err *e, const char *domain, const char *op_type, int64_t opset, int *op, int *version);
+
+/* The newest opset of the default domain tandem implements. */
+#define OP_MAX_OPSET 17
+
+/* ---- helpers for run hooks ---- */
+
+/* Allocates output i with the given type and shape (uninitialised data). */
+tdm_status op_out(op_ctx *ctx, int i, tdm_dtype dtype, int rank, const int64_t *dims);
+/* Output i is wanted (present in the node and consumed or a graph output). */
+int op_out_wanted(const op_ctx *ctx, int i);
+/* Runs subgraph g with the given inputs; outputs[] receive new values the
+ * caller owns. Outer-scope names resolve through ctx's scope. */
+tdm_status op_run_subgraph(op_ctx *ctx, const gr_graph *g, int n_in, const tdm_tensor *const *in,
+                           tdm_tensor **out);
+/* Records an error naming the problem; returns status. */
+#define op_fail(ctx, status, ...) err_set((ctx)->err, (status), __VA_ARGS__)
+
+/* Broadcasting of two shapes (numpy rules). Returns 0 and the shape, or -1. */
+int op_broadcast(int ra, const int64_t *a, int rb, const int64_t *b, int *rout, int64_t *out);
+
+/* ---- helpers for infer hooks ---- */
+
+/* out[i] = in[j]'s type. */
+void op_infer_copy(op_infer_ctx *ctx, int i, int j);
+/* Generic hooks */
+tdm_status op_infer_same(op_infer_ctx *ctx);      /* output 0 has input 0's type */
+tdm_status op_infer_broadcast(op_infer_ctx *ctx); /* output 0: broadcast of all inputs, dtype of input 0 */
+tdm_status op_infer_bool_broadcast(op_infer_ctx *ctx); /* as above, dtype bool */
+
+#endif

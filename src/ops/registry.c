@@ -1,0 +1,149 @@
+/* The op table built from the X-macro files, op resolution and the helpers
+ * shared by every op family. */
+#include "ops/op.h"
+#include "ops/control.h"
+#include "ops/elementwise.h"
+#include "ops/nn.h"
+#include "ops/reduce.h"
+#include "ops/tensor.h"
+#include "core/mem.h"
+
+#include <string.h>
+
+const op_def op_table[OP_COUNT] = {
+#define OP(id, domain, run, infer, dtypes, flags, ...) {#id, domain, run, infer, dtypes, flags, {__VA_ARGS__}},
+#include "ops/ops.def"
+#undef OP
+};
+
+static int domain_is_default(const char *d) { return !d || !*d || strcmp(d, "ai.onnx") == 0; }
+
+tdm_status op_resolve(tdm_err *e, const char *domain, const char *op_type, int64_t opset, int *op, int *version)
+{
+    *op = -1;
+    *version = 0;
+    const char *dom = domain_is_default(domain) ? "" : domain;
+    for (int i = 0; i < OP_COUNT; i++) {
+        const op_def *d = &op_table[i];
+        if (strcmp(d->name, op_type) != 0 || strcmp(d->domain, dom) != 0)
+            continue;
+        if (opset < 0)
+            return err_set(e, TDM_E_MODEL, "the model imports no opset for domain '%s'",
+                           *dom ? dom : "ai.onnx");
+        if (!*dom && opset > OP_MAX_OPSET)
+            return err_set(e, TDM_E_UNSUPPORTED,
+                           "opset %lld of domain ai.onnx is newer than tandem supports (up to %d)",
+                           (long long)opset, OP_MAX_OPSET);
+        int best = 0;
+        for (int k = 0; k < OP_MAX_SINCE && d->since[k]; k++)
+            if (d->since[k] <= opset)
+                best = d->since[k];
+        if (!best)
+            return err_set(e, TDM_E_UNSUPPORTED,
+                           "%s at opset %lld of domain %s is older than any version tandem implements "
+                           "(first: %d)",
+                           op_type, (long long)opset, *dom ? dom : "ai.onnx", d->since[0]);
+        *op = i;
+        *version = best;
+        return TDM_OK;
+    }
+    return err_set(e, TDM_E_UNSUPPORTED, "unknown operator %s in domain %s (opset %lld)", op_type,
+                   *dom ? dom : "ai.onnx", (long long)opset);
+}
+
+tdm_status op_out(op_ctx *ctx, int i, tdm_dtype dtype, int rank, const int64_t *dims)
+{
+    if (i < 0 || i >= ctx->n_out)
+        return err_set(ctx->err, TDM_E_INTERNAL, "output %d of %d requested", i, ctx->n_out);
+    return tensor_alloc(ctx->err, ctx->out[i], dtype, rank, dims);
+}
+
+int op_out_wanted(const op_ctx *ctx, int i)
+{
+    return i >= 0 && i < ctx->n_out && i < ctx->node->n_outputs && ctx->node->outputs[i] >= 0;
+}
+
+int op_broadcast(int ra, const int64_t *a, int rb, const int64_t *b, int *rout, int64_t *out)
+{
+    int r = ra > rb ? ra : rb;
+    if (r > TDM_MAX_RANK)
+        return -1;
+    for (int i = 0; i < r; i++) {
+        int64_t da = i - (r - ra) >= 0 ? a[i - (r - ra)] : 1;
+        int64_t db = i - (r - rb) >= 0 ? b[i - (r - rb)] : 1;
+        if (da == db || db == 1)
+            out[i] = da;
+        else if (da == 1)
+            out[i] = db;
+        else
+            return -1;
+    }
+    *rout = r;
+    return 0;
+}
+
+void op_infer_copy(op_infer_ctx *ctx, int i, int j)
+{
+    if (i < ctx->n_out && j < ctx->n_in && ctx->in[j])
+        ctx->out[i] = *ctx->in[j];
+}
+
+tdm_status op_infer_same(op_infer_ctx *ctx)
+{
+    op_infer_copy(ctx, 0, 0);
+    return TDM_OK;
+}
+
+static tdm_status infer_broadcast_as(op_infer_ctx *ctx, tdm_dtype dtype)
+{
+    gr_type *o = &ctx->out[0];
+    o->kind = TDM_KIND_TENSOR;
+    o->dtype = dtype;
+    o->rank = 0;
+    for (int k = 0; k < ctx->n_in; k++) {
+        const gr_type *t = ctx->in[k];
+        if (!t)
+            continue;
+        if (t->rank < 0) {
+            o->rank = -1;
+            return TDM_OK;
+        }
+        int r = o->rank > t->rank ? o->rank : t->rank;
+        gr_dim dims[TDM_MAX_RANK];
+        for (int i = 0; i < r; i++) {
+            gr_dim da = i - (r - o->rank) >= 0 ? o->dims[i - (r - o->rank)] : (gr_dim){1, NULL};
+            gr_dim db = i - (r - t->rank) >= 0 ? t->dims[i - (r - t->rank)] : (gr_dim){1, NULL};
+            if (da.v >= 0 && db.v >= 0) {
+                if (da.v != db.v && da.v != 1 && db.v != 1) {
+                    return err_set(ctx->err, TDM_E_MODEL,
+                                   "input %d cannot be broadcast: dimension %d is %lld against %lld", k, i,
+                                   (long long)db.v, (long long)da.v);
+                }
+                dims[i] = da.v == 1 ? db : da;
+            } else if (da.v == 1) {
+                dims[i] = db;
+            } else if (db.v == 1) {
+                dims[i] = da;
+            } else if (da.v < 0 && db.v < 0 && da.sym && db.sym && strcmp(da.sym, db.sym) == 0) {
+                dims[i] = da;
+            } else if (da.v > 1) {
+                dims[i] = da; /* the unknown one must be 1 or equal */
+            } else if (db.v > 1) {
+                dims[i] = db;
+            } else {
+                dims[i] = (gr_dim){-1, NULL};
+            }
+        }
+        o->rank = r;
+        memcpy(o->dims, dims, sizeof(gr_dim) * (size_t)r);
+    }
+    return TDM_OK;
+}
+
+tdm_status op_infer_broadcast(op_infer_ctx *ctx)
+{
+    tdm_dtype dt = ctx->n_in > 0 && ctx->in[0] ? ctx->in[0]->dtype : TDM_UNDEFINED;
+    return infer_broadcast_as(ctx, dt);
+}
+
+tdm_status op_infer_bool_broadcast(op_infer_ctx *ctx) { return infer_broadcast_as(ctx, TDM_BOOL); }

@@ -1,0 +1,114 @@
+#!/usr/bin/python3
+"""Compare a run's outputs with reference outputs.
+
+usage: /usr/bin/python3 tests/models/compare.py GOT_DIR REF_DIR
+
+For every .npy in REF_DIR, GOT_DIR must hold the same file name with equal
+shape and dtype. Floating outputs pass when their cosine similarity is at
+least 0.99999 (only checked when the output has more than one element) and
+their largest absolute difference is at most 1e-4 * max|ref| (1e-6 when
+max|ref| is 0). Integer and bool outputs must be equal. Prints one line per
+output and exits 1 when any output fails, 2 on bad usage.
+"""
+import os
+import sys
+
+import numpy as np
+
+COS_MIN = 0.99999
+REL_TOL = 1e-4
+ABS_TOL_ZERO = 1e-6
+
+
+def compare_one(name, got, ref):
+    """Returns (ok, line)."""
+    if got.shape != ref.shape:
+        return False, "%s: FAIL shape %s, expected %s" % (name, got.shape, ref.shape)
+    if got.dtype != ref.dtype:
+        return False, "%s: FAIL dtype %s, expected %s" % (name, got.dtype, ref.dtype)
+    if np.issubdtype(ref.dtype, np.floating):
+        g = got.astype(np.float64).ravel()
+        r = ref.astype(np.float64).ravel()
+        if ref.size == 0:
+            return True, "%s: ok (empty %s)" % (name, ref.dtype)
+        # NaN / +inf / -inf must sit at the same positions in both.
+        nonfinite_ok = (np.array_equal(np.isnan(g), np.isnan(r))
+                        and np.array_equal(np.isposinf(g), np.isposinf(r))
+                        and np.array_equal(np.isneginf(g), np.isneginf(r)))
+        both = np.isfinite(g) & np.isfinite(r)
+        g = g[both]
+        r = r[both]
+        maxref = float(np.abs(r).max()) if r.size else 0.0
+        maxabs = float(np.abs(g - r).max()) if r.size else 0.0
+        limit = REL_TOL * maxref if maxref > 0 else ABS_TOL_ZERO
+        if ref.size > 1:
+            ng = np.linalg.norm(g)
+            nr = np.linalg.norm(r)
+            if ng == 0 and nr == 0:
+                cos = 1.0
+            elif ng == 0 or nr == 0:
+                cos = 0.0
+            else:
+                cos = float(np.dot(g, r) / (ng * nr))
+            cos_ok = cos >= COS_MIN
+            cos_txt = "%.7f" % cos
+        else:
+            cos_ok = True
+            cos_txt = "n/a"
+        ok = cos_ok and maxabs <= limit and nonfinite_ok
+        line = "%s: %s cosine %s maxabs %.3e max|ref| %.3e (limit %.3e)%s" % (
+            name, "ok" if ok else "FAIL", cos_txt, maxabs, maxref, limit,
+            "" if nonfinite_ok else " non-finite values differ")
+        return ok, line
+    if ref.dtype == np.bool_ or np.issubdtype(ref.dtype, np.integer):
+        diff = int(np.count_nonzero(got != ref))
+        ok = diff == 0
+        return ok, "%s: %s exact %s, %d of %d elements differ" % (
+            name, "ok" if ok else "FAIL", ref.dtype, diff, ref.size)
+    ok = np.array_equal(got, ref)
+    return ok, "%s: %s exact %s" % (name, "ok" if ok else "FAIL", ref.dtype)
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.stderr.write("usage: compare.py GOT_DIR REF_DIR\n")
+        return 2
+    got_dir, ref_dir = argv[1], argv[2]
+    if not os.path.isdir(ref_dir):
+        sys.stderr.write("compare: reference folder %s does not exist.\n" % ref_dir)
+        return 2
+    names = sorted(f for f in os.listdir(ref_dir) if f.endswith(".npy"))
+    if not names:
+        sys.stderr.write("compare: reference folder %s holds no .npy file.\n" % ref_dir)
+        return 2
+    failed = []
+    for f in names:
+        name = f[:-4]
+        gpath = os.path.join(got_dir, f)
+        if not os.path.isfile(gpath):
+            print("%s: FAIL missing %s" % (name, gpath))
+            failed.append(name)
+            continue
+        try:
+            got = np.load(gpath, allow_pickle=False)
+        except Exception as e:  # noqa: BLE001 - report any unreadable file
+            print("%s: FAIL cannot read %s (%s)" % (name, gpath, e))
+            failed.append(name)
+            continue
+        ref = np.load(os.path.join(ref_dir, f), allow_pickle=False)
+        ok, line = compare_one(name, got, ref)
+        print(line)
+        if not ok:
+            failed.append(name)
+    if failed:
+        if len(failed) == 1:
+            sys.stderr.write("compare: output '%s' does not match the reference.\n" % failed[0])
+        else:
+            sys.stderr.write("compare: outputs %s do not match the reference.\n"
+                             % ", ".join("'%s'" % n for n in failed))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
