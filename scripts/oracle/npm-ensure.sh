@@ -13,6 +13,8 @@ ver=$2
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CACHE=${TANDEM_CACHE:-$ROOT/.cache}
+mkdir -p "$CACHE"
+CACHE=$(cd "$CACHE" && pwd)
 PREFIX=$CACHE/npm
 stamp=$PREFIX/.installed-$(printf '%s@%s' "$pkg" "$ver" | tr -c 'A-Za-z0-9._@-' '_')
 

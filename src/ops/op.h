@@ -114,3 +114,21 @@ tdm_status op_infer_broadcast(op_infer_ctx *ctx); /* output 0: broadcast of all 
 tdm_status op_infer_bool_broadcast(op_infer_ctx *ctx); /* as above, dtype bool */
 
 #endif
+
+/* ---- shared kernel utilities (ops/util.c) ---- */
+
+/* Strides (in elements) of an input of shape in_dims, aligned to an output
+ * of rank r: 0 along broadcast dimensions. */
+void op_bcast_strides(int r, const int64_t *out_dims, int rin, const int64_t *in_dims, int64_t *strides);
+
+/* Offset in an input (strides from op_bcast_strides) of the output's flat
+ * index i. */
+int64_t op_bcast_offset(size_t i, int r, const int64_t *out_dims, const int64_t *strides);
+
+/* Normalises axis (negative counts from the end) for a tensor of the given
+ * rank; fails with a sentence naming the attribute when out of range. */
+tdm_status op_axis(op_ctx *ctx, int64_t axis, int rank, const char *what, int *out);
+
+/* Reads an integer tensor input (int32/int64/…) into a new int64 array the
+ * caller frees with mem_free(); *n receives the element count. */
+tdm_status op_in_ints(op_ctx *ctx, int i, int64_t **vals, size_t *n);
