@@ -5,6 +5,7 @@
 #include "ops/elementwise.h"
 #include "ops/nn.h"
 #include "ops/reduce.h"
+#include "ops/signal.h"
 #include "ops/tensor.h"
 #include "core/mem.h"
 
