@@ -27,7 +27,7 @@ data:
 
 # The ASan+UBSan build (clang) with the fuzz targets; runs the whole suite.
 test-asan:
-	@CC=clang cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTDM_SANITIZE=ON -DTDM_FUZZ=ON $(CMAKE_FLAGS) >/dev/null
+	@CC=clang cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTDM_SANITIZE=ON -DTDM_FUZZ=ON $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE noasan
 

@@ -1,0 +1,22 @@
+#!/bin/sh
+# Runs one model of the test set on tandem and compares its outputs with
+# onnxruntime's (the oracle), using the inputs scripts/refs.sh generated.
+#   run_model.sh TANDEM_BINARY CACHE_DIR MODEL [extra tandem run options…]
+set -eu
+tandem=$1 cache=$2 model=$3
+shift 3
+refs="$cache/refs/$model"
+if [ ! -f "$cache/models/$model.onnx" ] || [ ! -f "$refs/inputs.txt" ]; then
+    echo "run_model: $refs is missing: run 'make data' (scripts/refs.sh) first" >&2
+    exit 1
+fi
+out=$(mktemp -d "${TMPDIR:-/tmp}/tandem-model.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+set --  "$@"
+args=""
+while IFS= read -r line; do
+    [ -n "$line" ] && args="$args --input $line"
+done < "$refs/inputs.txt"
+# shellcheck disable=SC2086
+"$tandem" run "$cache/models/$model.onnx" $args --output-dir "$out/got" "$@"
+/usr/bin/python3 "$(dirname "$0")/compare.py" "$out/got" "$refs/outputs"
