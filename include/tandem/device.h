@@ -1,0 +1,193 @@
+/*
+ * tandem device ABI: what a device (built in, or a plugin loaded by path)
+ * provides to the planner and the executor.
+ *
+ * A device is a `tdm_device_iface` (a static const table of function
+ * pointers) plus a `void *ctx`. The table begins with api_version; members
+ * are only ever appended, never reordered or removed. Members marked
+ * (optional) may be NULL: the caller supplies the default written next to
+ * them. A plugin is a shared library built against this header alone that
+ * exports `tdm_device_plugin_init` (see the end of this file).
+ *
+ * Everything a device sees of a model is plain data described here: it
+ * never sees tandem's internal types.
+ */
+#ifndef TANDEM_DEVICE_H
+#define TANDEM_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tandem/tandem.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI version this header describes. Bumped when members are appended. */
+#define TDM_DEVICE_API_VERSION 1
+
+/* Why a node is (or is not) placed on a device. The numbers are part of the
+ * ABI and of the ledger: new codes are appended, never renumbered. */
+typedef enum tdm_reason {
+    TDM_REASON_OK = 0,                /* runs on the first device in priority */
+    TDM_REASON_OP_UNSUPPORTED = 1,    /* no kernel for this op type or opset version */
+    TDM_REASON_DTYPE_UNSUPPORTED = 2, /* the device lacks this element type */
+    TDM_REASON_ATTR_UNSUPPORTED = 3,  /* an attribute value is outside the device's range */
+    TDM_REASON_SHAPE_UNSUPPORTED = 4, /* rank, dimension limit, or a dynamic shape */
+    TDM_REASON_MEMORY = 5,            /* the partition's peak memory exceeds capacity */
+    TDM_REASON_PRECISION = 6,         /* calibrated error exceeds the threshold */
+    TDM_REASON_COST = 7,              /* cheaper elsewhere once transfers are counted */
+    TDM_REASON_GRANULARITY = 8,       /* moved to keep a partition whole */
+    TDM_REASON_USER = 9,              /* pinned by the user's policy */
+    TDM_REASON_DEVICE_FAULT = 10      /* the device failed at run time */
+} tdm_reason;
+
+#define TDM_REASON_COUNT 11
+
+/* "OK", "OP_UNSUPPORTED", …; "UNKNOWN" for other values. */
+const char *tdm_reason_str(tdm_reason reason);
+
+/* A tensor as a device sees it. dims has rank entries; a dimension < 0 is
+ * unknown (dynamic). data is non-NULL only for constants (initializers),
+ * in host memory, C order. */
+typedef struct tdm_tensor_desc {
+    const char *name;
+    tdm_dtype dtype;
+    int rank;               /* -1: unknown rank */
+    const int64_t *dims;
+    const void *data;       /* constant value, or NULL */
+} tdm_tensor_desc;
+
+/* Attribute types, numbered as ONNX's AttributeProto.AttributeType. */
+typedef enum tdm_attr_type {
+    TDM_ATTR_FLOAT = 1,
+    TDM_ATTR_INT = 2,
+    TDM_ATTR_STRING = 3,
+    TDM_ATTR_TENSOR = 4,
+    TDM_ATTR_GRAPH = 5,
+    TDM_ATTR_FLOATS = 6,
+    TDM_ATTR_INTS = 7,
+    TDM_ATTR_STRINGS = 8
+} tdm_attr_type;
+
+typedef struct tdm_attr_desc {
+    const char *name;
+    tdm_attr_type type;
+    int64_t i;
+    float f;
+    const char *s;            /* TDM_ATTR_STRING */
+    size_t n;                 /* entries of ints / floats / strings */
+    const int64_t *ints;
+    const float *floats;
+    const char *const *strings;
+    const tdm_tensor_desc *t; /* TDM_ATTR_TENSOR */
+} tdm_attr_desc;
+
+/* A node as a device sees it, with the static types and shapes tandem
+ * inferred for its inputs and outputs (an omitted optional input has
+ * dtype TDM_UNDEFINED and name ""). */
+typedef struct tdm_node_desc {
+    const char *name;
+    const char *op_type;
+    const char *domain;       /* "" for ai.onnx */
+    int64_t opset;            /* the model's opset for the domain */
+    int n_inputs;
+    const tdm_tensor_desc *inputs;
+    int n_outputs;
+    const tdm_tensor_desc *outputs;
+    int n_attrs;
+    const tdm_attr_desc *attrs;
+} tdm_node_desc;
+
+/* The answer to supports(): reason TDM_REASON_OK, or why not, with a
+ * sentence ("edge-npu has no LayerNormalization kernel"). */
+typedef struct tdm_verdict {
+    tdm_reason reason;
+    char detail[256];
+} tdm_verdict;
+
+/* A tensor in a device buffer, as passed to run(). The executor allocates
+ * inputs; run() allocates each output with the device's buffer_alloc, sets
+ * its dtype, rank and dims, and the executor frees it with buffer_free. */
+typedef struct tdm_device_tensor {
+    tdm_dtype dtype;
+    int rank;
+    int64_t dims[16];
+    void *buf;                /* device buffer (owned by the device's allocator) */
+    size_t bytes;
+} tdm_device_tensor;
+
+/* A fallback the device took internally (e.g. a plugin whose driver ran a
+ * node on its own CPU path); reported so that it appears in the ledger. */
+typedef struct tdm_device_fallback {
+    const char *node;         /* node name */
+    tdm_reason reason;
+    const char *detail;
+} tdm_device_fallback;
+
+typedef struct tdm_device_iface {
+    uint32_t api_version;     /* TDM_DEVICE_API_VERSION the device was built with */
+
+    /* Short name used in --devices and the ledger ("vnpu:edge-npu"). */
+    const char *(*name)(void *ctx);
+
+    /* One line describing the device ("PoCL OpenCL 1.2, 4 GiB, fp16"). (optional: "") */
+    const char *(*description)(void *ctx);
+
+    /* Can this device run node? Fills out and returns out->reason. Must not
+     * allocate device memory or have side effects. */
+    tdm_reason (*supports)(void *ctx, const tdm_node_desc *node, tdm_verdict *out);
+
+    /* Bytes of device memory available to tandem. (optional: unlimited) */
+    uint64_t (*memory_capacity)(void *ctx);
+
+    /* Device buffers. */
+    tdm_status (*buffer_alloc)(void *ctx, size_t bytes, void **buf);
+    void (*buffer_free)(void *ctx, void *buf);
+
+    /* Host ↔ device copies of bytes. */
+    tdm_status (*copy_to_device)(void *ctx, void *dst, const void *src, size_t bytes);
+    tdm_status (*copy_to_host)(void *ctx, void *dst, const void *src, size_t bytes);
+
+    /* Runs one node. inputs[i].buf is NULL for an omitted optional input.
+     * On failure returns a status and may write a sentence into err
+     * (err_size bytes). */
+    tdm_status (*run)(void *ctx, const tdm_node_desc *node, const tdm_device_tensor *inputs,
+                      tdm_device_tensor *outputs, char *err, size_t err_size);
+
+    /* Estimated time of node in milliseconds, and whether the figure is
+     * modeled rather than measured. (optional: no estimate, returns < 0) */
+    double (*estimate_ms)(void *ctx, const tdm_node_desc *node, int *modeled);
+
+    /* Estimated time of a host↔device copy of bytes, in milliseconds.
+     * (optional: 0) */
+    double (*copy_ms)(void *ctx, size_t bytes, int to_device, int *modeled);
+
+    /* Fallbacks the device took inside its last run() calls since the
+     * previous call of this function; *n receives the count. The array
+     * stays valid until the next call. (optional: none) */
+    const tdm_device_fallback *(*take_fallbacks)(void *ctx, size_t *n);
+
+    /* Releases ctx. (optional) */
+    void (*destroy)(void *ctx);
+} tdm_device_iface;
+
+/* A device instance: the table plus its state. */
+typedef struct tdm_device {
+    const tdm_device_iface *iface;
+    void *ctx;
+} tdm_device;
+
+/* A plugin exports this symbol. `args` is the text after the plugin's name
+ * in --devices ("myplugin:args"), or "". It fills *out and returns TDM_OK,
+ * or returns a status and writes a sentence into err. tandem refuses a
+ * device whose iface->api_version differs from its own, naming both. */
+typedef tdm_status (*tdm_device_plugin_init_fn)(const char *args, tdm_device *out, char *err, size_t err_size);
+#define TDM_DEVICE_PLUGIN_SYMBOL "tdm_device_plugin_init"
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TANDEM_DEVICE_H */
