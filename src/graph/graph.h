@@ -215,4 +215,33 @@ tdm_status gr_infer(tdm_err *e, gr_graph *g);
  * initializers; removes the nodes. Shapes must have been inferred. */
 tdm_status gr_fold_constants(tdm_err *e, gr_graph *g);
 
+
+/* ---- static types (src/graph/type.c), shared by the inference driver and
+ * the infer hooks ---- */
+
+/* Sets t to a tensor of unknown element type and rank. */
+void gr_type_unknown(gr_type *t);
+/* The exact type of a constant value (NULL: unknown). */
+void gr_type_from_tensor(gr_type *t, const tdm_tensor *v);
+/* Nothing is known: element type undefined and rank -1. */
+int gr_type_is_unknown(const gr_type *t);
+/* 0 and the dims (dims may be NULL) when t is a tensor of known rank whose
+ * every dimension is known; -1 otherwise. */
+int gr_type_static_dims(const gr_type *t, int64_t *dims);
+/* Merges what b knows into a (a known dimension beats a symbol, a symbol
+ * beats an anonymous unknown; a's symbols win over b's). Returns 0, or -1
+ * on a contradiction (element types, ranks or known dimensions differ),
+ * leaving a unchanged. */
+int gr_type_merge(gr_type *a, const gr_type *b);
+/* "float[N,3,224,224]" ("?" for unknowns) into buf. */
+const char *gr_type_str(const gr_type *t, char *buf, size_t size);
+
+/* Constant folding keeps results of at most this many bytes per tensor:
+ * folded values stay in memory for the model's lifetime (and are copied to
+ * every device that reads them), so folding large tensors (an Expand of a
+ * weight, a ConstantOfShape mask) would trade run-time work for a permanent
+ * memory cost; the shape chains folding is for are a few bytes. A Constant
+ * node is exempt: its value is in memory already. */
+#define GR_FOLD_MAX_BYTES ((size_t)1 << 20)
+
 #endif

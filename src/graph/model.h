@@ -20,6 +20,7 @@ typedef struct model_io {
 
 struct tdm_model {
     gr_model *gm;
+    char *path;         /* as given to the load call (info.path) */
     tdm_model_info info;
     model_op_count *ops;
     size_t n_ops;
@@ -28,5 +29,17 @@ struct tdm_model {
     model_io *outputs;
     size_t n_outputs;
 };
+
+/* Turns a freshly loaded IR into a model: gr_finalize, gr_validate,
+ * gr_infer, the info (histogram, parameters: before folding, so that they
+ * describe the file), gr_fold_constants, gr_infer again, then FLOPs and the
+ * input/output descriptions from the final types. Takes ownership of gm,
+ * also on failure. name (the file, or the name given for a buffer) is kept
+ * as info.path; errors are prefixed with its base name. */
+tdm_status model_build(tdm_err *e, gr_model *gm, const char *name, tdm_model **out);
+
+/* Prefixes e's sentence with "BASE: " (BASE: name's base name) unless the
+ * sentence already names it. */
+void model_err_prefix(tdm_err *e, const char *name);
 
 #endif
