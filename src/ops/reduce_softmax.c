@@ -1,0 +1,435 @@
+/* Softmax, LogSoftmax, Hardmax, CumSum and TopK.
+ *
+ * The softmax family views its input as [outer, n, inner] and normalises
+ * along n: before opset 13 the input is coerced to 2D at `axis` (n is the
+ * product of the dims from axis on, inner is 1); from 13 on n is the one
+ * axis. float32 runs in float with double sums; the other float types run
+ * in double and are rounded once per output element. */
+#include "ops/reduce.h"
+#include "core/mem.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SM_SOFTMAX, SM_LOGSOFTMAX, SM_HARDMAX };
+
+#define SOFTMAX_IMPL(NAME, T, EXP, LOG)                                                                    \
+    static void NAME(const T *x, T *y, size_t outer, size_t n, size_t inner, int mode, double *mx,         \
+                     double *sm)                                                                           \
+    {                                                                                                      \
+        size_t blk = n * inner;                                                                            \
+        for (size_t a = 0; a < outer; a++, x += blk, y += blk) {                                           \
+            if (inner == 1) {                                                                              \
+                T m = x[0];                                                                                \
+                size_t am = 0;                                                                             \
+                for (size_t i = 1; i < n; i++)                                                             \
+                    if (x[i] > m) {                                                                        \
+                        m = x[i];                                                                          \
+                        am = i;                                                                            \
+                    }                                                                                      \
+                if (mode == SM_HARDMAX) {                                                                  \
+                    for (size_t i = 0; i < n; i++)                                                         \
+                        y[i] = (T)(i == am);                                                               \
+                    continue;                                                                              \
+                }                                                                                          \
+                double s = 0;                                                                              \
+                if (mode == SM_SOFTMAX) {                                                                  \
+                    for (size_t i = 0; i < n; i++) {                                                       \
+                        T e = EXP(x[i] - m);                                                               \
+                        y[i] = e;                                                                          \
+                        s += e;                                                                            \
+                    }                                                                                      \
+                    T r = (T)(1.0 / s);                                                                    \
+                    for (size_t i = 0; i < n; i++)                                                         \
+                        y[i] *= r;                                                                         \
+                } else {                                                                                   \
+                    for (size_t i = 0; i < n; i++)                                                         \
+                        s += EXP(x[i] - m);                                                                \
+                    T l = (T)log(s);                                                                       \
+                    for (size_t i = 0; i < n; i++)                                                         \
+                        y[i] = x[i] - m - l;                                                               \
+                }                                                                                          \
+                continue;                                                                                  \
+            }                                                                                              \
+            /* strided: vectors of inner lanes */                                                          \
+            for (size_t j = 0; j < inner; j++) {                                                           \
+                mx[j] = (double)x[j];                                                                      \
+                sm[j] = 0;                                                                                 \
+            }                                                                                              \
+            for (size_t i = 1; i < n; i++) {                                                               \
+                const T *xr = x + i * inner;                                                               \
+                for (size_t j = 0; j < inner; j++)                                                         \
+                    if ((double)xr[j] > mx[j]) {                                                           \
+                        mx[j] = (double)xr[j];                                                             \
+                        if (mode == SM_HARDMAX)                                                            \
+                            sm[j] = (double)i;                                                             \
+                    }                                                                                      \
+            }                                                                                              \
+            if (mode == SM_HARDMAX) {                                                                      \
+                for (size_t i = 0; i < n; i++)                                                             \
+                    for (size_t j = 0; j < inner; j++)                                                     \
+                        y[i * inner + j] = (T)((double)i == sm[j]);                                        \
+                continue;                                                                                  \
+            }                                                                                              \
+            for (size_t i = 0; i < n; i++) {                                                               \
+                const T *xr = x + i * inner;                                                               \
+                T *yr = y + i * inner;                                                                     \
+                for (size_t j = 0; j < inner; j++) {                                                       \
+                    T e = EXP(xr[j] - (T)mx[j]);                                                           \
+                    if (mode == SM_SOFTMAX)                                                                \
+                        yr[j] = e;                                                                         \
+                    sm[j] += e;                                                                            \
+                }                                                                                          \
+            }                                                                                              \
+            if (mode == SM_SOFTMAX) {                                                                      \
+                for (size_t j = 0; j < inner; j++)                                                         \
+                    sm[j] = 1.0 / sm[j];                                                                   \
+                for (size_t i = 0; i < n; i++)                                                             \
+                    for (size_t j = 0; j < inner; j++)                                                     \
+                        y[i * inner + j] *= (T)sm[j];                                                      \
+            } else {                                                                                       \
+                for (size_t j = 0; j < inner; j++)                                                         \
+                    sm[j] = mx[j] + LOG(sm[j]);                                                            \
+                for (size_t i = 0; i < n; i++)                                                             \
+                    for (size_t j = 0; j < inner; j++)                                                     \
+                        y[i * inner + j] = (T)((double)x[i * inner + j] - sm[j]);                          \
+            }                                                                                              \
+        }                                                                                                  \
+    }
+
+SOFTMAX_IMPL(softmax_f32, float, expf, log)
+SOFTMAX_IMPL(softmax_f64, double, exp, log)
+
+static tdm_status softmax_run(op_ctx *ctx, int mode)
+{
+    tdm_status st = op_red_check(ctx, 0, DT_FLOATS);
+    if (st)
+        return st;
+    const tdm_tensor *x = ctx->in[0];
+    int v13 = ctx->version >= 13;
+    int axis = 0;
+    size_t outer = 1, n = 1, inner = 1;
+    if (x->rank > 0) {
+        if ((st = op_axis(ctx, gr_attr_int(ctx->node, "axis", v13 ? -1 : 1), x->rank, "attribute 'axis'", &axis)))
+            return st;
+        if ((st = op_red_prod(ctx, x->dims, 0, axis, &outer)))
+            return st;
+        if (v13) {
+            n = (size_t)x->dims[axis];
+            st = op_red_prod(ctx, x->dims, axis + 1, x->rank, &inner);
+        } else {
+            st = op_red_prod(ctx, x->dims, axis, x->rank, &n);
+        }
+        if (st)
+            return st;
+    }
+    if ((st = op_out(ctx, 0, x->dtype, x->rank, x->dims)))
+        return st;
+    if (x->count == 0)
+        return TDM_OK;
+    double *mx = NULL, *sm = NULL, *buf = NULL;
+    if ((st = op_red_alloc_f64(ctx, inner, &mx)) || (st = op_red_alloc_f64(ctx, inner, &sm)))
+        goto done;
+    if (x->dtype == TDM_FLOAT) {
+        softmax_f32(x->data, ctx->out[0]->data, outer, n, inner, mode, mx, sm);
+    } else {
+        if ((st = op_red_load_f64(ctx, x, &buf)))
+            goto done;
+        softmax_f64(buf, buf, outer, n, inner, mode, mx, sm);
+        op_red_put_f64(ctx->out[0], 0, x->count, buf);
+    }
+done:
+    mem_free(mx);
+    mem_free(sm);
+    mem_free(buf);
+    return st;
+}
+
+tdm_status op_run_Softmax(op_ctx *ctx) { return softmax_run(ctx, SM_SOFTMAX); }
+tdm_status op_run_LogSoftmax(op_ctx *ctx) { return softmax_run(ctx, SM_LOGSOFTMAX); }
+tdm_status op_run_Hardmax(op_ctx *ctx) { return softmax_run(ctx, SM_HARDMAX); }
+
+/* ---- CumSum ---- */
+
+static tdm_status scalar_axis(op_ctx *ctx, int i, int rank, int *axis)
+{
+    int64_t *v = NULL;
+    size_t n = 0;
+    tdm_status st = op_in_ints(ctx, i, &v, &n);
+    if (st)
+        return st;
+    if (n != 1) {
+        mem_free(v);
+        return op_fail(ctx, TDM_E_RUNTIME, "input %d ('axis') must hold one value, not %zu", i, n);
+    }
+    st = op_axis(ctx, v[0], rank, "input 'axis'", axis);
+    mem_free(v);
+    return st;
+}
+
+tdm_status op_run_CumSum(op_ctx *ctx)
+{
+    tdm_status st = op_red_check(ctx, 0, DT_NUMERIC);
+    if (st)
+        return st;
+    const tdm_tensor *x = ctx->in[0];
+    int axis;
+    if ((st = scalar_axis(ctx, 1, x->rank, &axis)))
+        return st;
+    if (x->rank == 0)
+        return op_fail(ctx, TDM_E_RUNTIME, "input 0 must have rank 1 or more");
+    int excl = gr_attr_int(ctx->node, "exclusive", 0) != 0;
+    int rev = gr_attr_int(ctx->node, "reverse", 0) != 0;
+    size_t outer, n = (size_t)x->dims[axis], inner;
+    if ((st = op_red_prod(ctx, x->dims, 0, axis, &outer)) || (st = op_red_prod(ctx, x->dims, axis + 1, x->rank, &inner)))
+        return st;
+    if ((st = op_out(ctx, 0, x->dtype, x->rank, x->dims)))
+        return st;
+    if (x->count == 0)
+        return TDM_OK;
+    int is_int = dtype_is_int(x->dtype);
+    double *fb = NULL, *fa = NULL;
+    int64_t *ib = NULL, *ia = NULL;
+    if (is_int) {
+        ib = mem_calloc(x->count, sizeof *ib);
+        ia = mem_calloc(inner, sizeof *ia);
+    } else {
+        fb = mem_calloc(x->count, sizeof *fb);
+        fa = mem_calloc(inner, sizeof *fa);
+    }
+    if (is_int ? (!ib || !ia) : (!fb || !fa)) {
+        st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    if (is_int)
+        op_red_row_i64(x, 0, x->count, ib);
+    else
+        op_red_row_f64(x, 0, x->count, fb);
+    for (size_t a = 0; a < outer; a++) {
+        if (is_int)
+            memset(ia, 0, inner * sizeof *ia);
+        else
+            memset(fa, 0, inner * sizeof *fa);
+        for (size_t s = 0; s < n; s++) {
+            size_t i = rev ? n - 1 - s : s;
+            size_t off = (a * n + i) * inner;
+            if (is_int) {
+                int64_t *p = ib + off;
+                for (size_t j = 0; j < inner; j++) {
+                    uint64_t sum = (uint64_t)ia[j] + (uint64_t)p[j];
+                    int64_t nv = sum >= 0x8000000000000000u ? (int64_t)(sum - 0x8000000000000000u) - INT64_MAX - 1
+                                                            : (int64_t)sum;
+                    p[j] = excl ? ia[j] : nv;
+                    ia[j] = nv;
+                }
+            } else {
+                double *p = fb + off;
+                for (size_t j = 0; j < inner; j++) {
+                    double nv = fa[j] + p[j];
+                    p[j] = excl ? fa[j] : nv;
+                    fa[j] = nv;
+                }
+            }
+        }
+    }
+    if (is_int) {
+        if (x->dtype == TDM_UINT64) {
+            uint64_t *o = ctx->out[0]->data;
+            for (size_t k = 0; k < x->count; k++)
+                o[k] = (uint64_t)ib[k];
+        } else {
+            op_red_put_i64(ctx->out[0], 0, x->count, ib);
+        }
+    } else {
+        op_red_put_f64(ctx->out[0], 0, x->count, fb);
+    }
+done:
+    mem_free(fb);
+    mem_free(fa);
+    mem_free(ib);
+    mem_free(ia);
+    return st;
+}
+
+/* ---- TopK ---- */
+
+typedef struct topk_f {
+    double v;
+    int64_t i;
+} topk_f;
+
+typedef struct topk_i {
+    int64_t v;
+    int64_t i;
+} topk_i;
+
+/* NaN sorts above every number (as numpy's sort). */
+static int cmp_f_desc(const void *pa, const void *pb)
+{
+    const topk_f *a = pa, *b = pb;
+    int an = a->v != a->v, bn = b->v != b->v;
+    if (an != bn)
+        return an ? -1 : 1;
+    if (!an && a->v != b->v)
+        return a->v > b->v ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int cmp_f_asc(const void *pa, const void *pb)
+{
+    const topk_f *a = pa, *b = pb;
+    int an = a->v != a->v, bn = b->v != b->v;
+    if (an != bn)
+        return an ? 1 : -1;
+    if (!an && a->v != b->v)
+        return a->v < b->v ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int cmp_i_desc(const void *pa, const void *pb)
+{
+    const topk_i *a = pa, *b = pb;
+    if (a->v != b->v)
+        return a->v > b->v ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static int cmp_i_asc(const void *pa, const void *pb)
+{
+    const topk_i *a = pa, *b = pb;
+    if (a->v != b->v)
+        return a->v < b->v ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+tdm_status op_run_TopK(op_ctx *ctx)
+{
+    tdm_status st = op_red_check(ctx, 0, DT_NUMERIC);
+    if (st)
+        return st;
+    const tdm_tensor *x = ctx->in[0];
+    if (x->rank == 0)
+        return op_fail(ctx, TDM_E_RUNTIME, "input 0 must have rank 1 or more");
+    int axis;
+    if ((st = op_axis(ctx, gr_attr_int(ctx->node, "axis", -1), x->rank, "attribute 'axis'", &axis)))
+        return st;
+    int64_t k;
+    if (ctx->version >= 10) {
+        int64_t *kv = NULL;
+        size_t nk = 0;
+        if ((st = op_in_ints(ctx, 1, &kv, &nk)))
+            return st;
+        k = nk == 1 ? kv[0] : -1;
+        mem_free(kv);
+        if (nk != 1)
+            return op_fail(ctx, TDM_E_RUNTIME, "input 1 ('K') must hold one value, not %zu", nk);
+    } else {
+        k = gr_attr_int(ctx->node, "k", -1);
+    }
+    int largest = ctx->version >= 11 ? gr_attr_int(ctx->node, "largest", 1) != 0 : 1;
+    size_t outer, n = (size_t)x->dims[axis], inner;
+    if ((st = op_red_prod(ctx, x->dims, 0, axis, &outer)) || (st = op_red_prod(ctx, x->dims, axis + 1, x->rank, &inner)))
+        return st;
+    if (k < 0 || (uint64_t)k > (uint64_t)n)
+        return op_fail(ctx, TDM_E_RUNTIME, "K = %lld is outside [0, %zu], the size of axis %d", (long long)k, n, axis);
+    int64_t dims[TDM_MAX_RANK];
+    memcpy(dims, x->dims, sizeof(int64_t) * (size_t)x->rank);
+    dims[axis] = k;
+    if ((st = op_out(ctx, 0, x->dtype, x->rank, dims)))
+        return st;
+    if (ctx->n_out > 1 && (st = op_out(ctx, 1, TDM_INT64, x->rank, dims)))
+        return st;
+    if (ctx->out[0]->count == 0)
+        return TDM_OK;
+    size_t es = tdm_dtype_size(x->dtype);
+    int is_f = dtype_is_float(x->dtype);
+    topk_f *pf = NULL;
+    topk_i *pi = NULL;
+    double *rowf = NULL;
+    int64_t *rowi = NULL;
+    if (is_f) {
+        pf = mem_calloc(n, sizeof *pf);
+        rowf = mem_calloc(x->count, sizeof *rowf);
+        if (rowf)
+            op_red_row_f64(x, 0, x->count, rowf);
+    } else {
+        pi = mem_calloc(n, sizeof *pi);
+        rowi = mem_calloc(x->count, sizeof *rowi);
+        if (rowi)
+            op_red_row_key(x, 0, x->count, rowi);
+    }
+    if (is_f ? (!pf || !rowf) : (!pi || !rowi)) {
+        st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    const unsigned char *src = x->data;
+    unsigned char *vo = ctx->out[0]->data;
+    int64_t *io = ctx->n_out > 1 ? ctx->out[1]->data : NULL;
+    size_t kk = (size_t)k;
+    for (size_t a = 0; a < outer; a++) {
+        for (size_t j = 0; j < inner; j++) {
+            size_t base = a * n * inner + j;
+            for (size_t i = 0; i < n; i++) {
+                if (is_f) {
+                    pf[i].v = rowf[base + i * inner];
+                    pf[i].i = (int64_t)i;
+                } else {
+                    pi[i].v = rowi[base + i * inner];
+                    pi[i].i = (int64_t)i;
+                }
+            }
+            if (is_f)
+                qsort(pf, n, sizeof *pf, largest ? cmp_f_desc : cmp_f_asc);
+            else
+                qsort(pi, n, sizeof *pi, largest ? cmp_i_desc : cmp_i_asc);
+            size_t obase = a * kk * inner + j;
+            for (size_t i = 0; i < kk; i++) {
+                int64_t idx = is_f ? pf[i].i : pi[i].i;
+                size_t o = obase + i * inner;
+                memcpy(vo + o * es, src + (base + (size_t)idx * inner) * es, es);
+                if (io)
+                    io[o] = idx;
+            }
+        }
+    }
+done:
+    mem_free(pf);
+    mem_free(pi);
+    mem_free(rowf);
+    mem_free(rowi);
+    return st;
+}
+
+tdm_status op_infer_TopK(op_infer_ctx *ctx)
+{
+    const gr_type *t = ctx->n_in > 0 ? ctx->in[0] : NULL;
+    if (!t)
+        return TDM_OK;
+    for (int i = 0; i < ctx->n_out && i < 2; i++) {
+        ctx->out[i].kind = TDM_KIND_TENSOR;
+        ctx->out[i].dtype = i == 0 ? t->dtype : TDM_INT64;
+    }
+    if (t->rank <= 0)
+        return TDM_OK;
+    int64_t axis = gr_attr_int(ctx->node, "axis", -1);
+    axis = axis < 0 ? axis + t->rank : axis;
+    if (axis < 0 || axis >= t->rank)
+        return TDM_OK;
+    gr_dim kd = {-1, NULL};
+    if (ctx->version >= 10) {
+        const tdm_tensor *kv = ctx->n_in > 1 ? ctx->value[1] : NULL;
+        if (kv && kv->kind == TDM_KIND_TENSOR && kv->count == 1 && dtype_is_int(kv->dtype))
+            kd.v = tensor_get_i64(kv, 0);
+    } else {
+        kd.v = gr_attr_int(ctx->node, "k", -1);
+    }
+    if (kd.v < -1)
+        kd.v = -1;
+    for (int i = 0; i < ctx->n_out && i < 2; i++) {
+        ctx->out[i].rank = t->rank;
+        memcpy(ctx->out[i].dims, t->dims, sizeof(gr_dim) * (size_t)t->rank);
+        ctx->out[i].dims[axis] = kd;
+    }
+    return TDM_OK;
+}
