@@ -4,7 +4,10 @@
 #   $TANDEM_CACHE/refs/<model>/inputs.txt     one NAME=PATH line per input
 #   $TANDEM_CACHE/refs/<model>/outputs/<sanitized output name>.npy
 # Inputs are fixed-seed uniform [-1, 1] float32; outputs come from
-# onnxruntime-node (scripts/oracle/ort_run.js, CPU, ORT_THREADS default 1).
+# onnxruntime-node (scripts/oracle/ort_run.js, CPU, ORT_THREADS default 1),
+# except graph outputs produced by a Sigmoid node, which are recomputed in
+# float64 from onnxruntime's own logits (scripts/oracle/exact_sigmoid.py
+# says why).
 # Runs scripts/models.sh first. Each model's folder is built under a
 # temporary name and renamed when complete, so an existing folder is a
 # finished one and is skipped (unless its model file is newer).
@@ -42,7 +45,7 @@ done
 todo=""
 for m in $models; do
     # A folder older than its model (re-exported since) is rebuilt.
-    if [ ! -f "$REFS/$m/inputs.txt" ] ||
+    if [ ! -f "$REFS/$m/inputs.txt" ] || [ ! -f "$REFS/$m/.v2" ] ||
        [ -n "$(find "$CACHE/models/$m.onnx" -newer "$REFS/$m/inputs.txt")" ]; then
         todo="$todo $m"
     fi
@@ -72,6 +75,8 @@ for m in $todo; do
     done <"$tmp/inputs.txt"
     ORT_DISABLE_TELEMETRY=1 node "$ROOT/scripts/oracle/ort_run.js" \
         "$CACHE/models/$m.onnx" "$tmp/outputs" "$@"
+    "$PY" "$ROOT/scripts/oracle/exact_sigmoid.py" "$CACHE/models/$m.onnx" "$tmp/outputs" "$@" >/dev/null
+    touch "$tmp/.v2"
     rm -rf "$final"
     mv "$tmp" "$final"
     tmp=""
