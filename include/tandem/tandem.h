@@ -187,6 +187,7 @@ typedef struct tdm_value_info {
     tdm_dtype dtype;
     int rank;
     const tdm_dim *dims;
+    int optional;   /* declared optional(...): an absent value (TDM_KIND_NONE) is accepted */
 } tdm_value_info;
 
 /* Summary of a model, for `tandem info`. */

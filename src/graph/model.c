@@ -194,6 +194,7 @@ static void fill_io(const gr_graph *g, int v, model_io *io)
     io->value = v;
     io->info.name = x->name;
     io->info.kind = x->type.kind;
+    io->info.optional = x->type.optional;
     io->info.dtype = x->type.dtype;
     io->info.rank = x->type.rank;
     for (int d = 0; d < x->type.rank && d < TDM_MAX_RANK; d++) {
