@@ -1,15 +1,118 @@
 /* tandem: the command-line tool. Uses only the public API. */
-#include <tandem/tandem.h>
+#include "cli.h"
 
-#include <stdio.h>
 #include <string.h>
+
+void usage_main(FILE *f)
+{
+    fputs("usage: tandem COMMAND [ARGS]\n"
+          "\n"
+          "commands:\n"
+          "  info      MODEL [--json]               what a model holds: inputs, outputs, ops, size, FLOPs\n"
+          "  run       MODEL [OPTIONS]              run a model and print or save its outputs\n"
+          "  help      [COMMAND]                    this text, or a command's\n"
+          "  devices, plan, profile, compare, calibrate, bench, report: not implemented yet\n"
+          "\n"
+          "`tandem COMMAND --help` describes a command. `tandem --version` prints the version.\n"
+          "\n"
+          "exit codes:\n"
+          "  0   success\n"
+          "  1   usage: unknown command or option, malformed option value\n"
+          "  2   invalid or unsupported model or input tensor\n"
+          "  3   fallback policy violated\n"
+          "  4   device error: a requested device is unavailable or failed\n"
+          "  5   I/O error: a file missing, unreadable or unwritable\n"
+          "  70  internal error (a bug in tandem; please report it)\n"
+          "Errors are one sentence on stderr, starting with \"tandem: \".\n",
+          f);
+}
+
+void usage_info(FILE *f)
+{
+    fputs("usage: tandem info MODEL [--json]\n"
+          "\n"
+          "Prints the producer, IR version, opsets, inputs and outputs (element type and\n"
+          "shape, dynamic dimensions by name), node count, operator histogram, parameter\n"
+          "count and bytes, and FLOPs (Conv, ConvTranspose, Gemm, MatMul; 2 per MAC).\n"
+          "\n"
+          "  --json    print one JSON document on stdout instead\n",
+          f);
+}
+
+void usage_run(FILE *f)
+{
+    fputs("usage: tandem run MODEL [--input NAME=FILE]... [--random] [--shape NAME=DxDx...]...\n"
+          "                  [--output-dir DIR] [--overwrite] [--threads N] [--devices LIST]\n"
+          "\n"
+          "Runs the model once and prints one line per output: name, element type, shape,\n"
+          "min, max and mean.\n"
+          "\n"
+          "  --input NAME=FILE   the value of input NAME, from a .npy file or an ONNX .pb\n"
+          "                      (TensorProto, SequenceProto, OptionalProto); split at the last '='\n"
+          "  --random            fill inputs not given with fixed-seed random values (floats\n"
+          "                      uniform in [-1, 1], integers in [0, 10), random booleans)\n"
+          "  --shape NAME=DxD    fix the dynamic dimensions of input NAME ('?' keeps one)\n"
+          "  --output-dir DIR    write one .npy per output into DIR (created if missing); names\n"
+          "                      keep [A-Za-z0-9._-], others become '_'; collisions get _1, _2...;\n"
+          "                      a sequence output is a folder of 0.npy, 1.npy...\n"
+          "  --overwrite         replace existing files in DIR (never done otherwise)\n"
+          "  --threads N         CPU worker threads (0: the default)\n"
+          "  --devices LIST      comma-separated devices in priority order; only 'cpu' for now\n",
+          f);
+}
+
+static const char *const later[] = {"devices", "plan", "profile", "compare", "calibrate", "bench", "report"};
+
+static int is_help(const char *s) { return strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0; }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--version") == 0) {
-        printf("tandem %s\n", TDM_VERSION_STRING);
-        return argc < 2 ? 1 : 0;
+    if (argc < 2) {
+        cli_error("no command given");
+        usage_main(stderr);
+        return EXIT_USAGE;
     }
-    fprintf(stderr, "tandem: unknown command '%s'\n", argv[1]);
-    return 1;
+    const char *cmd = argv[1];
+    if (is_help(cmd)) {
+        usage_main(stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("tandem %s\n", TDM_VERSION_STRING);
+        return EXIT_OK;
+    }
+    if (strcmp(cmd, "help") == 0) {
+        if (argc < 3) {
+            usage_main(stdout);
+            return EXIT_OK;
+        }
+        if (strcmp(argv[2], "info") == 0)
+            usage_info(stdout);
+        else if (strcmp(argv[2], "run") == 0)
+            usage_run(stdout);
+        else {
+            for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
+                if (strcmp(argv[2], later[i]) == 0) {
+                    cli_error("'%s' is not implemented yet", argv[2]);
+                    return EXIT_USAGE;
+                }
+            cli_error("unknown command '%s'; `tandem --help` lists the commands", argv[2]);
+            return EXIT_USAGE;
+        }
+        return EXIT_OK;
+    }
+    if (strcmp(cmd, "info") == 0)
+        return cmd_info(argc - 1, argv + 1);
+    if (strcmp(cmd, "run") == 0)
+        return cmd_run(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
+        if (strcmp(cmd, later[i]) == 0) {
+            cli_error("'%s' is not implemented yet", cmd);
+            return EXIT_USAGE;
+        }
+    if (cmd[0] == '-')
+        cli_error("unknown option '%s'; `tandem --help` lists the commands", cmd);
+    else
+        cli_error("unknown command '%s'; `tandem --help` lists the commands", cmd);
+    return EXIT_USAGE;
 }

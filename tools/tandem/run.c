@@ -1,0 +1,1095 @@
+/* tandem run MODEL [--input NAME=FILE]… [--random] [--shape NAME=DxD]…
+ *                  [--output-dir DIR] [--overwrite] [--threads N] [--devices LIST] */
+#define _POSIX_C_SOURCE 200809L
+
+#include "cli.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SHAPE_MAX_RANK 64
+
+typedef struct kv {
+    const char *name;  /* points into argv (NUL-terminated copy for inputs) */
+    const char *value;
+    char *owned;       /* the copy backing name, freed at the end */
+} kv;
+
+typedef struct run_args {
+    const char *model;
+    kv *inputs;
+    size_t n_inputs;
+    kv *shapes;
+    size_t n_shapes;
+    int random, overwrite;
+    const char *output_dir;
+    long long threads;
+    const char *devices;
+} run_args;
+
+/* One graph output's place in --output-dir. */
+typedef struct out_entry {
+    char *base;   /* sanitised, de-duplicated name without ".npy" */
+    char *entry;  /* file or folder name in DIR: base + ".npy", or base for a sequence */
+    int written;  /* in the temporary folder */
+    int is_dir;
+} out_entry;
+
+static void run_args_free(run_args *a)
+{
+    for (size_t i = 0; i < a->n_inputs; i++)
+        free(a->inputs[i].owned);
+    for (size_t i = 0; i < a->n_shapes; i++)
+        free(a->shapes[i].owned);
+    free(a->inputs);
+    free(a->shapes);
+}
+
+/* "--opt VALUE" or "--opt=VALUE". Returns 1 and sets *val when argv[*i]
+ * is opt, 0 when it is not, -1 when the value is missing. */
+static int opt_value(int argc, char **argv, int *i, const char *opt, const char **val)
+{
+    const char *a = argv[*i];
+    size_t l = strlen(opt);
+    if (strncmp(a, opt, l) != 0)
+        return 0;
+    if (a[l] == '=') {
+        *val = a + l + 1;
+        return 1;
+    }
+    if (a[l] != '\0')
+        return 0;
+    if (*i + 1 >= argc) {
+        cli_error("run: option '%s' needs a value; see `tandem run --help`", opt);
+        return -1;
+    }
+    *val = argv[++*i];
+    return 1;
+}
+
+/* Splits "NAME=VALUE" at the last '='. */
+static int split_kv(const char *opt, const char *s, kv *out)
+{
+    const char *eq = strrchr(s, '=');
+    if (!eq || eq == s) {
+        cli_error("run: %s expects NAME=%s, not '%s'", opt, strcmp(opt, "--shape") == 0 ? "DxD..." : "FILE", s);
+        return -1;
+    }
+    size_t nl = (size_t)(eq - s);
+    char *name = malloc(nl + 1);
+    if (!name) {
+        cli_error("out of memory");
+        return -1;
+    }
+    memcpy(name, s, nl);
+    name[nl] = '\0';
+    out->owned = name;
+    out->name = name;
+    out->value = eq + 1;
+    return 0;
+}
+
+static const char *const later_opts[] = {"--ledger", "--trace", "--granularity", "--fallback", "--calibration",
+                                         "--pin", "--max-fallback-ratio", "--max-boundary-bytes"};
+
+static int parse_args(int argc, char **argv, run_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->inputs = calloc((size_t)argc, sizeof *a->inputs);
+    a->shapes = calloc((size_t)argc, sizeof *a->shapes);
+    if (!a->inputs || !a->shapes) {
+        cli_error("out of memory");
+        return EXIT_INTERNAL;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *val;
+        int r;
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            usage_run(stdout);
+            return -1;
+        }
+        if (strcmp(arg, "--random") == 0) {
+            a->random = 1;
+            continue;
+        }
+        if (strcmp(arg, "--overwrite") == 0) {
+            a->overwrite = 1;
+            continue;
+        }
+        if ((r = opt_value(argc, argv, &i, "--input", &val)) != 0) {
+            if (r < 0 || split_kv("--input", val, &a->inputs[a->n_inputs]))
+                return EXIT_USAGE;
+            a->n_inputs++;
+            continue;
+        }
+        if ((r = opt_value(argc, argv, &i, "--shape", &val)) != 0) {
+            if (r < 0 || split_kv("--shape", val, &a->shapes[a->n_shapes]))
+                return EXIT_USAGE;
+            a->n_shapes++;
+            continue;
+        }
+        if ((r = opt_value(argc, argv, &i, "--output-dir", &val)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (!*val) {
+                cli_error("run: --output-dir needs a folder name");
+                return EXIT_USAGE;
+            }
+            a->output_dir = val;
+            continue;
+        }
+        if ((r = opt_value(argc, argv, &i, "--threads", &val)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (cli_parse_i64(val, &a->threads) || a->threads > 4096) {
+                cli_error("run: --threads expects a number from 0 to 4096, not '%s'", val);
+                return EXIT_USAGE;
+            }
+            continue;
+        }
+        if ((r = opt_value(argc, argv, &i, "--devices", &val)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            a->devices = val;
+            continue;
+        }
+        for (size_t k = 0; k < sizeof later_opts / sizeof later_opts[0]; k++) {
+            size_t l = strlen(later_opts[k]);
+            if (strncmp(arg, later_opts[k], l) == 0 && (arg[l] == '\0' || arg[l] == '=')) {
+                cli_error("run: option '%s' is not implemented yet", later_opts[k]);
+                return EXIT_USAGE;
+            }
+        }
+        if (arg[0] == '-' && arg[1] != '\0') {
+            cli_error("run: unknown option '%s'; see `tandem run --help`", arg);
+            return EXIT_USAGE;
+        }
+        if (a->model) {
+            cli_error("run: one MODEL only ('%s' and '%s' given)", a->model, arg);
+            return EXIT_USAGE;
+        }
+        a->model = arg;
+    }
+    if (!a->model) {
+        cli_error("run: no MODEL given; see `tandem run --help`");
+        return EXIT_USAGE;
+    }
+    for (size_t i = 0; i < a->n_inputs; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(a->inputs[i].name, a->inputs[j].name) == 0) {
+                cli_error("run: input '%s' is given twice with --input", a->inputs[i].name);
+                return EXIT_USAGE;
+            }
+    for (size_t i = 0; i < a->n_shapes; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(a->shapes[i].name, a->shapes[j].name) == 0) {
+                cli_error("run: input '%s' is given twice with --shape", a->shapes[i].name);
+                return EXIT_USAGE;
+            }
+    return 0;
+}
+
+/* Checks --devices: only "cpu" exists for now. */
+static int check_devices(const char *list)
+{
+    if (!list)
+        return 0;
+    const char *p = list;
+    for (;;) {
+        const char *c = strchr(p, ',');
+        size_t l = c ? (size_t)(c - p) : strlen(p);
+        if (l == 0) {
+            cli_error("run: --devices expects a comma-separated list such as 'cpu', not '%s'", list);
+            return EXIT_USAGE;
+        }
+        if (!(l == 3 && strncmp(p, "cpu", 3) == 0)) {
+            cli_error("device '%.*s' is not available (this build has only 'cpu')", (int)l, p);
+            return EXIT_DEVICE;
+        }
+        if (!c)
+            break;
+        p = c + 1;
+    }
+    return 0;
+}
+
+/* "2x3x?" → rank and dims (-1 for '?'); "" is a scalar. */
+static int parse_shape(const kv *s, int *rank, int64_t *dims)
+{
+    const char *p = s->value;
+    *rank = 0;
+    if (!*p || strcmp(p, "scalar") == 0)
+        return 0;
+    for (;;) {
+        const char *x = strchr(p, 'x');
+        size_t l = x ? (size_t)(x - p) : strlen(p);
+        char part[32];
+        long long v;
+        if (*rank >= SHAPE_MAX_RANK || l == 0 || l >= sizeof part)
+            goto bad;
+        memcpy(part, p, l);
+        part[l] = '\0';
+        if (strcmp(part, "?") == 0)
+            v = -1;
+        else if (cli_parse_i64(part, &v))
+            goto bad;
+        dims[(*rank)++] = v;
+        if (!x)
+            return 0;
+        p = x + 1;
+    }
+bad:
+    cli_error("run: --shape %s=%s: expected dimensions like 1x3x224x224 ('?' keeps a dimension)", s->name,
+              s->value);
+    return -1;
+}
+
+/* ----------------------------------------------------------- random inputs */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    /* splitmix64 */
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0; }
+
+static int fill_random(tdm_tensor *t, uint64_t *rng, const char *name)
+{
+    size_t n = tdm_tensor_count(t);
+    void *p = tdm_tensor_data(t);
+    tdm_dtype dt = tdm_tensor_dtype(t);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r10 = rng_next(rng) % 10;
+        switch (dt) {
+        case TDM_FLOAT: ((float *)p)[i] = (float)rng_unit(rng); break;
+        case TDM_DOUBLE: ((double *)p)[i] = rng_unit(rng); break;
+        case TDM_FLOAT16: ((uint16_t *)p)[i] = cli_f32_to_f16((float)rng_unit(rng)); break;
+        case TDM_BFLOAT16: ((uint16_t *)p)[i] = cli_f32_to_bf16((float)rng_unit(rng)); break;
+        case TDM_COMPLEX64:
+            ((float *)p)[2 * i] = (float)rng_unit(rng);
+            ((float *)p)[2 * i + 1] = (float)rng_unit(rng);
+            break;
+        case TDM_COMPLEX128:
+            ((double *)p)[2 * i] = rng_unit(rng);
+            ((double *)p)[2 * i + 1] = rng_unit(rng);
+            break;
+        case TDM_INT8: case TDM_INT4: ((int8_t *)p)[i] = (int8_t)r10; break;
+        case TDM_UINT8: case TDM_UINT4: ((uint8_t *)p)[i] = (uint8_t)r10; break;
+        case TDM_INT16: ((int16_t *)p)[i] = (int16_t)r10; break;
+        case TDM_UINT16: ((uint16_t *)p)[i] = (uint16_t)r10; break;
+        case TDM_INT32: ((int32_t *)p)[i] = (int32_t)r10; break;
+        case TDM_UINT32: ((uint32_t *)p)[i] = (uint32_t)r10; break;
+        case TDM_INT64: ((int64_t *)p)[i] = (int64_t)r10; break;
+        case TDM_UINT64: ((uint64_t *)p)[i] = r10; break;
+        case TDM_BOOL: ((uint8_t *)p)[i] = (uint8_t)(rng_next(rng) >> 63); break;
+        case TDM_STRING: {
+            char digit = (char)('0' + r10);
+            if (tdm_tensor_set_string(t, i, &digit, 1)) {
+                cli_error("out of memory");
+                return EXIT_INVALID;
+            }
+            break;
+        }
+        case TDM_UNDEFINED:
+        case TDM_FLOAT8E4M3FN:
+        case TDM_FLOAT8E4M3FNUZ:
+        case TDM_FLOAT8E5M2:
+        case TDM_FLOAT8E5M2FNUZ:
+            cli_error("input '%s': --random cannot make %s values; give --input %s=FILE", name,
+                      tdm_dtype_name(dt), name);
+            return EXIT_INVALID;
+        }
+    }
+    return 0;
+}
+
+static int make_random(const tdm_value_info *vi, const run_args *a, uint64_t *rng, tdm_tensor **out)
+{
+    *out = NULL;
+    if (vi->kind == TDM_KIND_SEQUENCE) {
+        cli_error("input '%s' is a sequence, which --random cannot make; give --input %s=FILE", vi->name, vi->name);
+        return EXIT_INVALID;
+    }
+    if (vi->dtype == TDM_UNDEFINED) {
+        cli_error("input '%s' has no declared element type, so --random cannot make it; give --input %s=FILE",
+                  vi->name, vi->name);
+        return EXIT_INVALID;
+    }
+    int rank = vi->rank;
+    int64_t dims[SHAPE_MAX_RANK];
+    for (int d = 0; d < rank && d < SHAPE_MAX_RANK; d++)
+        dims[d] = vi->dims[d].value;
+    for (size_t i = 0; i < a->n_shapes; i++) {
+        if (strcmp(a->shapes[i].name, vi->name) != 0)
+            continue;
+        int r;
+        int64_t sd[SHAPE_MAX_RANK];
+        if (parse_shape(&a->shapes[i], &r, sd))
+            return EXIT_USAGE;
+        if (rank >= 0 && r != rank) {
+            cli_error("--shape gives input '%s' rank %d, the model declares rank %d", vi->name, r, rank);
+            return EXIT_INVALID;
+        }
+        for (int d = 0; d < r; d++)
+            if (sd[d] >= 0 || rank < 0)
+                dims[d] = sd[d];
+        rank = r;
+    }
+    if (rank < 0) {
+        cli_error("input '%s' has an unknown rank, so --random needs its shape: give --shape %s=DxD...", vi->name,
+                  vi->name);
+        return EXIT_INVALID;
+    }
+    if (rank > SHAPE_MAX_RANK) {
+        cli_error("input '%s' has rank %d, more than the tool handles (%d)", vi->name, rank, SHAPE_MAX_RANK);
+        return EXIT_INVALID;
+    }
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] >= 0)
+            continue;
+        /* A template for the fix: known dimensions kept, the others 'D'. */
+        char tmpl[256];
+        size_t off = 0;
+        for (int k = 0; k < rank && off < sizeof tmpl; k++) {
+            int w = dims[k] >= 0 ? snprintf(tmpl + off, sizeof tmpl - off, k ? "x%lld" : "%lld", (long long)dims[k])
+                                 : snprintf(tmpl + off, sizeof tmpl - off, k ? "xD" : "D");
+            if (w < 0)
+                break;
+            off += (size_t)w;
+        }
+        const char *sym = d < vi->rank ? vi->dims[d].symbol : NULL;
+        if (sym && *sym)
+            cli_error("input '%s' has dynamic dimension '%s' (axis %d), so --random needs it fixed: give --shape "
+                      "%s=%s",
+                      vi->name, sym, d, vi->name, tmpl);
+        else
+            cli_error("input '%s' has a dynamic dimension (axis %d), so --random needs it fixed: give --shape %s=%s",
+                      vi->name, d, vi->name, tmpl);
+        return EXIT_INVALID;
+    }
+    tdm_tensor *t;
+    tdm_status st = tdm_tensor_create(vi->dtype, rank, dims, &t);
+    if (st) {
+        char sbuf[256];
+        cli_error("input '%s': cannot make a random %s tensor of shape %s (%s)", vi->name,
+                  tdm_dtype_name(vi->dtype), cli_shape_str(rank, dims, sbuf, sizeof sbuf), tdm_status_str(st));
+        return cli_exit_code(st);
+    }
+    int rc = fill_random(t, rng, vi->name);
+    if (rc) {
+        tdm_tensor_destroy(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+/* ------------------------------------------------------------- statistics */
+
+static void print_stats(const tdm_tensor *t)
+{
+    char sbuf[512];
+    tdm_dtype dt = tdm_tensor_dtype(t);
+    size_t n = tdm_tensor_count(t);
+    const void *p = tdm_tensor_cdata(t);
+    printf("%s  %s", tdm_dtype_name(dt), cli_shape_str(tdm_tensor_rank(t), tdm_tensor_dims(t), sbuf, sizeof sbuf));
+    if (n == 0) {
+        printf("  (empty)");
+        return;
+    }
+    switch (dt) {
+    case TDM_FLOAT:
+    case TDM_DOUBLE:
+    case TDM_FLOAT16:
+    case TDM_BFLOAT16: {
+        double mn = INFINITY, mx = -INFINITY, sum = 0;
+        size_t nan = 0;
+        for (size_t i = 0; i < n; i++) {
+            double v = dt == TDM_FLOAT      ? ((const float *)p)[i]
+                       : dt == TDM_DOUBLE   ? ((const double *)p)[i]
+                       : dt == TDM_FLOAT16  ? cli_f16_to_f32(((const uint16_t *)p)[i])
+                                            : cli_bf16_to_f32(((const uint16_t *)p)[i]);
+            if (isnan(v)) {
+                nan++;
+                continue;
+            }
+            mn = v < mn ? v : mn;
+            mx = v > mx ? v : mx;
+            sum += v;
+        }
+        if (nan == n)
+            printf("  min=nan  max=nan  mean=nan");
+        else
+            printf("  min=%.6g  max=%.6g  mean=%.6g", mn, mx, sum / (double)(n - nan));
+        if (nan)
+            printf("  nan=%zu", nan);
+        return;
+    }
+    case TDM_INT8:
+    case TDM_INT16:
+    case TDM_INT32:
+    case TDM_INT64:
+    case TDM_INT4: {
+        long long mn = 0, mx = 0;
+        double sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            long long v = dt == TDM_INT8 || dt == TDM_INT4 ? ((const int8_t *)p)[i]
+                          : dt == TDM_INT16                ? ((const int16_t *)p)[i]
+                          : dt == TDM_INT32                ? ((const int32_t *)p)[i]
+                                                           : (long long)((const int64_t *)p)[i];
+            if (i == 0 || v < mn)
+                mn = v;
+            if (i == 0 || v > mx)
+                mx = v;
+            sum += (double)v;
+        }
+        printf("  min=%lld  max=%lld  mean=%.6g", mn, mx, sum / (double)n);
+        return;
+    }
+    case TDM_UINT8:
+    case TDM_UINT16:
+    case TDM_UINT32:
+    case TDM_UINT64:
+    case TDM_UINT4:
+    case TDM_BOOL: {
+        unsigned long long mn = 0, mx = 0;
+        double sum = 0;
+        for (size_t i = 0; i < n; i++) {
+            unsigned long long v = dt == TDM_UINT8 || dt == TDM_UINT4 ? ((const uint8_t *)p)[i]
+                                   : dt == TDM_BOOL                   ? ((const uint8_t *)p)[i] != 0
+                                   : dt == TDM_UINT16                 ? ((const uint16_t *)p)[i]
+                                   : dt == TDM_UINT32                 ? ((const uint32_t *)p)[i]
+                                                                      : (unsigned long long)((const uint64_t *)p)[i];
+            if (i == 0 || v < mn)
+                mn = v;
+            if (i == 0 || v > mx)
+                mx = v;
+            sum += (double)v;
+        }
+        printf("  min=%llu  max=%llu  mean=%.6g", mn, mx, sum / (double)n);
+        return;
+    }
+    case TDM_STRING:
+    case TDM_COMPLEX64:
+    case TDM_COMPLEX128:
+    case TDM_FLOAT8E4M3FN:
+    case TDM_FLOAT8E4M3FNUZ:
+    case TDM_FLOAT8E5M2:
+    case TDM_FLOAT8E5M2FNUZ:
+    case TDM_UNDEFINED:
+        printf("  (no statistics for %s)", tdm_dtype_name(dt));
+        return;
+    }
+}
+
+/* -------------------------------------------------------------- output dir */
+
+static char *str_cat(const char *a, const char *b, const char *c)
+{
+    size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
+    char *s = malloc(la + lb + lc + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, a, la);
+    memcpy(s + la, b, lb);
+    memcpy(s + la + lb, c, lc + 1);
+    return s;
+}
+
+static char *path_join(const char *dir, const char *name) { return str_cat(dir, "/", name); }
+
+static int is_safe_char(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+           c == '-';
+}
+
+/* Computes the file names of the outputs (DESIGN.md "Command line"). */
+static int name_outputs(const tdm_model *m, out_entry *ents, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        tdm_value_info vi;
+        char idx[48];
+        if (tdm_model_output(m, i, &vi) != TDM_OK) {
+            cli_error("cannot describe output %zu of the model", i);
+            return EXIT_INTERNAL;
+        }
+        const char *name = vi.name ? vi.name : "";
+        char *base;
+        if (!*name) {
+            snprintf(idx, sizeof idx, "output_%zu", i);
+            base = str_cat(idx, "", "");
+        } else {
+            base = str_cat(name, "", "");
+            if (base)
+                for (char *c = base; *c; c++)
+                    if (!is_safe_char(*c))
+                        *c = '_';
+            /* "." and ".." are not usable as names. */
+            if (base && (strcmp(base, ".") == 0 || strcmp(base, "..") == 0))
+                for (char *c = base; *c; c++)
+                    *c = '_';
+        }
+        if (!base)
+            goto oom;
+        int is_dir = vi.kind == TDM_KIND_SEQUENCE;
+        char *cand = str_cat(base, "", "");
+        char *entry = cand ? str_cat(cand, is_dir ? "" : ".npy", "") : NULL;
+        for (unsigned k = 1; cand && entry; k++) {
+            int clash = 0;
+            for (size_t j = 0; j < i && !clash; j++)
+                clash = strcmp(ents[j].base, cand) == 0 || strcmp(ents[j].entry, entry) == 0;
+            if (!clash)
+                break;
+            free(cand);
+            free(entry);
+            snprintf(idx, sizeof idx, "_%u", k);
+            cand = str_cat(base, idx, "");
+            entry = cand ? str_cat(cand, is_dir ? "" : ".npy", "") : NULL;
+        }
+        free(base);
+        if (!cand || !entry) {
+            free(cand);
+            free(entry);
+            goto oom;
+        }
+        ents[i].base = cand;
+        ents[i].entry = entry;
+        ents[i].is_dir = is_dir;
+    }
+    return 0;
+oom:
+    cli_error("out of memory");
+    return EXIT_INTERNAL;
+}
+
+/* mkdir -p. */
+static int make_dirs(const char *dir)
+{
+    char *p = str_cat(dir, "", "");
+    if (!p) {
+        cli_error("out of memory");
+        return EXIT_INTERNAL;
+    }
+    for (char *c = p + 1;; c++) {
+        if (*c == '/' || *c == '\0') {
+            char save = *c;
+            *c = '\0';
+            struct stat sb;
+            if (stat(p, &sb) != 0) {
+                if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+                    cli_error("cannot create the output folder '%s': %s", p, strerror(errno));
+                    free(p);
+                    return EXIT_IO;
+                }
+            } else if (!S_ISDIR(sb.st_mode)) {
+                cli_error("cannot create the output folder '%s': '%s' is not a folder", dir, p);
+                free(p);
+                return EXIT_IO;
+            }
+            *c = save;
+            if (!save)
+                break;
+        }
+    }
+    free(p);
+    return 0;
+}
+
+/* Removes a folder we created, and the files and folders inside it. */
+static void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                continue;
+            char *p = path_join(dir, de->d_name);
+            if (!p)
+                continue;
+            struct stat sb;
+            if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode))
+                remove_tree(p);
+            else
+                unlink(p);
+            free(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+/* Before running: refuses outputs whose files exist (without --overwrite). */
+static int precheck_outputs(const run_args *a, const out_entry *ents, size_t n)
+{
+    struct stat sb;
+    if (stat(a->output_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        cli_error("--output-dir '%s' exists and is not a folder", a->output_dir);
+        return EXIT_IO;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char *p = path_join(a->output_dir, ents[i].entry);
+        if (!p) {
+            cli_error("out of memory");
+            return EXIT_INTERNAL;
+        }
+        int exists = lstat(p, &sb) == 0;
+        if (exists && !a->overwrite) {
+            cli_error("'%s' exists; not overwriting it (give --overwrite to replace it)", p);
+            free(p);
+            return EXIT_IO;
+        }
+        if (exists && ents[i].is_dir != !!S_ISDIR(sb.st_mode)) {
+            cli_error("'%s' exists and is %s; not replacing it", p, S_ISDIR(sb.st_mode) ? "a folder" : "not a folder");
+            free(p);
+            return EXIT_IO;
+        }
+        free(p);
+    }
+    return 0;
+}
+
+static int save_one(tdm_ctx *ctx, const tdm_tensor *t, const char *path, const char *output)
+{
+    tdm_status st = tdm_tensor_save_npy(ctx, t, path, 1);
+    if (st) {
+        char what[512];
+        snprintf(what, sizeof what, "output '%s'", output);
+        return cli_fail(st, what, tdm_ctx_error(ctx));
+    }
+    return 0;
+}
+
+/* Writes every output into tmp (a fresh folder inside DIR). */
+static int write_temp(tdm_ctx *ctx, const tdm_model *m, tdm_tensor **outs, out_entry *ents, size_t n, const char *tmp)
+{
+    for (size_t i = 0; i < n; i++) {
+        tdm_value_info vi;
+        tdm_model_output(m, i, &vi);
+        tdm_kind k = tdm_tensor_kind(outs[i]);
+        if (k == TDM_KIND_NONE)
+            continue;
+        char *p = path_join(tmp, ents[i].entry);
+        if (!p) {
+            cli_error("out of memory");
+            return EXIT_INTERNAL;
+        }
+        int rc = 0;
+        if (k == TDM_KIND_TENSOR) {
+            ents[i].is_dir = 0;
+            rc = save_one(ctx, outs[i], p, vi.name);
+        } else {
+            ents[i].is_dir = 1;
+            if (mkdir(p, 0777) != 0) {
+                cli_error("cannot create '%s': %s", p, strerror(errno));
+                rc = EXIT_IO;
+            }
+            for (size_t j = 0; !rc && j < tdm_sequence_length(outs[i]); j++) {
+                char item[48];
+                snprintf(item, sizeof item, "%zu.npy", j);
+                char *ip = path_join(p, item);
+                if (!ip) {
+                    cli_error("out of memory");
+                    rc = EXIT_INTERNAL;
+                    break;
+                }
+                rc = save_one(ctx, tdm_sequence_item(outs[i], j), ip, vi.name);
+                free(ip);
+            }
+        }
+        free(p);
+        if (rc)
+            return rc;
+        ents[i].written = 1;
+    }
+    return 0;
+}
+
+/* Removes "<digits>.npy" files from an existing sequence folder. */
+static int clear_sequence_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        const char *s = de->d_name;
+        size_t l = strspn(s, "0123456789");
+        if (l == 0 || strcmp(s + l, ".npy") != 0)
+            continue;
+        char *p = path_join(dir, s);
+        if (p)
+            unlink(p);
+        free(p);
+    }
+    closedir(d);
+    return 0;
+}
+
+/* Moves one written entry from tmp into DIR. Returns 0, or an exit code
+ * after printing the error. *created says whether the target is new (so
+ * that a later failure can take it back). */
+static int commit_one(const run_args *a, const out_entry *e, const char *tmp, int *created)
+{
+    char *src = path_join(tmp, e->entry), *dst = path_join(a->output_dir, e->entry);
+    int rc = 0;
+    *created = 0;
+    if (!src || !dst) {
+        cli_error("out of memory");
+        rc = EXIT_INTERNAL;
+        goto done;
+    }
+    if (!e->is_dir) {
+        if (a->overwrite) {
+            struct stat sb;
+            *created = lstat(dst, &sb) != 0;
+            if (rename(src, dst) != 0) {
+                cli_error("cannot write '%s': %s", dst, strerror(errno));
+                rc = EXIT_IO;
+            }
+        } else if (link(src, dst) != 0) {
+            int err = errno;
+            if (err == EEXIST)
+                cli_error("'%s' exists; not overwriting it (give --overwrite to replace it)", dst);
+            else
+                cli_error("cannot write '%s': %s", dst, strerror(err));
+            rc = EXIT_IO;
+        } else {
+            *created = 1;
+            unlink(src);
+        }
+        goto done;
+    }
+    /* A sequence folder: a new folder in DIR is claimed with mkdir (which
+     * fails when it exists), then the items are moved into it. */
+    if (mkdir(dst, 0777) == 0) {
+        *created = 1;
+    } else if (errno != EEXIST || !a->overwrite) {
+        if (errno == EEXIST)
+            cli_error("'%s' exists; not overwriting it (give --overwrite to replace it)", dst);
+        else
+            cli_error("cannot create '%s': %s", dst, strerror(errno));
+        rc = EXIT_IO;
+        goto done;
+    } else if (clear_sequence_dir(dst) != 0) {
+        cli_error("cannot replace the items in '%s': %s", dst, strerror(errno));
+        rc = EXIT_IO;
+        goto done;
+    }
+    DIR *d = opendir(src);
+    if (!d) {
+        cli_error("cannot read '%s': %s", src, strerror(errno));
+        rc = EXIT_IO;
+        goto done;
+    }
+    struct dirent *de;
+    while (!rc && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        char *s = path_join(src, de->d_name), *t = path_join(dst, de->d_name);
+        if (!s || !t) {
+            cli_error("out of memory");
+            rc = EXIT_INTERNAL;
+        } else if (rename(s, t) != 0) {
+            cli_error("cannot write '%s': %s", t, strerror(errno));
+            rc = EXIT_IO;
+        }
+        free(s);
+        free(t);
+    }
+    closedir(d);
+done:
+    free(src);
+    free(dst);
+    return rc;
+}
+
+static int write_outputs(tdm_ctx *ctx, const run_args *a, const tdm_model *m, tdm_tensor **outs, out_entry *ents,
+                         size_t n)
+{
+    int rc = make_dirs(a->output_dir);
+    if (rc)
+        return rc;
+    char *tmp = path_join(a->output_dir, ".tandem-tmp-XXXXXX");
+    if (!tmp) {
+        cli_error("out of memory");
+        return EXIT_INTERNAL;
+    }
+    if (!mkdtemp(tmp)) {
+        cli_error("cannot write into the output folder '%s': %s", a->output_dir, strerror(errno));
+        free(tmp);
+        return EXIT_IO;
+    }
+    rc = write_temp(ctx, m, outs, ents, n, tmp);
+    int *created = calloc(n ? n : 1, sizeof *created);
+    if (!rc && !created) {
+        cli_error("out of memory");
+        rc = EXIT_INTERNAL;
+    }
+    size_t done = 0;
+    for (; !rc && done < n; done++)
+        if (ents[done].written)
+            rc = commit_one(a, &ents[done], tmp, &created[done]);
+    if (rc && created) {
+        /* Take back what this run added, so that a failure leaves no files. */
+        for (size_t i = 0; i < done; i++) {
+            if (!created[i])
+                continue;
+            char *p = path_join(a->output_dir, ents[i].entry);
+            if (!p)
+                continue;
+            if (ents[i].is_dir)
+                remove_tree(p);
+            else
+                unlink(p);
+            free(p);
+        }
+    }
+    remove_tree(tmp);
+    free(tmp);
+    free(created);
+    return rc;
+}
+
+/* ------------------------------------------------------------------- run */
+
+static void list_inputs(const tdm_model *m, char *buf, size_t size)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < tdm_model_input_count(m) && off < size; i++) {
+        tdm_value_info vi;
+        if (tdm_model_input(m, i, &vi))
+            continue;
+        int w = snprintf(buf + off, size - off, "%s'%s'", off ? ", " : "", vi.name);
+        if (w < 0)
+            break;
+        off += (size_t)w;
+    }
+    if (!off)
+        snprintf(buf, size, "none");
+}
+
+static int find_input(const tdm_model *m, const char *name)
+{
+    for (size_t i = 0; i < tdm_model_input_count(m); i++) {
+        tdm_value_info vi;
+        if (tdm_model_input(m, i, &vi) == TDM_OK && strcmp(vi.name, name) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_args a;
+    tdm_ctx *ctx = NULL;
+    tdm_model *m = NULL;
+    tdm_session_options *so = NULL;
+    tdm_session *s = NULL;
+    tdm_tensor **ins = NULL, **outs = NULL;
+    out_entry *ents = NULL;
+    size_t n_in = 0, n_out = 0;
+    tdm_status st;
+    int rc = parse_args(argc, argv, &a);
+    if (rc < 0) {
+        rc = EXIT_OK; /* --help */
+        goto done;
+    }
+    if (rc || (rc = check_devices(a.devices)) != 0)
+        goto done;
+    if ((st = tdm_ctx_create(&ctx)) != TDM_OK) {
+        rc = cli_fail(st, NULL, "cannot create a context (out of memory)");
+        goto done;
+    }
+    if ((st = tdm_model_load(ctx, a.model, &m)) != TDM_OK) {
+        rc = cli_fail(st, NULL, tdm_ctx_error(ctx));
+        goto done;
+    }
+    n_in = tdm_model_input_count(m);
+    n_out = tdm_model_output_count(m);
+    char names[180];
+    for (size_t i = 0; i < a.n_inputs; i++) {
+        if (find_input(m, a.inputs[i].name) < 0) {
+            list_inputs(m, names, sizeof names);
+            cli_error("--input names '%s', which is not an input of the model (its inputs: %s)", a.inputs[i].name,
+                      names);
+            rc = EXIT_INVALID;
+            goto done;
+        }
+    }
+    if ((st = tdm_session_options_create(&so)) != TDM_OK) {
+        rc = cli_fail(st, NULL, "out of memory");
+        goto done;
+    }
+    if (a.threads && (st = tdm_session_options_set_threads(so, (int)a.threads)) != TDM_OK) {
+        rc = cli_fail(st, NULL, "--threads: the value is not accepted");
+        goto done;
+    }
+    for (size_t i = 0; i < a.n_shapes; i++) {
+        int rank;
+        int64_t dims[SHAPE_MAX_RANK];
+        if (parse_shape(&a.shapes[i], &rank, dims)) {
+            rc = EXIT_USAGE;
+            goto done;
+        }
+        if (find_input(m, a.shapes[i].name) < 0) {
+            list_inputs(m, names, sizeof names);
+            cli_error("--shape names '%s', which is not an input of the model (its inputs: %s)", a.shapes[i].name,
+                      names);
+            rc = EXIT_INVALID;
+            goto done;
+        }
+        if ((st = tdm_session_options_set_shape(so, a.shapes[i].name, rank, dims)) != TDM_OK) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "--shape %s=%s is not accepted (%s)", a.shapes[i].name, a.shapes[i].value,
+                     tdm_status_str(st));
+            rc = cli_fail(st == TDM_E_USAGE ? TDM_E_INPUT : st, NULL, msg);
+            goto done;
+        }
+    }
+    if ((st = tdm_session_create(ctx, m, so, &s)) != TDM_OK) {
+        rc = cli_fail(st, NULL, tdm_ctx_error(ctx));
+        goto done;
+    }
+
+    /* Inputs: from files, or random with --random. */
+    ins = calloc(n_in ? n_in : 1, sizeof *ins);
+    outs = calloc(n_out ? n_out : 1, sizeof *outs);
+    ents = calloc(n_out ? n_out : 1, sizeof *ents);
+    if (!ins || !outs || !ents) {
+        cli_error("out of memory");
+        rc = EXIT_INTERNAL;
+        goto done;
+    }
+    char random_names[160];
+    size_t n_random = 0, rn_off = 0, n_missing = 0;
+    const char *first_missing = NULL;
+    random_names[0] = '\0';
+    uint64_t rng = 42;
+    for (size_t i = 0; i < n_in; i++) {
+        tdm_value_info vi;
+        if ((st = tdm_model_input(m, i, &vi)) != TDM_OK) {
+            rc = cli_fail(st, NULL, "cannot describe an input of the model");
+            goto done;
+        }
+        const kv *given = NULL;
+        for (size_t k = 0; k < a.n_inputs; k++)
+            if (strcmp(a.inputs[k].name, vi.name) == 0)
+                given = &a.inputs[k];
+        if (given) {
+            if ((st = tdm_value_load(ctx, given->value, &vi.kind, &ins[i])) != TDM_OK) {
+                char what[300];
+                snprintf(what, sizeof what, "input '%s'", vi.name);
+                rc = cli_fail(st, what, tdm_ctx_error(ctx));
+                goto done;
+            }
+            continue;
+        }
+        if (vi.kind == TDM_KIND_NONE)
+            continue; /* an optional input left absent */
+        if (!a.random) {
+            if (!first_missing)
+                first_missing = vi.name;
+            n_missing++;
+            continue;
+        }
+        if ((rc = make_random(&vi, &a, &rng, &ins[i])) != 0)
+            goto done;
+        if (rn_off < sizeof random_names) {
+            int w = snprintf(random_names + rn_off, sizeof random_names - rn_off, "%s'%s'", n_random ? ", " : "",
+                             vi.name);
+            if (w > 0)
+                rn_off += (size_t)w;
+        }
+        n_random++;
+    }
+    if (n_missing) {
+        if (n_missing == 1)
+            cli_error("input '%s' is missing: give --input %s=FILE, or --random for random values", first_missing,
+                      first_missing);
+        else
+            cli_error("input '%s' and %zu more are missing: give --input NAME=FILE for each, or --random",
+                      first_missing, n_missing - 1);
+        rc = EXIT_INVALID;
+        goto done;
+    }
+    if (n_random)
+        cli_error("using fixed-seed random values for input%s %s (floats uniform in [-1, 1], integers in [0, 10), "
+                  "random booleans)",
+                  n_random == 1 ? "" : "s", random_names);
+
+    if (a.output_dir) {
+        if ((rc = name_outputs(m, ents, n_out)) != 0 || (rc = precheck_outputs(&a, ents, n_out)) != 0)
+            goto done;
+    }
+    if ((st = tdm_session_run(s, (const tdm_tensor *const *)ins, outs)) != TDM_OK) {
+        rc = cli_fail(st, NULL, tdm_session_error(s));
+        goto done;
+    }
+    if (a.output_dir && (rc = write_outputs(ctx, &a, m, outs, ents, n_out)) != 0)
+        goto done;
+
+    /* One line per output. */
+    size_t width = 0;
+    for (size_t i = 0; i < n_out; i++) {
+        tdm_value_info vi;
+        if (tdm_model_output(m, i, &vi) == TDM_OK && strlen(vi.name) > width)
+            width = strlen(vi.name);
+    }
+    for (size_t i = 0; i < n_out; i++) {
+        tdm_value_info vi;
+        tdm_model_output(m, i, &vi);
+        printf("%-*s  ", (int)width, vi.name);
+        const tdm_tensor *t = outs[i];
+        tdm_kind k = tdm_tensor_kind(t);
+        if (k == TDM_KIND_NONE) {
+            printf("(absent)");
+        } else if (k == TDM_KIND_SEQUENCE) {
+            size_t len = tdm_sequence_length(t);
+            printf("sequence<%s>  %zu item%s", tdm_dtype_name(tdm_tensor_dtype(t)), len, len == 1 ? "" : "s");
+        } else {
+            print_stats(t);
+        }
+        if (a.output_dir && ents[i].written)
+            printf("  -> %s/%s", a.output_dir, ents[i].entry);
+        printf("\n");
+        for (size_t j = 0; k == TDM_KIND_SEQUENCE && j < tdm_sequence_length(t); j++) {
+            printf("%-*s  [%zu] ", (int)width, "", j);
+            print_stats(tdm_sequence_item(t, j));
+            printf("\n");
+        }
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_error("cannot write to standard output");
+        rc = EXIT_IO;
+    }
+done:
+    for (size_t i = 0; ins && i < n_in; i++)
+        tdm_tensor_destroy(ins[i]);
+    for (size_t i = 0; outs && i < n_out; i++)
+        tdm_tensor_destroy(outs[i]);
+    for (size_t i = 0; ents && i < n_out; i++) {
+        free(ents[i].base);
+        free(ents[i].entry);
+    }
+    free(ins);
+    free(outs);
+    free(ents);
+    tdm_session_destroy(s);
+    tdm_session_options_destroy(so);
+    tdm_model_destroy(m);
+    tdm_ctx_destroy(ctx);
+    run_args_free(&a);
+    return rc;
+}
