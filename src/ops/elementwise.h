@@ -1,10 +1,108 @@
-/* Run and infer hooks of the elementwise ops (see ops.def). */
+/* Run and infer hooks of the elementwise ops (see elementwise.def), and the
+ * type-conversion helpers their kernels share. */
 #ifndef TDM_OPS_ELEMENTWISE_H
 #define TDM_OPS_ELEMENTWISE_H
 
 #include "ops/op.h"
 
-tdm_status op_run_Add(op_ctx *ctx);
+/* ---- shared by the elementwise kernels (elementwise_cast.c) ---- */
+
+/* The type a kernel computes in: float32, float16 and bfloat16 in float;
+ * double in double; signed integers and bool in int64; unsigned in uint64. */
+typedef enum op_ew_ct { EW_F32, EW_F64, EW_I64, EW_U64 } op_ew_ct;
+
+op_ew_ct op_ew_ctype(tdm_dtype dt);
+size_t op_ew_ct_size(op_ew_ct ct);
+/* Converts n numeric or bool elements starting at element off of src (of
+ * type sdt) into dst of compute type ct. Float to integer conversions
+ * truncate toward zero and saturate (NaN gives 0). */
+void op_ew_load(const void *src, tdm_dtype sdt, size_t off, size_t n, op_ew_ct ct, void *dst);
+/* Converts n elements of compute type ct into dst (of type ddt) from
+ * element off on. Narrower integers wrap; bool is value != 0. */
+void op_ew_store(const void *src, op_ew_ct ct, void *dst, tdm_dtype ddt, size_t off, size_t n);
+/* Whole-tensor conversion into a new buffer of compute type ct (mem_free),
+ * or NULL on out of memory. */
+void *op_ew_to_ct(const tdm_tensor *t, op_ew_ct ct);
+
+/* ---- unary math and activations (elementwise_unary.c) ---- */
+tdm_status op_run_Abs(op_ctx *ctx);
+tdm_status op_run_Neg(op_ctx *ctx);
+tdm_status op_run_Exp(op_ctx *ctx);
+tdm_status op_run_Log(op_ctx *ctx);
+tdm_status op_run_Sqrt(op_ctx *ctx);
+tdm_status op_run_Reciprocal(op_ctx *ctx);
+tdm_status op_run_Floor(op_ctx *ctx);
+tdm_status op_run_Ceil(op_ctx *ctx);
+tdm_status op_run_Round(op_ctx *ctx);
+tdm_status op_run_Sign(op_ctx *ctx);
+tdm_status op_run_Erf(op_ctx *ctx);
+tdm_status op_run_Sin(op_ctx *ctx);
+tdm_status op_run_Cos(op_ctx *ctx);
+tdm_status op_run_Tan(op_ctx *ctx);
+tdm_status op_run_Asin(op_ctx *ctx);
+tdm_status op_run_Acos(op_ctx *ctx);
+tdm_status op_run_Atan(op_ctx *ctx);
+tdm_status op_run_Sinh(op_ctx *ctx);
+tdm_status op_run_Cosh(op_ctx *ctx);
+tdm_status op_run_Asinh(op_ctx *ctx);
+tdm_status op_run_Acosh(op_ctx *ctx);
+tdm_status op_run_Atanh(op_ctx *ctx);
+tdm_status op_run_IsNaN(op_ctx *ctx);
+tdm_status op_run_IsInf(op_ctx *ctx);
+tdm_status op_run_Not(op_ctx *ctx);
 tdm_status op_run_Relu(op_ctx *ctx);
+tdm_status op_run_LeakyRelu(op_ctx *ctx);
+tdm_status op_run_Elu(op_ctx *ctx);
+tdm_status op_run_Selu(op_ctx *ctx);
+tdm_status op_run_Celu(op_ctx *ctx);
+tdm_status op_run_Sigmoid(op_ctx *ctx);
+tdm_status op_run_HardSigmoid(op_ctx *ctx);
+tdm_status op_run_HardSwish(op_ctx *ctx);
+tdm_status op_run_Softplus(op_ctx *ctx);
+tdm_status op_run_Softsign(op_ctx *ctx);
+tdm_status op_run_Tanh(op_ctx *ctx);
+tdm_status op_run_ThresholdedRelu(op_ctx *ctx);
+tdm_status op_run_Shrink(op_ctx *ctx);
+tdm_status op_run_Clip(op_ctx *ctx);
+tdm_status op_run_Dropout(op_ctx *ctx);
+tdm_status op_infer_bool_same(op_infer_ctx *ctx);
+tdm_status op_infer_Dropout(op_infer_ctx *ctx);
+
+/* ---- binary, variadic and ternary with broadcasting (elementwise_binary.c) ---- */
+tdm_status op_run_Add(op_ctx *ctx);
+tdm_status op_run_Sub(op_ctx *ctx);
+tdm_status op_run_Mul(op_ctx *ctx);
+tdm_status op_run_Div(op_ctx *ctx);
+tdm_status op_run_Pow(op_ctx *ctx);
+tdm_status op_run_Mod(op_ctx *ctx);
+tdm_status op_run_BitShift(op_ctx *ctx);
+tdm_status op_run_And(op_ctx *ctx);
+tdm_status op_run_Or(op_ctx *ctx);
+tdm_status op_run_Xor(op_ctx *ctx);
+tdm_status op_run_Equal(op_ctx *ctx);
+tdm_status op_run_Less(op_ctx *ctx);
+tdm_status op_run_Greater(op_ctx *ctx);
+tdm_status op_run_LessOrEqual(op_ctx *ctx);
+tdm_status op_run_GreaterOrEqual(op_ctx *ctx);
+tdm_status op_run_PRelu(op_ctx *ctx);
+tdm_status op_run_Max(op_ctx *ctx);
+tdm_status op_run_Min(op_ctx *ctx);
+tdm_status op_run_Sum(op_ctx *ctx);
+tdm_status op_run_Mean(op_ctx *ctx);
+tdm_status op_run_Where(op_ctx *ctx);
+tdm_status op_infer_Where(op_infer_ctx *ctx);
+tdm_status op_infer_PRelu(op_infer_ctx *ctx);
+
+/* ---- conversions (elementwise_cast.c) ---- */
+tdm_status op_run_Cast(op_ctx *ctx);
+tdm_status op_run_CastLike(op_ctx *ctx);
+tdm_status op_infer_Cast(op_infer_ctx *ctx);
+tdm_status op_infer_CastLike(op_infer_ctx *ctx);
+
+/* ---- optimizers of ai.onnx.preview.training (elementwise_train.c) ---- */
+tdm_status op_run_Adagrad(op_ctx *ctx);
+tdm_status op_run_Adam(op_ctx *ctx);
+tdm_status op_run_Momentum(op_ctx *ctx);
+tdm_status op_infer_optimizer(op_infer_ctx *ctx);
 
 #endif
