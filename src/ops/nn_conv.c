@@ -1,0 +1,736 @@
+/* Convolutions: Conv (im2col + op_sgemm per group, a plain GEMM for 1x1,
+ * a direct kernel for depthwise), ConvTranspose (op_sgemm + col2im),
+ * ConvInteger and QLinearConv (integer accumulation). Spatial ranks 1 to 3
+ * are handled as 3-D with leading extents of 1. */
+#include "ops/nn.h"
+#include "core/mem.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Bytes of im2col buffer a chunk of output rows aims at. */
+#define CONV_COL_BYTES (2u << 20)
+
+/* The first and one-past-last output index o in [0, n_out) for which
+ * o * s + c lies in [0, n_in). */
+static void valid_range(int64_t n_out, int64_t n_in, int64_t s, int64_t c, int64_t *lo, int64_t *hi)
+{
+    /* o >= ceil(-c / s) and o <= floor((n_in - 1 - c) / s) */
+    int64_t l = -c <= 0 ? 0 : (-c + s - 1) / s;
+    int64_t top = n_in - 1 - c;
+    int64_t h = top < 0 ? 0 : top / s + 1;
+    if (l > n_out)
+        l = n_out;
+    if (h > n_out)
+        h = n_out;
+    if (h < l)
+        h = l;
+    *lo = l;
+    *hi = h;
+}
+
+/* Input checks and geometry shared by Conv, ConvInteger and QLinearConv. */
+typedef struct conv_plan {
+    nn_geom g;
+    int64_t n, c, m, group, cg, mg;
+    size_t in_sz, out_sz, k_sz; /* spatial element counts */
+    int64_t ydims[2 + NN_MAX_SP];
+    int yrank;
+} conv_plan;
+
+static tdm_status conv_prepare(op_ctx *ctx, const tdm_tensor *x, const tdm_tensor *w, conv_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (x->rank < 3 || x->rank > 2 + NN_MAX_SP)
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "input X has rank %d; 3 to %d are supported", x->rank, 2 + NN_MAX_SP);
+    if (w->rank != x->rank)
+        return op_fail(ctx, TDM_E_RUNTIME, "input W has rank %d but X has rank %d", w->rank, x->rank);
+    int nsp = x->rank - 2;
+    tdm_status st = op_nn_geom(ctx->err, ctx->node, nsp, x->dims + 2, w->dims + 2, 1, 0, &p->g);
+    if (st)
+        return st;
+    for (int i = 0; i < nsp; i++)
+        if (p->g.k[NN_MAX_SP - nsp + i] != w->dims[2 + i])
+            return op_fail(ctx, TDM_E_RUNTIME, "attribute kernel_shape does not match the shape of W");
+    p->n = x->dims[0];
+    p->c = x->dims[1];
+    p->m = w->dims[0];
+    p->group = gr_attr_int(ctx->node, "group", 1);
+    if (p->group < 1 || p->c % p->group || p->m % p->group)
+        return op_fail(ctx, TDM_E_RUNTIME, "attribute group (%lld) must divide the %lld input and %lld output channels",
+                       (long long)p->group, (long long)p->c, (long long)p->m);
+    p->cg = p->c / p->group;
+    p->mg = p->m / p->group;
+    if (w->dims[1] != p->cg)
+        return op_fail(ctx, TDM_E_RUNTIME, "input W has %lld channels per group, X has %lld", (long long)w->dims[1],
+                       (long long)p->cg);
+    p->in_sz = (size_t)(p->g.in[0] * p->g.in[1] * p->g.in[2]);
+    p->out_sz = (size_t)(p->g.out[0] * p->g.out[1] * p->g.out[2]);
+    p->k_sz = (size_t)(p->g.k[0] * p->g.k[1] * p->g.k[2]);
+    p->yrank = x->rank;
+    p->ydims[0] = p->n;
+    p->ydims[1] = p->m;
+    for (int i = 0; i < nsp; i++)
+        p->ydims[2 + i] = p->g.out[NN_MAX_SP - nsp + i];
+    size_t tmp;
+    if (shape_count(p->yrank, p->ydims, &tmp) || mem_mul(p->k_sz, (size_t)p->cg, &tmp) ||
+        mem_mul(tmp, p->out_sz, &tmp))
+        return op_fail(ctx, TDM_E_NOMEM, "the convolution is too large");
+    return TDM_OK;
+}
+
+/* im2col of output rows [r0, r1) (a row = one (od, oh) pair, OW columns)
+ * for cg channels of plane x: col is [cg * k_sz, (r1 - r0) * OW]. */
+static void im2col(const nn_geom *g, const float *x, size_t cg, int64_t r0, int64_t r1, float *col)
+{
+    const int64_t OH = g->out[1], OW = g->out[2];
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
+    const size_t ncol = (size_t)((r1 - r0) * OW);
+    for (size_t c = 0; c < cg; c++) {
+        const float *xc = x + c * (size_t)(D * H * W);
+        for (int64_t kd = 0; kd < g->k[0]; kd++)
+            for (int64_t kh = 0; kh < g->k[1]; kh++)
+                for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                    int64_t cw = kw * g->d[2] - g->pb[2];
+                    int64_t lo, hi;
+                    valid_range(OW, W, g->s[2], cw, &lo, &hi);
+                    float *dst = col;
+                    col += ncol;
+                    for (int64_t r = r0; r < r1; r++, dst += OW) {
+                        int64_t od = r / OH, oh = r % OH;
+                        int64_t id = od * g->s[0] + kd * g->d[0] - g->pb[0];
+                        int64_t ih = oh * g->s[1] + kh * g->d[1] - g->pb[1];
+                        if (id < 0 || id >= D || ih < 0 || ih >= H) {
+                            memset(dst, 0, (size_t)OW * sizeof *dst);
+                            continue;
+                        }
+                        const float *src = xc + (id * H + ih) * W;
+                        int64_t ow = 0;
+                        for (; ow < lo; ow++)
+                            dst[ow] = 0.0f;
+                        if (g->s[2] == 1)
+                            memcpy(dst + lo, src + lo + cw, (size_t)(hi - lo) * sizeof *dst);
+                        else
+                            for (ow = lo; ow < hi; ow++)
+                                dst[ow] = src[ow * g->s[2] + cw];
+                        for (ow = hi; ow < OW; ow++)
+                            dst[ow] = 0.0f;
+                    }
+                }
+    }
+}
+
+/* Depthwise: one input plane x, one output plane y (bias-initialised),
+ * kernel w[k_sz]. Accumulates tap by tap over the whole plane. */
+static void conv_direct_plane(const nn_geom *g, const float *x, const float *w, float *y)
+{
+    const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2];
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
+    const int64_t sw = g->s[2];
+    for (int64_t kd = 0; kd < g->k[0]; kd++)
+        for (int64_t kh = 0; kh < g->k[1]; kh++)
+            for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                const float wv = w[(kd * g->k[1] + kh) * g->k[2] + kw];
+                int64_t cw = kw * g->d[2] - g->pb[2];
+                int64_t lo, hi, dlo, dhi, hlo, hhi;
+                valid_range(OW, W, sw, cw, &lo, &hi);
+                valid_range(OD, D, g->s[0], kd * g->d[0] - g->pb[0], &dlo, &dhi);
+                valid_range(OH, H, g->s[1], kh * g->d[1] - g->pb[1], &hlo, &hhi);
+                for (int64_t od = dlo; od < dhi; od++) {
+                    int64_t id = od * g->s[0] + kd * g->d[0] - g->pb[0];
+                    for (int64_t oh = hlo; oh < hhi; oh++) {
+                        int64_t ih = oh * g->s[1] + kh * g->d[1] - g->pb[1];
+                        const float *src = x + (id * H + ih) * W;
+                        float *dst = y + (od * OH + oh) * OW;
+                        if (sw == 1)
+                            for (int64_t ow = lo; ow < hi; ow++)
+                                dst[ow] += wv * src[ow + cw];
+                        else if (sw == 2)
+                            for (int64_t ow = lo; ow < hi; ow++)
+                                dst[ow] += wv * src[2 * ow + cw];
+                        else
+                            for (int64_t ow = lo; ow < hi; ow++)
+                                dst[ow] += wv * src[ow * sw + cw];
+                    }
+                }
+            }
+}
+
+static int is_pointwise(const nn_geom *g)
+{
+    for (int i = 0; i < NN_MAX_SP; i++)
+        if (g->k[i] != 1 || g->s[i] != 1 || g->pb[i] || g->pe[i])
+            return 0;
+    return 1;
+}
+
+/* The float32 convolution: y[n, m, out] from x, w, bias (may be NULL). */
+static tdm_status conv_f32(op_ctx *ctx, const conv_plan *p, const float *x, const float *w, const float *bias,
+                           float *y)
+{
+    const nn_geom *g = &p->g;
+    const size_t cg = (size_t)p->cg, mg = (size_t)p->mg, kk = cg * p->k_sz;
+    const int64_t rows = g->out[0] * g->out[1], OW = g->out[2];
+    int direct = cg == 1 && mg <= 4 && p->group > 1;
+    int pointwise = is_pointwise(g);
+    float *col = NULL;
+    int64_t chunk = rows;
+    if (!direct && !pointwise) {
+        size_t row_bytes = kk * (size_t)OW * sizeof(float);
+        chunk = row_bytes ? (int64_t)(CONV_COL_BYTES / row_bytes) : rows;
+        if (chunk < 1)
+            chunk = 1;
+        if (chunk > rows)
+            chunk = rows;
+        col = mem_alloc(kk * (size_t)(chunk * OW) * sizeof *col + 1);
+        if (!col)
+            return op_fail(ctx, TDM_E_NOMEM, "out of memory for the im2col buffer");
+    }
+    for (int64_t n = 0; n < p->n; n++)
+        for (int64_t gi = 0; gi < p->group; gi++) {
+            const float *xg = x + ((size_t)n * (size_t)p->c + (size_t)gi * cg) * p->in_sz;
+            float *yg = y + ((size_t)n * (size_t)p->m + (size_t)gi * mg) * p->out_sz;
+            const float *wg = w + (size_t)gi * mg * kk;
+            for (size_t m = 0; m < mg; m++) {
+                float bv = bias ? bias[(size_t)gi * mg + m] : 0.0f;
+                float *ym = yg + m * p->out_sz;
+                for (size_t i = 0; i < p->out_sz; i++)
+                    ym[i] = bv;
+            }
+            if (direct) {
+                for (size_t m = 0; m < mg; m++)
+                    conv_direct_plane(g, xg, wg + m * kk, yg + m * p->out_sz);
+            } else if (pointwise) {
+                if (op_sgemm(0, 0, mg, p->out_sz, cg, 1.0f, wg, kk, xg, p->in_sz, 1.0f, yg, p->out_sz))
+                    goto nomem;
+            } else {
+                for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+                    int64_t r1 = r0 + chunk < rows ? r0 + chunk : rows;
+                    size_t ncol = (size_t)((r1 - r0) * OW);
+                    im2col(g, xg, cg, r0, r1, col);
+                    if (op_sgemm(0, 0, mg, ncol, kk, 1.0f, wg, kk, col, ncol, 1.0f, yg + (size_t)(r0 * OW),
+                                 p->out_sz))
+                        goto nomem;
+                }
+            }
+        }
+    mem_free(col);
+    return TDM_OK;
+nomem:
+    mem_free(col);
+    return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+}
+
+/* Double precision: a direct loop. */
+static void conv_f64(const conv_plan *p, const double *x, const double *w, const double *bias, double *y)
+{
+    const nn_geom *g = &p->g;
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
+    size_t yi = 0;
+    for (int64_t n = 0; n < p->n; n++)
+        for (int64_t oc = 0; oc < p->m; oc++) {
+            int64_t gi = oc / p->mg;
+            const double *wk = w + (size_t)oc * (size_t)p->cg * p->k_sz;
+            for (int64_t od = 0; od < g->out[0]; od++)
+                for (int64_t oh = 0; oh < g->out[1]; oh++)
+                    for (int64_t ow = 0; ow < g->out[2]; ow++) {
+                        double s = bias ? bias[oc] : 0.0;
+                        for (int64_t c = 0; c < p->cg; c++) {
+                            const double *xc = x + ((size_t)n * (size_t)p->c + (size_t)(gi * p->cg + c)) * p->in_sz;
+                            const double *wc = wk + (size_t)c * p->k_sz;
+                            for (int64_t kd = 0; kd < g->k[0]; kd++) {
+                                int64_t id = od * g->s[0] + kd * g->d[0] - g->pb[0];
+                                if (id < 0 || id >= D)
+                                    continue;
+                                for (int64_t kh = 0; kh < g->k[1]; kh++) {
+                                    int64_t ih = oh * g->s[1] + kh * g->d[1] - g->pb[1];
+                                    if (ih < 0 || ih >= H)
+                                        continue;
+                                    for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                                        int64_t iw = ow * g->s[2] + kw * g->d[2] - g->pb[2];
+                                        if (iw < 0 || iw >= W)
+                                            continue;
+                                        s += xc[(id * H + ih) * W + iw] * wc[(kd * g->k[1] + kh) * g->k[2] + kw];
+                                    }
+                                }
+                            }
+                        }
+                        y[yi++] = s;
+                    }
+        }
+}
+
+tdm_status op_run_Conv(op_ctx *ctx)
+{
+    const tdm_tensor *x = op_nn_in(ctx, 0), *w = op_nn_in(ctx, 1), *b = op_nn_in(ctx, 2);
+    if (!x || !w)
+        return op_fail(ctx, TDM_E_MODEL, "inputs X and W are required");
+    if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
+        return op_fail(ctx, TDM_E_RUNTIME, "X, W and B must have one element type");
+    conv_plan p;
+    tdm_status st = conv_prepare(ctx, x, w, &p);
+    if (st)
+        return st;
+    if (b && (b->rank != 1 || b->dims[0] != p.m))
+        return op_fail(ctx, TDM_E_RUNTIME, "input B must hold %lld values", (long long)p.m);
+    st = op_out(ctx, 0, x->dtype, p.yrank, p.ydims);
+    if (st)
+        return st;
+    tdm_tensor *y = ctx->out[0];
+    if (!y->count)
+        return TDM_OK;
+    switch (x->dtype) {
+    case TDM_FLOAT:
+        return conv_f32(ctx, &p, x->data, w->data, b ? b->data : NULL, y->data);
+    case TDM_DOUBLE:
+        conv_f64(&p, x->data, w->data, b ? b->data : NULL, y->data);
+        return TDM_OK;
+    case TDM_FLOAT16:
+    case TDM_BFLOAT16: {
+        float *fx = op_nn_to_f32(x), *fw = op_nn_to_f32(w), *fb = b ? op_nn_to_f32(b) : NULL;
+        float *fy = mem_alloc(y->count * sizeof *fy);
+        if (!fx || !fw || (b && !fb) || !fy)
+            st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
+        else
+            st = conv_f32(ctx, &p, fx, fw, fb, fy);
+        if (!st)
+            op_nn_from_f32(y, fy);
+        mem_free(fx);
+        mem_free(fw);
+        mem_free(fb);
+        mem_free(fy);
+        return st;
+    }
+    default:
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "Conv does not take %s", tdm_dtype_name(x->dtype));
+    }
+}
+
+/* ---------------------------------------------------------- ConvTranspose */
+
+typedef struct convt_plan {
+    nn_geom g; /* in = input, out = output, pb/pe may be negative */
+    int64_t n, c, m, group, cg, mg;
+    size_t in_sz, out_sz, k_sz;
+    int64_t ydims[2 + NN_MAX_SP];
+    int yrank;
+} convt_plan;
+
+static int64_t floor_div2(int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); }
+
+/* Geometry of ConvTranspose; works on known or unknown (-1) input sizes
+ * (e may be NULL for infer hooks). */
+static tdm_status convt_geom(tdm_err *e, const gr_node *node, int nsp, const int64_t *in, const int64_t *kernel,
+                             nn_geom *g)
+{
+    const int64_t *ks = NULL, *st = NULL, *dl = NULL, *pd = NULL, *op = NULL, *os = NULL;
+    int nk = gr_attr_ints(node, "kernel_shape", &ks), ns = gr_attr_ints(node, "strides", &st);
+    int nd = gr_attr_ints(node, "dilations", &dl), np = gr_attr_ints(node, "pads", &pd);
+    int nop = gr_attr_ints(node, "output_padding", &op), nos = gr_attr_ints(node, "output_shape", &os);
+    memset(g, 0, sizeof *g);
+    if (nsp < 1 || nsp > NN_MAX_SP)
+        return err_set(e, TDM_E_UNSUPPORTED, "%d spatial dimensions are not supported (1 to %d)", nsp, NN_MAX_SP);
+    if ((nk >= 0 && nk != nsp) || (ns >= 0 && ns != nsp) || (nd >= 0 && nd != nsp) || (np >= 0 && np != 2 * nsp) ||
+        (nop >= 0 && nop != nsp) || (nos >= 0 && nos != nsp && nos != nsp + 2))
+        return err_set(e, TDM_E_MODEL,
+                       "attributes kernel_shape, strides, dilations, pads, output_padding or output_shape do not "
+                       "match %d spatial dimensions",
+                       nsp);
+    if (nk < 0 && !kernel)
+        return err_set(e, TDM_E_MODEL, "attribute kernel_shape is missing");
+    const char *ap = gr_attr_str(node, "auto_pad", "NOTSET");
+    int same = strcmp(ap, "SAME_UPPER") == 0 ? 1 : strcmp(ap, "SAME_LOWER") == 0 ? 2 : 0;
+    if (!same && *ap && strcmp(ap, "NOTSET") && strcmp(ap, "VALID"))
+        return err_set(e, TDM_E_MODEL, "attribute auto_pad has the unknown value '%s'", ap);
+    g->nsp = nsp;
+    for (int i = 0; i < NN_MAX_SP; i++) {
+        g->in[i] = g->k[i] = g->s[i] = g->d[i] = g->out[i] = 1;
+        g->pb[i] = g->pe[i] = 0;
+    }
+    int off = NN_MAX_SP - nsp;
+    for (int i = 0; i < nsp; i++) {
+        int j = off + i;
+        g->in[j] = in[i];
+        g->k[j] = nk >= 0 ? ks[i] : kernel[i];
+        g->s[j] = ns >= 0 ? st[i] : 1;
+        g->d[j] = nd >= 0 ? dl[i] : 1;
+        int64_t opad = nop >= 0 ? op[i] : 0;
+        if (g->k[j] < 1 || g->s[j] < 1 || g->d[j] < 1 || opad < 0 || g->k[j] > ((int64_t)1 << 31) ||
+            g->s[j] > ((int64_t)1 << 31) || g->d[j] > ((int64_t)1 << 31) || opad > ((int64_t)1 << 31))
+            return err_set(e, TDM_E_MODEL, "kernel_shape, strides, dilations or output_padding has an invalid value");
+        int64_t ek = (g->k[j] - 1) * g->d[j] + 1;
+        if (g->in[j] < 0) {
+            g->out[j] = nos >= 0 ? os[nos - nsp + i] : -1;
+            continue;
+        }
+        int64_t full = g->s[j] * (g->in[j] - 1) + opad + ek;
+        if (nos >= 0 || same) {
+            int64_t out = nos >= 0 ? os[nos - nsp + i] : g->in[j] * g->s[j];
+            if (out < 0 || out > ((int64_t)1 << 40))
+                return err_set(e, TDM_E_MODEL, "attribute output_shape has an invalid value");
+            int64_t total = full - out;
+            if (same == 1) {
+                g->pb[j] = floor_div2(total);
+                g->pe[j] = total - g->pb[j];
+            } else {
+                g->pe[j] = floor_div2(total);
+                g->pb[j] = total - g->pe[j];
+            }
+            g->out[j] = out;
+        } else {
+            g->pb[j] = np >= 0 ? pd[i] : 0;
+            g->pe[j] = np >= 0 ? pd[i + nsp] : 0;
+            if (g->pb[j] < 0 || g->pe[j] < 0 || g->pb[j] > ((int64_t)1 << 31) || g->pe[j] > ((int64_t)1 << 31))
+                return err_set(e, TDM_E_MODEL, "attribute pads has an invalid value");
+            g->out[j] = full - g->pb[j] - g->pe[j];
+            if (g->out[j] < 0)
+                return err_set(e, TDM_E_RUNTIME, "the pads make spatial dimension %d of the output negative", i);
+        }
+    }
+    return TDM_OK;
+}
+
+static tdm_status convt_prepare(op_ctx *ctx, const tdm_tensor *x, const tdm_tensor *w, convt_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (x->rank < 3 || x->rank > 2 + NN_MAX_SP)
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "input X has rank %d; 3 to %d are supported", x->rank, 2 + NN_MAX_SP);
+    if (w->rank != x->rank)
+        return op_fail(ctx, TDM_E_RUNTIME, "input W has rank %d but X has rank %d", w->rank, x->rank);
+    int nsp = x->rank - 2;
+    tdm_status st = convt_geom(ctx->err, ctx->node, nsp, x->dims + 2, w->dims + 2, &p->g);
+    if (st)
+        return st;
+    for (int i = 0; i < nsp; i++)
+        if (p->g.k[NN_MAX_SP - nsp + i] != w->dims[2 + i])
+            return op_fail(ctx, TDM_E_RUNTIME, "attribute kernel_shape does not match the shape of W");
+    p->n = x->dims[0];
+    p->c = x->dims[1];
+    p->group = gr_attr_int(ctx->node, "group", 1);
+    if (p->group < 1 || p->c % p->group || w->dims[0] != p->c)
+        return op_fail(ctx, TDM_E_RUNTIME, "W must have %lld input channels and group must divide them",
+                       (long long)p->c);
+    p->cg = p->c / p->group;
+    p->mg = w->dims[1];
+    if (mem_mul_i64(p->mg, p->group, &p->m))
+        return op_fail(ctx, TDM_E_NOMEM, "the output is too large");
+    p->in_sz = (size_t)(p->g.in[0] * p->g.in[1] * p->g.in[2]);
+    p->out_sz = (size_t)(p->g.out[0] * p->g.out[1] * p->g.out[2]);
+    p->k_sz = (size_t)(p->g.k[0] * p->g.k[1] * p->g.k[2]);
+    p->yrank = x->rank;
+    p->ydims[0] = p->n;
+    p->ydims[1] = p->m;
+    for (int i = 0; i < nsp; i++)
+        p->ydims[2 + i] = p->g.out[NN_MAX_SP - nsp + i];
+    size_t tmp;
+    if (shape_count(p->yrank, p->ydims, &tmp) || mem_mul(p->k_sz, (size_t)p->mg, &tmp) ||
+        mem_mul(tmp, p->in_sz, &tmp))
+        return op_fail(ctx, TDM_E_NOMEM, "the convolution is too large");
+    return TDM_OK;
+}
+
+/* Adds col [mg * k_sz, in_sz] into the output planes y (mg planes). */
+static void col2im(const nn_geom *g, const float *col, size_t mg, float *y)
+{
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
+    const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2];
+    for (size_t m = 0; m < mg; m++) {
+        float *ym = y + m * (size_t)(OD * OH * OW);
+        for (int64_t kd = 0; kd < g->k[0]; kd++)
+            for (int64_t kh = 0; kh < g->k[1]; kh++)
+                for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                    const float *src = col;
+                    col += D * H * W;
+                    /* output o = i * s + k * d - pb: valid input range */
+                    int64_t dlo, dhi, hlo, hhi, wlo, whi;
+                    valid_range(D, OD, g->s[0], kd * g->d[0] - g->pb[0], &dlo, &dhi);
+                    valid_range(H, OH, g->s[1], kh * g->d[1] - g->pb[1], &hlo, &hhi);
+                    valid_range(W, OW, g->s[2], kw * g->d[2] - g->pb[2], &wlo, &whi);
+                    for (int64_t id = dlo; id < dhi; id++) {
+                        int64_t od = id * g->s[0] + kd * g->d[0] - g->pb[0];
+                        for (int64_t ih = hlo; ih < hhi; ih++) {
+                            int64_t oh = ih * g->s[1] + kh * g->d[1] - g->pb[1];
+                            const float *sr = src + (id * H + ih) * W;
+                            float *dr = ym + (od * OH + oh) * OW;
+                            const int64_t cw = kw * g->d[2] - g->pb[2];
+                            for (int64_t iw = wlo; iw < whi; iw++)
+                                dr[iw * g->s[2] + cw] += sr[iw];
+                        }
+                    }
+                }
+    }
+}
+
+static tdm_status convt_f32(op_ctx *ctx, const convt_plan *p, const float *x, const float *w, const float *bias,
+                            float *y)
+{
+    const size_t cg = (size_t)p->cg, mg = (size_t)p->mg, rows = mg * p->k_sz;
+    float *col = mem_alloc(rows * p->in_sz * sizeof *col + 1);
+    if (!col)
+        return op_fail(ctx, TDM_E_NOMEM, "out of memory for the col2im buffer");
+    for (int64_t n = 0; n < p->n; n++)
+        for (int64_t gi = 0; gi < p->group; gi++) {
+            const float *xg = x + ((size_t)n * (size_t)p->c + (size_t)gi * cg) * p->in_sz;
+            float *yg = y + ((size_t)n * (size_t)p->m + (size_t)gi * mg) * p->out_sz;
+            const float *wg = w + (size_t)gi * cg * rows;
+            for (size_t m = 0; m < mg; m++) {
+                float bv = bias ? bias[(size_t)gi * mg + m] : 0.0f;
+                for (size_t i = 0; i < p->out_sz; i++)
+                    yg[m * p->out_sz + i] = bv;
+            }
+            if (op_sgemm(1, 0, rows, p->in_sz, cg, 1.0f, wg, rows, xg, p->in_sz, 0.0f, col, p->in_sz)) {
+                mem_free(col);
+                return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+            }
+            col2im(&p->g, col, mg, yg);
+        }
+    mem_free(col);
+    return TDM_OK;
+}
+
+tdm_status op_run_ConvTranspose(op_ctx *ctx)
+{
+    const tdm_tensor *x = op_nn_in(ctx, 0), *w = op_nn_in(ctx, 1), *b = op_nn_in(ctx, 2);
+    if (!x || !w)
+        return op_fail(ctx, TDM_E_MODEL, "inputs X and W are required");
+    if (w->dtype != x->dtype || (b && b->dtype != x->dtype))
+        return op_fail(ctx, TDM_E_RUNTIME, "X, W and B must have one element type");
+    if (!(DT_BIT(x->dtype) & DT_FLOATS))
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "ConvTranspose does not take %s", tdm_dtype_name(x->dtype));
+    convt_plan p;
+    tdm_status st = convt_prepare(ctx, x, w, &p);
+    if (st)
+        return st;
+    if (b && (b->rank != 1 || b->dims[0] != p.m))
+        return op_fail(ctx, TDM_E_RUNTIME, "input B must hold %lld values", (long long)p.m);
+    st = op_out(ctx, 0, x->dtype, p.yrank, p.ydims);
+    if (st)
+        return st;
+    tdm_tensor *y = ctx->out[0];
+    if (!y->count)
+        return TDM_OK;
+    if (x->dtype == TDM_FLOAT)
+        return convt_f32(ctx, &p, x->data, w->data, b ? b->data : NULL, y->data);
+    /* double, float16, bfloat16: through float32 */
+    float *fx = op_nn_to_f32(x), *fw = op_nn_to_f32(w), *fb = b ? op_nn_to_f32(b) : NULL;
+    float *fy = mem_alloc(y->count * sizeof *fy);
+    if (!fx || !fw || (b && !fb) || !fy)
+        st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
+    else
+        st = convt_f32(ctx, &p, fx, fw, fb, fy);
+    if (!st)
+        op_nn_from_f32(y, fy);
+    mem_free(fx);
+    mem_free(fw);
+    mem_free(fb);
+    mem_free(fy);
+    return st;
+}
+
+/* ------------------------------------------------- integer convolutions */
+
+static int32_t ld_q(const tdm_tensor *t, size_t i)
+{
+    return t->dtype == TDM_INT8 ? (int32_t)((const int8_t *)t->data)[i] : (int32_t)((const uint8_t *)t->data)[i];
+}
+
+/* acc[n, m, out] = sum (x - xzp)(w - wzp[m]); padding contributes 0. */
+static tdm_status conv_int_acc(op_ctx *ctx, const conv_plan *p, const tdm_tensor *x, const tdm_tensor *xzp,
+                               const tdm_tensor *w, const tdm_tensor *wzp, int32_t *acc)
+{
+    const nn_geom *g = &p->g;
+    if (xzp && xzp->count != 1)
+        return op_fail(ctx, TDM_E_RUNTIME, "the x zero point must be a scalar");
+    if (wzp && wzp->count != 1 && wzp->count != (size_t)p->m)
+        return op_fail(ctx, TDM_E_RUNTIME, "the w zero point must be a scalar or hold %lld values", (long long)p->m);
+    int32_t xz = xzp ? ld_q(xzp, 0) : 0;
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
+    size_t yi = 0;
+    for (int64_t n = 0; n < p->n; n++)
+        for (int64_t oc = 0; oc < p->m; oc++) {
+            int32_t wz = wzp ? ld_q(wzp, wzp->count > 1 ? (size_t)oc : 0) : 0;
+            int64_t gi = oc / p->mg;
+            size_t wk = (size_t)oc * (size_t)p->cg * p->k_sz;
+            for (int64_t od = 0; od < g->out[0]; od++)
+                for (int64_t oh = 0; oh < g->out[1]; oh++)
+                    for (int64_t ow = 0; ow < g->out[2]; ow++) {
+                        int64_t s = 0;
+                        for (int64_t c = 0; c < p->cg; c++) {
+                            size_t xc = ((size_t)n * (size_t)p->c + (size_t)(gi * p->cg + c)) * p->in_sz;
+                            size_t wc = wk + (size_t)c * p->k_sz;
+                            for (int64_t kd = 0; kd < g->k[0]; kd++) {
+                                int64_t id = od * g->s[0] + kd * g->d[0] - g->pb[0];
+                                if (id < 0 || id >= D)
+                                    continue;
+                                for (int64_t kh = 0; kh < g->k[1]; kh++) {
+                                    int64_t ih = oh * g->s[1] + kh * g->d[1] - g->pb[1];
+                                    if (ih < 0 || ih >= H)
+                                        continue;
+                                    for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                                        int64_t iw = ow * g->s[2] + kw * g->d[2] - g->pb[2];
+                                        if (iw < 0 || iw >= W)
+                                            continue;
+                                        int64_t xv = ld_q(x, xc + (size_t)((id * H + ih) * W + iw)) - xz;
+                                        int64_t wv = ld_q(w, wc + (size_t)((kd * g->k[1] + kh) * g->k[2] + kw)) - wz;
+                                        s += xv * wv;
+                                    }
+                                }
+                            }
+                        }
+                        acc[yi++] = (int32_t)(uint32_t)(uint64_t)s; /* wraps like int32 hardware */
+                    }
+        }
+    return TDM_OK;
+}
+
+static int is_q8(const tdm_tensor *t) { return t && (t->dtype == TDM_INT8 || t->dtype == TDM_UINT8); }
+
+tdm_status op_run_ConvInteger(op_ctx *ctx)
+{
+    const tdm_tensor *x = op_nn_in(ctx, 0), *w = op_nn_in(ctx, 1);
+    const tdm_tensor *xzp = op_nn_in(ctx, 2), *wzp = op_nn_in(ctx, 3);
+    if (!x || !w)
+        return op_fail(ctx, TDM_E_MODEL, "inputs x and w are required");
+    if (!is_q8(x) || !is_q8(w) || (xzp && xzp->dtype != x->dtype) || (wzp && wzp->dtype != w->dtype))
+        return op_fail(ctx, TDM_E_RUNTIME, "x, w and their zero points must be int8 or uint8 (zero points matching)");
+    conv_plan p;
+    tdm_status st = conv_prepare(ctx, x, w, &p);
+    if (st)
+        return st;
+    st = op_out(ctx, 0, TDM_INT32, p.yrank, p.ydims);
+    if (st)
+        return st;
+    return conv_int_acc(ctx, &p, x, xzp, w, wzp, ctx->out[0]->data);
+}
+
+tdm_status op_run_QLinearConv(op_ctx *ctx)
+{
+    const tdm_tensor *x = op_nn_in(ctx, 0), *xs = op_nn_in(ctx, 1), *xzp = op_nn_in(ctx, 2);
+    const tdm_tensor *w = op_nn_in(ctx, 3), *ws = op_nn_in(ctx, 4), *wzp = op_nn_in(ctx, 5);
+    const tdm_tensor *ys = op_nn_in(ctx, 6), *yzp = op_nn_in(ctx, 7), *b = op_nn_in(ctx, 8);
+    if (!x || !xs || !w || !ws || !ys)
+        return op_fail(ctx, TDM_E_MODEL, "inputs x, x_scale, w, w_scale and y_scale are required");
+    if (!is_q8(x) || !is_q8(w) || (xzp && xzp->dtype != x->dtype) || (wzp && wzp->dtype != w->dtype) ||
+        (yzp && !is_q8(yzp)))
+        return op_fail(ctx, TDM_E_RUNTIME, "x, w, y and their zero points must be int8 or uint8");
+    if (xs->dtype != TDM_FLOAT || ws->dtype != TDM_FLOAT || ys->dtype != TDM_FLOAT)
+        return op_fail(ctx, TDM_E_RUNTIME, "the scales must be float tensors");
+    if (xs->count != 1 || ys->count != 1 || (yzp && yzp->count != 1))
+        return op_fail(ctx, TDM_E_RUNTIME, "x_scale, y_scale and y_zero_point must be scalars");
+    if (b && (b->dtype != TDM_INT32))
+        return op_fail(ctx, TDM_E_RUNTIME, "input B must be int32");
+    conv_plan p;
+    tdm_status st = conv_prepare(ctx, x, w, &p);
+    if (st)
+        return st;
+    if (ws->count != 1 && ws->count != (size_t)p.m)
+        return op_fail(ctx, TDM_E_RUNTIME, "w_scale must be a scalar or hold %lld values", (long long)p.m);
+    if (b && b->count != (size_t)p.m)
+        return op_fail(ctx, TDM_E_RUNTIME, "input B must hold %lld values", (long long)p.m);
+    size_t cnt;
+    if (shape_count(p.yrank, p.ydims, &cnt))
+        return op_fail(ctx, TDM_E_NOMEM, "the output is too large");
+    int32_t *acc = mem_alloc(cnt * sizeof *acc + 1);
+    if (!acc)
+        return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+    st = conv_int_acc(ctx, &p, x, xzp, w, wzp, acc);
+    tdm_dtype ydt = yzp ? yzp->dtype : x->dtype;
+    if (!st)
+        st = op_out(ctx, 0, ydt, p.yrank, p.ydims);
+    if (!st) {
+        tdm_tensor *y = ctx->out[0];
+        const float *pws = ws->data;
+        float xsc = *(const float *)xs->data, ysc = *(const float *)ys->data;
+        int32_t yz = yzp ? ld_q(yzp, 0) : 0;
+        size_t i = 0;
+        for (int64_t n = 0; n < p.n; n++)
+            for (int64_t oc = 0; oc < p.m; oc++) {
+                float sc = xsc * pws[ws->count > 1 ? (size_t)oc : 0] / ysc;
+                int32_t bv = b ? ((const int32_t *)b->data)[oc] : 0;
+                for (size_t k = 0; k < p.out_sz; k++, i++) {
+                    double v = nearbyint((double)((float)((int64_t)acc[i] + bv) * sc)) + yz;
+                    if (ydt == TDM_UINT8)
+                        ((uint8_t *)y->data)[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+                    else
+                        ((int8_t *)y->data)[i] = (int8_t)(v < -128 ? -128 : v > 127 ? 127 : v);
+                }
+            }
+    }
+    mem_free(acc);
+    return st;
+}
+
+/* ------------------------------------------------------------ infer hooks */
+
+/* Output type of a convolution from X (input ix) and W (input iw). */
+static void infer_conv(op_infer_ctx *ctx, int ix, int iw, tdm_dtype dtype, int transpose)
+{
+    gr_type *o = &ctx->out[0];
+    o->kind = TDM_KIND_TENSOR;
+    o->dtype = dtype;
+    const gr_type *x = ctx->n_in > ix ? ctx->in[ix] : NULL;
+    const gr_type *w = ctx->n_in > iw ? ctx->in[iw] : NULL;
+    if (!x || x->rank < 3 || x->rank > 2 + NN_MAX_SP)
+        return;
+    int nsp = x->rank - 2;
+    o->rank = x->rank;
+    o->dims[0] = x->dims[0];
+    o->dims[1] = (gr_dim){-1, NULL};
+    for (int i = 0; i < nsp; i++)
+        o->dims[2 + i] = (gr_dim){-1, NULL};
+    int64_t kern[NN_MAX_SP], in[NN_MAX_SP];
+    int kern_known = w && w->rank == x->rank;
+    for (int i = 0; i < nsp; i++) {
+        in[i] = x->dims[2 + i].v;
+        if (kern_known && w->dims[2 + i].v < 1)
+            kern_known = 0;
+        if (kern_known)
+            kern[i] = w->dims[2 + i].v;
+    }
+    if (w && w->rank == x->rank) {
+        if (!transpose) {
+            o->dims[1] = w->dims[0];
+        } else {
+            int64_t gr = gr_attr_int(ctx->node, "group", 1);
+            if (w->dims[1].v >= 0 && gr >= 1)
+                o->dims[1] = (gr_dim){w->dims[1].v * gr, NULL};
+        }
+    }
+    nn_geom g;
+    tdm_status st = transpose ? convt_geom(NULL, ctx->node, nsp, in, kern_known ? kern : NULL, &g)
+                              : op_nn_geom(NULL, ctx->node, nsp, in, kern_known ? kern : NULL, 1, 0, &g);
+    if (st)
+        return;
+    for (int i = 0; i < nsp; i++) {
+        int64_t v = g.out[NN_MAX_SP - nsp + i];
+        if (v >= 0)
+            o->dims[2 + i] = (gr_dim){v, NULL};
+    }
+}
+
+tdm_status op_infer_Conv(op_infer_ctx *ctx)
+{
+    infer_conv(ctx, 0, 1, ctx->n_in > 0 && ctx->in[0] ? ctx->in[0]->dtype : TDM_UNDEFINED, 0);
+    return TDM_OK;
+}
+
+tdm_status op_infer_ConvTranspose(op_infer_ctx *ctx)
+{
+    infer_conv(ctx, 0, 1, ctx->n_in > 0 && ctx->in[0] ? ctx->in[0]->dtype : TDM_UNDEFINED, 1);
+    return TDM_OK;
+}
+
+tdm_status op_infer_ConvInteger(op_infer_ctx *ctx)
+{
+    infer_conv(ctx, 0, 1, TDM_INT32, 0);
+    return TDM_OK;
+}
+
+tdm_status op_infer_QLinearConv(op_infer_ctx *ctx)
+{
+    tdm_dtype dt = ctx->n_in > 7 && ctx->in[7] ? ctx->in[7]->dtype
+                   : ctx->n_in > 0 && ctx->in[0] ? ctx->in[0]->dtype
+                                                 : TDM_UNDEFINED;
+    infer_conv(ctx, 0, 3, dt, 0);
+    return TDM_OK;
+}

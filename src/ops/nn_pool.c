@@ -1,0 +1,715 @@
+/* Pooling: MaxPool (with Indices), AveragePool, LpPool, the global pools,
+ * MaxUnpool, MaxRoiPool and RoiAlign. Windowed pools handle 1 to 3 spatial
+ * dims as 3-D with leading extents of 1. */
+#include "ops/nn.h"
+#include "core/mem.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The k in [0, kn) with k * d + c in [0, n): [*lo, *hi). */
+static void tap_range(int64_t kn, int64_t n, int64_t d, int64_t c, int64_t *lo, int64_t *hi)
+{
+    int64_t l = -c <= 0 ? 0 : (-c + d - 1) / d;
+    int64_t top = n - 1 - c;
+    int64_t h = top < 0 ? 0 : top / d + 1;
+    if (l > kn)
+        l = kn;
+    if (h > kn)
+        h = kn;
+    if (h < l)
+        h = l;
+    *lo = l;
+    *hi = h;
+}
+
+typedef struct pool_plan {
+    nn_geom g;
+    size_t planes;        /* N * C */
+    size_t in_sz, out_sz; /* per plane */
+    int yrank;
+    int64_t ydims[2 + NN_MAX_SP];
+} pool_plan;
+
+static tdm_status pool_prepare(op_ctx *ctx, const tdm_tensor *x, int use_dil, int use_ceil, pool_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (x->rank < 3 || x->rank > 2 + NN_MAX_SP)
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "input X has rank %d; 3 to %d are supported", x->rank, 2 + NN_MAX_SP);
+    int nsp = x->rank - 2;
+    tdm_status st = op_nn_geom(ctx->err, ctx->node, nsp, x->dims + 2, NULL, use_dil, use_ceil, &p->g);
+    if (st)
+        return st;
+    p->planes = (size_t)(x->dims[0] * x->dims[1]);
+    p->in_sz = (size_t)(p->g.in[0] * p->g.in[1] * p->g.in[2]);
+    p->yrank = x->rank;
+    p->ydims[0] = x->dims[0];
+    p->ydims[1] = x->dims[1];
+    for (int i = 0; i < nsp; i++)
+        p->ydims[2 + i] = p->g.out[NN_MAX_SP - nsp + i];
+    size_t cnt;
+    if (shape_count(p->yrank, p->ydims, &cnt))
+        return op_fail(ctx, TDM_E_NOMEM, "the output is too large");
+    p->out_sz = (size_t)(p->g.out[0] * p->g.out[1] * p->g.out[2]);
+    return TDM_OK;
+}
+
+/* Loops over every output position of every plane with the valid window
+ * taps [dlo,dhi) x [hlo,hhi) x [wlo,whi) and their input offsets. BODY sees
+ * pl (plane), o (output index), x0/... */
+#define POOL_FOR_EACH(p, ...)                                                                                    \
+    do {                                                                                                         \
+        const nn_geom *g_ = &(p)->g;                                                                             \
+        size_t o = 0;                                                                                            \
+        for (size_t pl = 0; pl < (p)->planes; pl++)                                                              \
+            for (int64_t od = 0; od < g_->out[0]; od++) {                                                        \
+                int64_t cd = od * g_->s[0] - g_->pb[0], dlo, dhi;                                                \
+                tap_range(g_->k[0], g_->in[0], g_->d[0], cd, &dlo, &dhi);                                        \
+                for (int64_t oh = 0; oh < g_->out[1]; oh++) {                                                    \
+                    int64_t ch = oh * g_->s[1] - g_->pb[1], hlo, hhi;                                            \
+                    tap_range(g_->k[1], g_->in[1], g_->d[1], ch, &hlo, &hhi);                                    \
+                    for (int64_t ow = 0; ow < g_->out[2]; ow++, o++) {                                           \
+                        int64_t cw = ow * g_->s[2] - g_->pb[2], wlo, whi;                                        \
+                        tap_range(g_->k[2], g_->in[2], g_->d[2], cw, &wlo, &whi);                                \
+                        __VA_ARGS__                                                                              \
+                    }                                                                                            \
+                }                                                                                                \
+            }                                                                                                    \
+    } while (0)
+
+#define MAXPOOL_KERNEL(T, X, Y, IDX, P, COLMAJOR)                                                                \
+    do {                                                                                                         \
+        const int64_t H_ = (P)->g.in[1], W_ = (P)->g.in[2], D_ = (P)->g.in[0];                                   \
+        POOL_FOR_EACH(P, {                                                                                       \
+            const T *xp_ = (X) + pl * (P)->in_sz;                                                                \
+            T best_ = 0;                                                                                         \
+            int64_t bi_ = -1;                                                                                    \
+            for (int64_t kd = dlo; kd < dhi; kd++) {                                                             \
+                int64_t id_ = cd + kd * g_->d[0];                                                                \
+                for (int64_t kh = hlo; kh < hhi; kh++) {                                                         \
+                    int64_t ih_ = ch + kh * g_->d[1];                                                            \
+                    const T *row_ = xp_ + (id_ * H_ + ih_) * W_;                                                 \
+                    for (int64_t kw = wlo; kw < whi; kw++) {                                                     \
+                        int64_t iw_ = cw + kw * g_->d[2];                                                        \
+                        T v_ = row_[iw_];                                                                        \
+                        if (bi_ < 0 || v_ > best_) {                                                             \
+                            best_ = v_;                                                                          \
+                            bi_ = (COLMAJOR) ? (iw_ * H_ + ih_) * D_ + id_ : (id_ * H_ + ih_) * W_ + iw_;        \
+                        }                                                                                        \
+                    }                                                                                            \
+                }                                                                                                \
+            }                                                                                                    \
+            (Y)[o] = best_;                                                                                      \
+            if (IDX)                                                                                             \
+                (IDX)[o] = bi_ < 0 ? 0 : (int64_t)(pl * (P)->in_sz) + bi_;                                       \
+        });                                                                                                      \
+    } while (0)
+
+tdm_status op_run_MaxPool(op_ctx *ctx)
+{
+    const tdm_tensor *x = op_nn_in(ctx, 0);
+    if (!x)
+        return op_fail(ctx, TDM_E_MODEL, "input X is required");
+    pool_plan p;
+    tdm_status st = pool_prepare(ctx, x, ctx->version >= 10, ctx->version >= 10, &p);
+    if (st)
+        return st;
+    int colmajor = gr_attr_int(ctx->node, "storage_order", 0) != 0;
+    st = op_out(ctx, 0, x->dtype, p.yrank, p.ydims);
+    if (st)
+        return st;
+    int64_t *idx = NULL;
+    if (op_out_wanted(ctx, 1)) {
+        st = op_out(ctx, 1, TDM_INT64, p.yrank, p.ydims);
+        if (st)
+            return st;
+        idx = ctx->out[1]->data;
+    }
+    tdm_tensor *y = ctx->out[0];
+    switch (x->dtype) {
+    case TDM_FLOAT: {
+        const float *xp = x->data;
+        float *yp = y->data;
+        MAXPOOL_KERNEL(float, xp, yp, idx, &p, colmajor);
+        return TDM_OK;
+    }
+    case TDM_DOUBLE: {
+        const double *xp = x->data;
+        double *yp = y->data;
+        MAXPOOL_KERNEL(double, xp, yp, idx, &p, colmajor);
+        return TDM_OK;
+    }
+    case TDM_INT8: {
+        const int8_t *xp = x->data;
+        int8_t *yp = y->data;
+        MAXPOOL_KERNEL(int8_t, xp, yp, idx, &p, colmajor);
+        return TDM_OK;
+    }
+    case TDM_UINT8: {
+        const uint8_t *xp = x->data;
+        uint8_t *yp = y->data;
+        MAXPOOL_KERNEL(uint8_t, xp, yp, idx, &p, colmajor);
+        return TDM_OK;
+    }
+    case TDM_FLOAT16:
+    case TDM_BFLOAT16: {
+        float *xp = op_nn_to_f32(x), *yp = mem_alloc(y->count * sizeof *yp + 1);
+        if (!xp || !yp) {
+            mem_free(xp);
+            mem_free(yp);
+            return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+        }
+        MAXPOOL_KERNEL(float, xp, yp, idx, &p, colmajor);
+        op_nn_from_f32(y, yp);
+        mem_free(xp);
+        mem_free(yp);
+        return TDM_OK;
+    }
+    default:
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "MaxPool does not take %s", tdm_dtype_name(x->dtype));
+    }
+}
+
+/* AveragePool (kind 0) and LpPool (kind 1, exponent lp) over float or
+ * double data. */
+#define AVGPOOL_KERNEL(T, X, Y, P, INCLUDE_PAD, KIND, LP)                                                        \
+    do {                                                                                                         \
+        const int64_t H_ = (P)->g.in[1], W_ = (P)->g.in[2];                                                      \
+        POOL_FOR_EACH(P, {                                                                                       \
+            const T *xp_ = (X) + pl * (P)->in_sz;                                                                \
+            T sum_ = 0;                                                                                          \
+            for (int64_t kd = dlo; kd < dhi; kd++) {                                                             \
+                int64_t id_ = cd + kd * g_->d[0];                                                                \
+                for (int64_t kh = hlo; kh < hhi; kh++) {                                                         \
+                    int64_t ih_ = ch + kh * g_->d[1];                                                            \
+                    const T *row_ = xp_ + (id_ * H_ + ih_) * W_;                                                 \
+                    for (int64_t kw = wlo; kw < whi; kw++) {                                                     \
+                        T v_ = row_[cw + kw * g_->d[2]];                                                         \
+                        if ((KIND) == 0)                                                                         \
+                            sum_ += v_;                                                                          \
+                        else if ((LP) == 2)                                                                      \
+                            sum_ += v_ * v_;                                                                     \
+                        else if ((LP) == 1)                                                                      \
+                            sum_ += (T)fabs((double)v_);                                                         \
+                        else                                                                                     \
+                            sum_ += (T)pow(fabs((double)v_), (double)(LP));                                      \
+                    }                                                                                            \
+                }                                                                                                \
+            }                                                                                                    \
+            if ((KIND) == 0) {                                                                                   \
+                int64_t cnt_;                                                                                    \
+                if (INCLUDE_PAD) {                                                                               \
+                    /* the window clipped to the padded input */                                                  \
+                    int64_t pdlo, pdhi, phlo, phhi, pwlo, pwhi;                                                  \
+                    tap_range(g_->k[0], g_->in[0] + g_->pb[0] + g_->pe[0], g_->d[0], cd + g_->pb[0], &pdlo,     \
+                              &pdhi);                                                                            \
+                    tap_range(g_->k[1], g_->in[1] + g_->pb[1] + g_->pe[1], g_->d[1], ch + g_->pb[1], &phlo,     \
+                              &phhi);                                                                            \
+                    tap_range(g_->k[2], g_->in[2] + g_->pb[2] + g_->pe[2], g_->d[2], cw + g_->pb[2], &pwlo,     \
+                              &pwhi);                                                                            \
+                    cnt_ = (pdhi - pdlo) * (phhi - phlo) * (pwhi - pwlo);                                        \
+                } else {                                                                                         \
+                    cnt_ = (dhi - dlo) * (hhi - hlo) * (whi - wlo);                                              \
+                }                                                                                                \
+                (Y)[o] = cnt_ > 0 ? sum_ / (T)cnt_ : (T)0;                                                       \
+            } else {                                                                                             \
+                (Y)[o] = (LP) == 2 ? (T)sqrt((double)sum_)                                                       \
+                         : (LP) == 1 ? sum_                                                                     \
+                                     : (T)pow((double)sum_, 1.0 / (double)(LP));                                 \
+            }                                                                                                    \
+        });                                                                                                      \
+    } while (0)
+
+static tdm_status avg_lp_pool(op_ctx *ctx, int kind)
+{
+    const tdm_tensor *x = op_nn_in(ctx, 0);
+    if (!x)
+        return op_fail(ctx, TDM_E_MODEL, "input X is required");
+    if (!(DT_BIT(x->dtype) & DT_FLOATS))
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "%s does not take %s", ctx->node->op_type, tdm_dtype_name(x->dtype));
+    pool_plan p;
+    tdm_status st = pool_prepare(ctx, x, 0, kind == 0 && ctx->version >= 10, &p);
+    if (st)
+        return st;
+    int inc = kind == 0 && gr_attr_int(ctx->node, "count_include_pad", 0) != 0;
+    int64_t lp = 2;
+    if (kind == 1) {
+        if (ctx->version >= 2)
+            lp = gr_attr_int(ctx->node, "p", 2);
+        else
+            lp = (int64_t)gr_attr_float(ctx->node, "p", 2.0f);
+        if (lp < 1)
+            return op_fail(ctx, TDM_E_MODEL, "attribute p must be 1 or more");
+    }
+    st = op_out(ctx, 0, x->dtype, p.yrank, p.ydims);
+    if (st)
+        return st;
+    tdm_tensor *y = ctx->out[0];
+    if (x->dtype == TDM_DOUBLE) {
+        const double *xp = x->data;
+        double *yp = y->data;
+        AVGPOOL_KERNEL(double, xp, yp, &p, inc, kind, lp);
+        return TDM_OK;
+    }
+    if (x->dtype == TDM_FLOAT) {
+        const float *xp = x->data;
+        float *yp = y->data;
+        AVGPOOL_KERNEL(float, xp, yp, &p, inc, kind, lp);
+        return TDM_OK;
+    }
+    float *xp = op_nn_to_f32(x), *yp = mem_alloc(y->count * sizeof *yp + 1);
+    if (!xp || !yp) {
+        mem_free(xp);
+        mem_free(yp);
+        return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+    }
+    AVGPOOL_KERNEL(float, xp, yp, &p, inc, kind, lp);
+    op_nn_from_f32(y, yp);
+    mem_free(xp);
+    mem_free(yp);
+    return TDM_OK;
+}
+
+tdm_status op_run_AveragePool(op_ctx *ctx) { return avg_lp_pool(ctx, 0); }
+tdm_status op_run_LpPool(op_ctx *ctx) { return avg_lp_pool(ctx, 1); }
+
+/* ------------------------------------------------------------ global pools */
+
+/* kind 0 average, 1 max, 2 Lp (exponent p). */
+static tdm_status global_pool(op_ctx *ctx, int kind)
+{
+    const tdm_tensor *x = op_nn_in(ctx, 0);
+    if (!x)
+        return op_fail(ctx, TDM_E_MODEL, "input X is required");
+    if (x->rank < 2)
+        return op_fail(ctx, TDM_E_RUNTIME, "input X must have rank 2 or more, not %d", x->rank);
+    if (!(DT_BIT(x->dtype) & DT_FLOATS))
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "%s does not take %s", ctx->node->op_type, tdm_dtype_name(x->dtype));
+    int64_t dims[TDM_MAX_RANK];
+    size_t sp = 1;
+    dims[0] = x->dims[0];
+    dims[1] = x->dims[1];
+    for (int i = 2; i < x->rank; i++) {
+        dims[i] = 1;
+        sp *= (size_t)x->dims[i];
+    }
+    double lp = kind == 2 ? (double)gr_attr_int(ctx->node, "p", 2) : 2.0;
+    if (kind == 2 && ctx->version < 2)
+        lp = gr_attr_float(ctx->node, "p", 2.0f);
+    tdm_status st = op_out(ctx, 0, x->dtype, x->rank, dims);
+    if (st)
+        return st;
+    tdm_tensor *y = ctx->out[0];
+    size_t planes = (size_t)(x->dims[0] * x->dims[1]);
+    if (kind == 1 && sp == 0 && planes)
+        return op_fail(ctx, TDM_E_RUNTIME, "GlobalMaxPool over an empty spatial extent");
+    if (x->dtype == TDM_FLOAT && kind != 2) {
+        const float *xp = x->data;
+        float *yp = y->data;
+        for (size_t pl = 0; pl < planes; pl++) {
+            const float *v = xp + pl * sp;
+            if (kind == 0) {
+                float s = 0;
+                for (size_t i = 0; i < sp; i++)
+                    s += v[i];
+                yp[pl] = sp ? s / (float)sp : 0.0f;
+            } else {
+                float m = v[0];
+                for (size_t i = 1; i < sp; i++)
+                    m = v[i] > m ? v[i] : m;
+                yp[pl] = m;
+            }
+        }
+        return TDM_OK;
+    }
+    for (size_t pl = 0; pl < planes; pl++) {
+        double acc = kind == 1 ? tensor_get_f64(x, pl * sp) : 0.0;
+        for (size_t i = 0; i < sp; i++) {
+            double v = tensor_get_f64(x, pl * sp + i);
+            if (kind == 0)
+                acc += v;
+            else if (kind == 1)
+                acc = v > acc ? v : acc;
+            else
+                acc += pow(fabs(v), lp);
+        }
+        if (kind == 0)
+            acc = sp ? acc / (double)sp : 0.0;
+        else if (kind == 2)
+            acc = pow(acc, 1.0 / lp);
+        tensor_set_f64(y, pl, acc);
+    }
+    return TDM_OK;
+}
+
+tdm_status op_run_GlobalAveragePool(op_ctx *ctx) { return global_pool(ctx, 0); }
+tdm_status op_run_GlobalMaxPool(op_ctx *ctx) { return global_pool(ctx, 1); }
+tdm_status op_run_GlobalLpPool(op_ctx *ctx) { return global_pool(ctx, 2); }
+
+/* --------------------------------------------------------------- MaxUnpool */
+
+tdm_status op_run_MaxUnpool(op_ctx *ctx)
+{
+    const tdm_tensor *x = op_nn_in(ctx, 0), *ind = op_nn_in(ctx, 1), *osh = op_nn_in(ctx, 2);
+    if (!x || !ind)
+        return op_fail(ctx, TDM_E_MODEL, "inputs X and I are required");
+    if (x->rank < 3 || x->rank > 2 + NN_MAX_SP)
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "input X has rank %d; 3 to %d are supported", x->rank, 2 + NN_MAX_SP);
+    if (ind->dtype != TDM_INT64 || !shape_equal(x->rank, x->dims, ind->rank, ind->dims))
+        return op_fail(ctx, TDM_E_RUNTIME, "input I must be int64 with the shape of X");
+    int nsp = x->rank - 2;
+    int64_t dims[TDM_MAX_RANK], defd[TDM_MAX_RANK];
+    dims[0] = defd[0] = x->dims[0];
+    dims[1] = defd[1] = x->dims[1];
+    /* the default output shape: indices are positions in it */
+    {
+        const int64_t *ks = NULL, *st = NULL, *pd = NULL;
+        int nk = gr_attr_ints(ctx->node, "kernel_shape", &ks), ns = gr_attr_ints(ctx->node, "strides", &st);
+        int np = gr_attr_ints(ctx->node, "pads", &pd);
+        if (nk != nsp || (ns >= 0 && ns != nsp) || (np >= 0 && np != 2 * nsp))
+            return op_fail(ctx, TDM_E_MODEL, "attributes kernel_shape, strides and pads must match %d spatial dims",
+                           nsp);
+        for (int i = 0; i < nsp; i++) {
+            int64_t s = ns >= 0 ? st[i] : 1;
+            if (s < 1 || ks[i] < 1 || s > ((int64_t)1 << 31) || ks[i] > ((int64_t)1 << 31))
+                return op_fail(ctx, TDM_E_MODEL, "attributes kernel_shape and strides must be positive");
+            defd[2 + i] = (x->dims[2 + i] - 1) * s + ks[i] - (np >= 0 ? pd[i] + pd[i + nsp] : 0);
+            if (defd[2 + i] < 0)
+                return op_fail(ctx, TDM_E_RUNTIME, "the output shape has a negative dimension");
+        }
+    }
+    if (osh) {
+        int64_t *v;
+        size_t n;
+        tdm_status st = op_in_ints(ctx, 2, &v, &n);
+        if (st)
+            return st;
+        if (n != (size_t)x->rank) {
+            mem_free(v);
+            return op_fail(ctx, TDM_E_RUNTIME, "input output_shape must hold %d values, not %zu", x->rank, n);
+        }
+        for (int i = 0; i < x->rank; i++)
+            dims[i] = v[i];
+        mem_free(v);
+        if (dims[0] != x->dims[0] || dims[1] != x->dims[1])
+            return op_fail(ctx, TDM_E_RUNTIME, "input output_shape must keep the batch and channel sizes of X");
+    } else {
+        memcpy(dims, defd, sizeof(int64_t) * (size_t)x->rank);
+    }
+    for (int i = 2; i < x->rank; i++)
+        if (dims[i] < 0)
+            return op_fail(ctx, TDM_E_RUNTIME, "the output shape has a negative dimension");
+    tdm_status st = op_out(ctx, 0, x->dtype, x->rank, dims);
+    if (st)
+        return st;
+    tdm_tensor *y = ctx->out[0];
+    size_t es = tdm_dtype_size(x->dtype);
+    if (!es)
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "MaxUnpool does not take %s", tdm_dtype_name(x->dtype));
+    memset(y->data, 0, y->nbytes);
+    const int64_t *ip = ind->data;
+    size_t def_count;
+    if (shape_count(x->rank, defd, &def_count))
+        return op_fail(ctx, TDM_E_NOMEM, "the output is too large");
+    int same = shape_equal(x->rank, dims, x->rank, defd);
+    for (size_t i = 0; i < x->count; i++) {
+        if (ip[i] < 0 || (uint64_t)ip[i] >= def_count)
+            return op_fail(ctx, TDM_E_RUNTIME, "index %lld in I is outside the unpooled shape (%zu elements)",
+                           (long long)ip[i], def_count);
+        size_t dst = (size_t)ip[i];
+        if (!same) {
+            /* re-encode the position from the default shape into the given one */
+            size_t rem = dst, mul = 1;
+            dst = 0;
+            for (int d = x->rank - 1; d >= 0; d--) {
+                size_t c = rem % (size_t)defd[d];
+                rem /= (size_t)defd[d];
+                if (c >= (size_t)dims[d])
+                    return op_fail(ctx, TDM_E_RUNTIME, "index %lld in I falls outside output_shape",
+                                   (long long)ip[i]);
+                dst += c * mul;
+                mul *= (size_t)dims[d];
+            }
+        }
+        memcpy((char *)y->data + dst * es, (const char *)x->data + i * es, es);
+    }
+    return TDM_OK;
+}
+
+/* -------------------------------------------------------------- MaxRoiPool */
+
+tdm_status op_run_MaxRoiPool(op_ctx *ctx)
+{
+    const tdm_tensor *x = op_nn_in(ctx, 0), *rois = op_nn_in(ctx, 1);
+    if (!x || !rois)
+        return op_fail(ctx, TDM_E_MODEL, "inputs X and rois are required");
+    if (x->rank != 4 || rois->rank != 2 || rois->dims[1] != 5)
+        return op_fail(ctx, TDM_E_RUNTIME, "X must be NxCxHxW and rois num_rois x 5");
+    if (!(DT_BIT(x->dtype) & DT_FLOATS) || rois->dtype != x->dtype)
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "X and rois must be one floating-point type");
+    const int64_t *ps = NULL;
+    if (gr_attr_ints(ctx->node, "pooled_shape", &ps) != 2 || ps[0] < 1 || ps[1] < 1)
+        return op_fail(ctx, TDM_E_MODEL, "attribute pooled_shape must hold two positive values");
+    double scale = gr_attr_float(ctx->node, "spatial_scale", 1.0f);
+    int64_t C = x->dims[1], H = x->dims[2], W = x->dims[3], R = rois->dims[0];
+    int64_t dims[4] = {R, C, ps[0], ps[1]};
+    tdm_status st = op_out(ctx, 0, x->dtype, 4, dims);
+    if (st)
+        return st;
+    tdm_tensor *y = ctx->out[0];
+    size_t o = 0;
+    for (int64_t r = 0; r < R; r++) {
+        int64_t b = (int64_t)tensor_get_f64(rois, (size_t)r * 5);
+        if (b < 0 || b >= x->dims[0])
+            return op_fail(ctx, TDM_E_RUNTIME, "roi %lld names batch %lld, outside 0..%lld", (long long)r,
+                           (long long)b, (long long)(x->dims[0] - 1));
+        int64_t x1 = (int64_t)round(tensor_get_f64(rois, (size_t)r * 5 + 1) * scale);
+        int64_t y1 = (int64_t)round(tensor_get_f64(rois, (size_t)r * 5 + 2) * scale);
+        int64_t x2 = (int64_t)round(tensor_get_f64(rois, (size_t)r * 5 + 3) * scale);
+        int64_t y2 = (int64_t)round(tensor_get_f64(rois, (size_t)r * 5 + 4) * scale);
+        int64_t rw = x2 - x1 + 1 > 1 ? x2 - x1 + 1 : 1, rh = y2 - y1 + 1 > 1 ? y2 - y1 + 1 : 1;
+        double bh = (double)rh / (double)ps[0], bw = (double)rw / (double)ps[1];
+        for (int64_t c = 0; c < C; c++) {
+            size_t plane = (size_t)((b * C + c) * H * W);
+            for (int64_t ph = 0; ph < ps[0]; ph++)
+                for (int64_t pw = 0; pw < ps[1]; pw++, o++) {
+                    int64_t hs = (int64_t)floor((double)ph * bh) + y1, he = (int64_t)ceil((double)(ph + 1) * bh) + y1;
+                    int64_t ws = (int64_t)floor((double)pw * bw) + x1, we = (int64_t)ceil((double)(pw + 1) * bw) + x1;
+                    hs = hs < 0 ? 0 : hs > H ? H : hs;
+                    he = he < 0 ? 0 : he > H ? H : he;
+                    ws = ws < 0 ? 0 : ws > W ? W : ws;
+                    we = we < 0 ? 0 : we > W ? W : we;
+                    double m = 0;
+                    int any = 0;
+                    for (int64_t h = hs; h < he; h++)
+                        for (int64_t w = ws; w < we; w++) {
+                            double v = tensor_get_f64(x, plane + (size_t)(h * W + w));
+                            if (!any || v > m)
+                                m = v;
+                            any = 1;
+                        }
+                    tensor_set_f64(y, o, any ? m : 0.0);
+                }
+        }
+    }
+    return TDM_OK;
+}
+
+/* ---------------------------------------------------------------- RoiAlign */
+
+typedef struct roi_tap {
+    size_t p1, p2, p3, p4;
+    float w1, w2, w3, w4;
+} roi_tap;
+
+static roi_tap roi_bilinear(int64_t H, int64_t W, float yy, float xx)
+{
+    roi_tap t = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (yy < -1.0f || yy > (float)H || xx < -1.0f || xx > (float)W)
+        return t;
+    if (yy <= 0)
+        yy = 0;
+    if (xx <= 0)
+        xx = 0;
+    int64_t yl = (int64_t)yy, xl = (int64_t)xx, yh, xh;
+    if (yl >= H - 1) {
+        yh = yl = H - 1;
+        yy = (float)yl;
+    } else {
+        yh = yl + 1;
+    }
+    if (xl >= W - 1) {
+        xh = xl = W - 1;
+        xx = (float)xl;
+    } else {
+        xh = xl + 1;
+    }
+    float ly = yy - (float)yl, lx = xx - (float)xl, hy = 1.0f - ly, hx = 1.0f - lx;
+    t.p1 = (size_t)(yl * W + xl);
+    t.p2 = (size_t)(yl * W + xh);
+    t.p3 = (size_t)(yh * W + xl);
+    t.p4 = (size_t)(yh * W + xh);
+    t.w1 = hy * hx;
+    t.w2 = hy * lx;
+    t.w3 = ly * hx;
+    t.w4 = ly * lx;
+    return t;
+}
+
+tdm_status op_run_RoiAlign(op_ctx *ctx)
+{
+    const tdm_tensor *x = op_nn_in(ctx, 0), *rois = op_nn_in(ctx, 1), *bi = op_nn_in(ctx, 2);
+    if (!x || !rois || !bi)
+        return op_fail(ctx, TDM_E_MODEL, "inputs X, rois and batch_indices are required");
+    if (x->rank != 4 || rois->rank != 2 || rois->dims[1] != 4 || bi->rank != 1 || bi->dims[0] != rois->dims[0])
+        return op_fail(ctx, TDM_E_RUNTIME, "X must be NxCxHxW, rois num_rois x 4 and batch_indices num_rois");
+    if (!(DT_BIT(x->dtype) & DT_FLOATS) || rois->dtype != x->dtype || !dtype_is_int(bi->dtype))
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "X and rois must be one floating-point type, batch_indices integer");
+    const char *mode = gr_attr_str(ctx->node, "mode", "avg");
+    int is_max = strcmp(mode, "max") == 0;
+    if (!is_max && strcmp(mode, "avg"))
+        return op_fail(ctx, TDM_E_MODEL, "attribute mode must be avg or max, not '%s'", mode);
+    int half = 0;
+    if (ctx->version >= 16) {
+        const char *ct = gr_attr_str(ctx->node, "coordinate_transformation_mode", "half_pixel");
+        if (strcmp(ct, "half_pixel") == 0)
+            half = 1;
+        else if (strcmp(ct, "output_half_pixel"))
+            return op_fail(ctx, TDM_E_MODEL, "attribute coordinate_transformation_mode has the unknown value '%s'",
+                           ct);
+    }
+    int64_t oh = gr_attr_int(ctx->node, "output_height", 1), ow = gr_attr_int(ctx->node, "output_width", 1);
+    int64_t sr = gr_attr_int(ctx->node, "sampling_ratio", 0);
+    float scale = gr_attr_float(ctx->node, "spatial_scale", 1.0f);
+    if (oh < 1 || ow < 1 || sr < 0 || oh > ((int64_t)1 << 20) || ow > ((int64_t)1 << 20))
+        return op_fail(ctx, TDM_E_MODEL, "attributes output_height, output_width and sampling_ratio are invalid");
+    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], R = rois->dims[0];
+    int64_t dims[4] = {R, C, oh, ow};
+    tdm_status st = op_out(ctx, 0, x->dtype, 4, dims);
+    if (st)
+        return st;
+    tdm_tensor *y = ctx->out[0];
+    float *fx = op_nn_to_f32(x), *fr = op_nn_to_f32(rois), *fy = mem_alloc(y->count * sizeof *fy + 1);
+    roi_tap *taps = NULL;
+    if (!fx || !fr || !fy) {
+        st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    float off = half ? 0.5f : 0.0f;
+    for (int64_t r = 0; r < R; r++) {
+        int64_t b = tensor_get_i64(bi, (size_t)r);
+        if (b < 0 || b >= N) {
+            st = op_fail(ctx, TDM_E_RUNTIME, "batch_indices[%lld] = %lld is outside 0..%lld", (long long)r,
+                         (long long)b, (long long)(N - 1));
+            goto done;
+        }
+        const float *rp = fr + r * 4;
+        float sw = rp[0] * scale - off, sh = rp[1] * scale - off;
+        float rw = rp[2] * scale - off - sw, rh = rp[3] * scale - off - sh;
+        if (!half) {
+            rw = rw > 1.0f ? rw : 1.0f;
+            rh = rh > 1.0f ? rh : 1.0f;
+        }
+        float bh = rh / (float)oh, bw = rw / (float)ow;
+        int64_t gh = sr > 0 ? sr : (int64_t)ceilf(rh / (float)oh);
+        int64_t gw = sr > 0 ? sr : (int64_t)ceilf(rw / (float)ow);
+        if (gh < 0 || gw < 0 || gh > 4096 || gw > 4096) {
+            st = op_fail(ctx, TDM_E_RUNTIME, "roi %lld needs an unreasonable sampling grid", (long long)r);
+            goto done;
+        }
+        int64_t count = gh * gw > 1 ? gh * gw : 1;
+        size_t ntaps;
+        mem_free(taps);
+        taps = NULL;
+        if (mem_mul((size_t)(oh * ow), (size_t)count, &ntaps) || mem_mul(ntaps, sizeof *taps, &ntaps)) {
+            st = op_fail(ctx, TDM_E_NOMEM, "roi %lld needs too many samples", (long long)r);
+            goto done;
+        }
+        taps = mem_alloc(ntaps);
+        if (!taps) {
+            st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
+            goto done;
+        }
+        size_t t = 0;
+        for (int64_t ph = 0; ph < oh; ph++)
+            for (int64_t pw = 0; pw < ow; pw++)
+                for (int64_t iy = 0; iy < gh; iy++) {
+                    float yy = sh + (float)ph * bh + ((float)iy + 0.5f) * bh / (float)gh;
+                    for (int64_t ix = 0; ix < gw; ix++) {
+                        float xx = sw + (float)pw * bw + ((float)ix + 0.5f) * bw / (float)gw;
+                        taps[t++] = roi_bilinear(H, W, yy, xx);
+                    }
+                }
+        for (int64_t c = 0; c < C; c++) {
+            const float *pl = fx + (size_t)((b * C + c) * H * W);
+            float *out = fy + (size_t)((r * C + c) * oh * ow);
+            const roi_tap *tp = taps;
+            for (int64_t k = 0; k < oh * ow; k++) {
+                float acc = 0.0f;
+                for (int64_t s = 0; s < gh * gw; s++, tp++) {
+                    if (!is_max) {
+                        acc += tp->w1 * pl[tp->p1] + tp->w2 * pl[tp->p2] + tp->w3 * pl[tp->p3] + tp->w4 * pl[tp->p4];
+                    } else {
+                        float v = tp->w1 * pl[tp->p1];
+                        float v2 = tp->w2 * pl[tp->p2], v3 = tp->w3 * pl[tp->p3], v4 = tp->w4 * pl[tp->p4];
+                        v = v2 > v ? v2 : v;
+                        v = v3 > v ? v3 : v;
+                        v = v4 > v ? v4 : v;
+                        acc = s == 0 || v > acc ? v : acc;
+                    }
+                }
+                out[k] = is_max ? acc : acc / (float)count;
+            }
+        }
+    }
+    op_nn_from_f32(y, fy);
+done:
+    mem_free(fx);
+    mem_free(fr);
+    mem_free(fy);
+    mem_free(taps);
+    return st;
+}
+
+/* ------------------------------------------------------------ infer hooks */
+
+tdm_status op_infer_Pool(op_infer_ctx *ctx)
+{
+    const gr_type *x = ctx->n_in > 0 ? ctx->in[0] : NULL;
+    if (!x)
+        return TDM_OK;
+    for (int k = 0; k < ctx->n_out && k < 2; k++) {
+        gr_type *o = &ctx->out[k];
+        o->kind = TDM_KIND_TENSOR;
+        o->dtype = k == 0 ? x->dtype : TDM_INT64;
+        if (x->rank < 3 || x->rank > 2 + NN_MAX_SP)
+            continue;
+        int nsp = x->rank - 2;
+        o->rank = x->rank;
+        o->dims[0] = x->dims[0];
+        o->dims[1] = x->dims[1];
+        int64_t in[NN_MAX_SP];
+        for (int i = 0; i < nsp; i++) {
+            in[i] = x->dims[2 + i].v;
+            o->dims[2 + i] = (gr_dim){-1, NULL};
+        }
+        int is_max = strcmp(ctx->node->op_type, "MaxPool") == 0;
+        int newer = ctx->version >= 10;
+        nn_geom g;
+        if (op_nn_geom(NULL, ctx->node, nsp, in, NULL, is_max && newer, newer && strcmp(ctx->node->op_type, "LpPool"),
+                       &g))
+            continue;
+        for (int i = 0; i < nsp; i++)
+            if (g.out[NN_MAX_SP - nsp + i] >= 0)
+                o->dims[2 + i] = (gr_dim){g.out[NN_MAX_SP - nsp + i], NULL};
+    }
+    return TDM_OK;
+}
+
+tdm_status op_infer_GlobalPool(op_infer_ctx *ctx)
+{
+    const gr_type *x = ctx->n_in > 0 ? ctx->in[0] : NULL;
+    if (!x)
+        return TDM_OK;
+    gr_type *o = &ctx->out[0];
+    *o = *x;
+    o->kind = TDM_KIND_TENSOR;
+    for (int i = 2; i < o->rank; i++)
+        o->dims[i] = (gr_dim){1, NULL};
+    return TDM_OK;
+}
+
+tdm_status op_infer_RoiAlign(op_infer_ctx *ctx)
+{
+    const gr_type *x = ctx->n_in > 0 ? ctx->in[0] : NULL;
+    const gr_type *r = ctx->n_in > 1 ? ctx->in[1] : NULL;
+    gr_type *o = &ctx->out[0];
+    o->kind = TDM_KIND_TENSOR;
+    o->dtype = x ? x->dtype : TDM_UNDEFINED;
+    o->rank = 4;
+    o->dims[0] = r && r->rank == 2 ? r->dims[0] : (gr_dim){-1, NULL};
+    o->dims[1] = x && x->rank == 4 ? x->dims[1] : (gr_dim){-1, NULL};
+    o->dims[2] = (gr_dim){gr_attr_int(ctx->node, "output_height", 1), NULL};
+    o->dims[3] = (gr_dim){gr_attr_int(ctx->node, "output_width", 1), NULL};
+    return TDM_OK;
+}

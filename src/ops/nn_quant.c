@@ -1,0 +1,214 @@
+/* Linear quantization: QuantizeLinear, DequantizeLinear (per tensor or per
+ * axis) and DynamicQuantizeLinear. Rounding is to nearest, ties to even,
+ * in float as the ONNX reference does. */
+#include "ops/nn.h"
+#include "core/mem.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Scale / zero point layout: per tensor (one value) or per axis. */
+typedef struct q_axis {
+    size_t outer, len, inner; /* x = outer x len x inner; len = 1 for per tensor */
+} q_axis;
+
+static tdm_status q_layout(op_ctx *ctx, const tdm_tensor *x, const tdm_tensor *scale, const tdm_tensor *zp,
+                           q_axis *q)
+{
+    q->outer = x->count;
+    q->len = 1;
+    q->inner = 1;
+    if (zp && zp->count != scale->count)
+        return op_fail(ctx, TDM_E_RUNTIME, "the zero point has %zu values but the scale has %zu", zp->count,
+                       scale->count);
+    if (scale->count == 1 && scale->rank <= 1)
+        return TDM_OK;
+    if (ctx->version < 13 || scale->rank != 1)
+        return op_fail(ctx, TDM_E_RUNTIME, "the scale must be a scalar%s",
+                       ctx->version < 13 ? "" : " or a 1-D tensor");
+    int axis;
+    tdm_status st = op_axis(ctx, gr_attr_int(ctx->node, "axis", 1), x->rank, "attribute axis", &axis);
+    if (st)
+        return st;
+    if (scale->count != (size_t)x->dims[axis])
+        return op_fail(ctx, TDM_E_RUNTIME, "the scale has %zu values but dimension %d of x has %lld", scale->count,
+                       axis, (long long)x->dims[axis]);
+    q->outer = 1;
+    for (int i = 0; i < axis; i++)
+        q->outer *= (size_t)x->dims[i];
+    q->len = (size_t)x->dims[axis];
+    for (int i = axis + 1; i < x->rank; i++)
+        q->inner *= (size_t)x->dims[i];
+    return TDM_OK;
+}
+
+static int32_t q_ld(const tdm_tensor *t, size_t i)
+{
+    switch (t->dtype) {
+    case TDM_INT8:
+        return ((const int8_t *)t->data)[i];
+    case TDM_UINT8:
+        return ((const uint8_t *)t->data)[i];
+    case TDM_INT32:
+        return ((const int32_t *)t->data)[i];
+    default:
+        return (int32_t)tensor_get_i64(t, i);
+    }
+}
+
+tdm_status op_run_QuantizeLinear(op_ctx *ctx)
+{
+    const tdm_tensor *x = op_nn_in(ctx, 0), *sc = op_nn_in(ctx, 1), *zp = op_nn_in(ctx, 2);
+    if (!x || !sc)
+        return op_fail(ctx, TDM_E_MODEL, "inputs x and y_scale are required");
+    if (!(DT_BIT(x->dtype) & (DT_FLOATS | DT_BIT(TDM_INT32))) || !dtype_is_float(sc->dtype))
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "QuantizeLinear takes float or int32 x and a float scale");
+    tdm_dtype ydt = zp ? zp->dtype : TDM_UINT8;
+    if (ydt != TDM_UINT8 && ydt != TDM_INT8)
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "y_zero_point must be int8 or uint8, not %s", tdm_dtype_name(ydt));
+    q_axis q;
+    tdm_status st = q_layout(ctx, x, sc, zp, &q);
+    if (st)
+        return st;
+    st = op_out(ctx, 0, ydt, x->rank, x->dims);
+    if (st)
+        return st;
+    tdm_tensor *y = ctx->out[0];
+    float *fx = op_nn_to_f32(x), *fs = op_nn_to_f32(sc);
+    if (!fx || !fs) {
+        mem_free(fx);
+        mem_free(fs);
+        return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+    }
+    float lo = ydt == TDM_UINT8 ? 0.0f : -128.0f, hi = ydt == TDM_UINT8 ? 255.0f : 127.0f;
+    size_t i = 0;
+    for (size_t o = 0; o < q.outer; o++)
+        for (size_t a = 0; a < q.len; a++) {
+            float s = fs[a];
+            float z = zp ? (float)q_ld(zp, a) : 0.0f;
+            for (size_t k = 0; k < q.inner; k++, i++) {
+                float v = nearbyintf(fx[i] / s) + z;
+                v = v < lo ? lo : v > hi ? hi : v;
+                if (v != v)
+                    v = 0.0f;
+                if (ydt == TDM_UINT8)
+                    ((uint8_t *)y->data)[i] = (uint8_t)v;
+                else
+                    ((int8_t *)y->data)[i] = (int8_t)v;
+            }
+        }
+    mem_free(fx);
+    mem_free(fs);
+    return TDM_OK;
+}
+
+tdm_status op_run_DequantizeLinear(op_ctx *ctx)
+{
+    const tdm_tensor *x = op_nn_in(ctx, 0), *sc = op_nn_in(ctx, 1), *zp = op_nn_in(ctx, 2);
+    if (!x || !sc)
+        return op_fail(ctx, TDM_E_MODEL, "inputs x and x_scale are required");
+    if (x->dtype != TDM_INT8 && x->dtype != TDM_UINT8 && x->dtype != TDM_INT32)
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "DequantizeLinear takes int8, uint8 or int32 x, not %s",
+                       tdm_dtype_name(x->dtype));
+    if (!dtype_is_float(sc->dtype) || (zp && zp->dtype != x->dtype))
+        return op_fail(ctx, TDM_E_RUNTIME, "x_scale must be float and x_zero_point of x's type");
+    q_axis q;
+    tdm_status st = q_layout(ctx, x, sc, zp, &q);
+    if (st)
+        return st;
+    tdm_dtype ydt = sc->dtype;
+    st = op_out(ctx, 0, ydt, x->rank, x->dims);
+    if (st)
+        return st;
+    tdm_tensor *y = ctx->out[0];
+    float *fs = op_nn_to_f32(sc);
+    float *fy = ydt == TDM_FLOAT ? y->data : mem_alloc(y->count * sizeof *fy + 1);
+    if (!fs || !fy) {
+        mem_free(fs);
+        if (ydt != TDM_FLOAT)
+            mem_free(fy);
+        return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+    }
+    size_t i = 0;
+    for (size_t o = 0; o < q.outer; o++)
+        for (size_t a = 0; a < q.len; a++) {
+            float s = fs[a];
+            int32_t z = zp ? q_ld(zp, a) : 0;
+            for (size_t k = 0; k < q.inner; k++, i++)
+                fy[i] = (float)((int64_t)q_ld(x, i) - z) * s;
+        }
+    if (ydt != TDM_FLOAT) {
+        op_nn_from_f32(y, fy);
+        mem_free(fy);
+    }
+    mem_free(fs);
+    return TDM_OK;
+}
+
+tdm_status op_run_DynamicQuantizeLinear(op_ctx *ctx)
+{
+    const tdm_tensor *x = op_nn_in(ctx, 0);
+    if (!x)
+        return op_fail(ctx, TDM_E_MODEL, "input x is required");
+    if (x->dtype != TDM_FLOAT)
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "DynamicQuantizeLinear takes float, not %s", tdm_dtype_name(x->dtype));
+    tdm_status st = op_out(ctx, 0, TDM_UINT8, x->rank, x->dims);
+    if (!st && ctx->n_out > 1)
+        st = op_out(ctx, 1, TDM_FLOAT, 0, NULL);
+    if (!st && ctx->n_out > 2)
+        st = op_out(ctx, 2, TDM_UINT8, 0, NULL);
+    if (st)
+        return st;
+    const float *xp = x->data;
+    float mn = 0.0f, mx = 0.0f;
+    for (size_t i = 0; i < x->count; i++) {
+        mn = xp[i] < mn ? xp[i] : mn;
+        mx = xp[i] > mx ? xp[i] : mx;
+    }
+    float scale = (mx - mn) / 255.0f;
+    float zpf = 0.0f;
+    if (scale > 0.0f) {
+        zpf = 0.0f - mn / scale;
+        zpf = zpf < 0.0f ? 0.0f : zpf > 255.0f ? 255.0f : zpf;
+        zpf = nearbyintf(zpf);
+    }
+    uint8_t *yp = ctx->out[0]->data;
+    for (size_t i = 0; i < x->count; i++) {
+        float v = scale > 0.0f ? nearbyintf(xp[i] / scale) + zpf : 0.0f;
+        v = v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : v;
+        yp[i] = (uint8_t)(v == v ? v : 0.0f);
+    }
+    if (ctx->n_out > 1)
+        *(float *)ctx->out[1]->data = scale;
+    if (ctx->n_out > 2)
+        *(uint8_t *)ctx->out[2]->data = (uint8_t)zpf;
+    return TDM_OK;
+}
+
+/* ------------------------------------------------------------ infer hooks */
+
+tdm_status op_infer_QuantizeLinear(op_infer_ctx *ctx)
+{
+    op_infer_copy(ctx, 0, 0);
+    ctx->out[0].dtype = ctx->n_in > 2 && ctx->in[2] ? ctx->in[2]->dtype : TDM_UINT8;
+    return TDM_OK;
+}
+
+tdm_status op_infer_DequantizeLinear(op_infer_ctx *ctx)
+{
+    op_infer_copy(ctx, 0, 0);
+    ctx->out[0].dtype = ctx->n_in > 1 && ctx->in[1] ? ctx->in[1]->dtype : TDM_FLOAT;
+    return TDM_OK;
+}
+
+tdm_status op_infer_DynamicQuantizeLinear(op_infer_ctx *ctx)
+{
+    op_infer_copy(ctx, 0, 0);
+    ctx->out[0].dtype = TDM_UINT8;
+    for (int k = 1; k < ctx->n_out && k < 3; k++) {
+        ctx->out[k].kind = TDM_KIND_TENSOR;
+        ctx->out[k].dtype = k == 1 ? TDM_FLOAT : TDM_UINT8;
+        ctx->out[k].rank = 0;
+    }
+    return TDM_OK;
+}
