@@ -1,0 +1,127 @@
+/* Helpers shared by the devices: modeled work of a node, verdicts, shapes. */
+#include "devices/device_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Elements of a tensor desc (unknown dims and unknown rank count as 1). */
+static double elems(const tdm_tensor_desc *t)
+{
+    double n = 1;
+    for (int k = 0; t->rank > 0 && t->dims && k < t->rank; k++)
+        if (t->dims[k] >= 0)
+            n *= (double)t->dims[k];
+    return n;
+}
+
+static double dim_or1(const tdm_tensor_desc *t, int k)
+{
+    if (t->rank < 0 || k < 0 || k >= t->rank || !t->dims || t->dims[k] < 0)
+        return 1;
+    return (double)t->dims[k];
+}
+
+static int present(const tdm_node_desc *n, int i)
+{
+    return i < n->n_inputs && n->inputs[i].dtype != TDM_UNDEFINED;
+}
+
+static int64_t attr_int(const tdm_node_desc *n, const char *name, int64_t dflt)
+{
+    for (int a = 0; a < n->n_attrs; a++)
+        if (strcmp(n->attrs[a].name, name) == 0 && n->attrs[a].type == TDM_ATTR_INT)
+            return n->attrs[a].i;
+    return dflt;
+}
+
+double dev_node_flops(const tdm_node_desc *n)
+{
+    const char *op = n->op_type;
+    int std = !n->domain || !*n->domain || strcmp(n->domain, "ai.onnx") == 0;
+    if (std && n->n_outputs > 0 && present(n, 0) && present(n, 1)) {
+        const tdm_tensor_desc *x = &n->inputs[0], *w = &n->inputs[1], *y = &n->outputs[0];
+        if (strcmp(op, "Conv") == 0) {
+            double k = 1;
+            for (int d = 1; d < w->rank; d++)
+                k *= dim_or1(w, d);
+            return 2.0 * elems(y) * k;
+        }
+        if (strcmp(op, "ConvTranspose") == 0) {
+            double k = 1;
+            for (int d = 1; d < w->rank; d++)
+                k *= dim_or1(w, d);
+            return 2.0 * elems(x) * k;
+        }
+        if (strcmp(op, "Gemm") == 0) {
+            double kdim = attr_int(n, "transA", 0) ? dim_or1(x, 0) : dim_or1(x, 1);
+            return 2.0 * elems(y) * kdim;
+        }
+        if (strcmp(op, "MatMul") == 0) {
+            double kdim = x->rank >= 1 ? dim_or1(x, x->rank - 1) : 1;
+            return 2.0 * elems(y) * kdim;
+        }
+    }
+    double f = 0;
+    for (int i = 0; i < n->n_outputs; i++)
+        if (n->outputs[i].dtype != TDM_UNDEFINED)
+            f += elems(&n->outputs[i]);
+    return f;
+}
+
+static double tensor_bytes(const tdm_tensor_desc *t)
+{
+    if (t->dtype == TDM_UNDEFINED)
+        return 0;
+    size_t sz = tdm_dtype_size(t->dtype);
+    return elems(t) * (double)(sz ? sz : sizeof(void *));
+}
+
+double dev_node_bytes(const tdm_node_desc *n)
+{
+    double b = 0;
+    for (int i = 0; i < n->n_inputs; i++)
+        b += tensor_bytes(&n->inputs[i]);
+    for (int i = 0; i < n->n_outputs; i++)
+        b += tensor_bytes(&n->outputs[i]);
+    return b;
+}
+
+tdm_reason dev_verdict(tdm_verdict *out, tdm_reason reason, const char *fmt, ...)
+{
+    if (!out)
+        return reason;
+    out->reason = reason;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->detail, sizeof out->detail, fmt, ap);
+    va_end(ap);
+    return reason;
+}
+
+const char *dev_shape_str(const tdm_tensor_desc *t, char *buf, size_t size)
+{
+    if (!size)
+        return buf;
+    buf[0] = 0;
+    if (t->rank < 0) {
+        snprintf(buf, size, "?");
+        return buf;
+    }
+    if (t->rank == 0) {
+        snprintf(buf, size, "scalar");
+        return buf;
+    }
+    size_t used = 0;
+    for (int k = 0; k < t->rank && used < size; k++) {
+        int w;
+        if (!t->dims || t->dims[k] < 0)
+            w = snprintf(buf + used, size - used, "%s?", k ? "x" : "");
+        else
+            w = snprintf(buf + used, size - used, "%s%lld", k ? "x" : "", (long long)t->dims[k]);
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+    return buf;
+}

@@ -1,0 +1,218 @@
+/* The device registry: the devices a session runs on, in priority order,
+ * as the planner (src/plan) and the executor (src/run) see them.
+ *
+ * A device instance is the public ABI (include/tandem/device.h: iface +
+ * ctx) plus what tandem knows about it: its name, its kind and, for the
+ * built-in devices, an internal extension the executor uses instead of the
+ * public run() (built-ins compute on host tensors with the CPU kernels).
+ *
+ *   cpu            every op of the op table at the model's opset, input-0
+ *                  dtype in the op's mask; unlimited memory; host buffers.
+ *                  Its public run() returns TDM_E_UNSUPPORTED: the executor
+ *                  runs cpu nodes through ext->run_host.
+ *   vnpu:PROFILE   a virtual NPU from a JSON profile (profiles/README.md):
+ *                  PROFILE is a shipped profile name ("edge-npu",
+ *                  "server-npu", "fp32-all", embedded in the library) or a
+ *                  path to a .json file (it contains '/' or ends in .json).
+ *                  Memory is host memory it accounts for (buffer_alloc and
+ *                  ext->reserve fail with TDM_E_DEVICE past capacity);
+ *                  numerics are real (ext->run_host rounds float inputs and
+ *                  outputs to the profile precision); estimate_ms/copy_ms
+ *                  are modeled (*modeled = 1). Its public run() returns
+ *                  TDM_E_UNSUPPORTED like cpu's.
+ *   opencl[:N]     the OpenCL device (src/devices/opencl, ocl_device_open):
+ *                  real device buffers, used through the public iface
+ *                  (ext == NULL); when tandem was built without OpenCL or no
+ *                  device exists → TDM_E_DEVICE with the reason.
+ *   plugins        shared libraries loaded by path (dev_plugin_load); used
+ *                  through the public iface only (ext == NULL).
+ *
+ * Thread safety: supports(), estimate_ms(), copy_ms() and run_host() of
+ * the built-in devices may be called from several threads at once; vnpu
+ * accounting (buffer_alloc/free, reserve/release) is locked. */
+#ifndef TDM_DEVICES_DEVICE_INTERNAL_H
+#define TDM_DEVICES_DEVICE_INTERNAL_H
+
+#include "tandem/device.h"
+#include "core/err.h"
+#include "graph/graph.h"
+#include "ops/op.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum dev_kind {
+    DEV_KIND_CPU = 0,
+    DEV_KIND_VNPU = 1,
+    DEV_KIND_PLUGIN = 2,
+    DEV_KIND_OPENCL = 3      /* src/devices/opencl: public iface only (ext NULL) */
+} dev_kind;
+
+/* "cpu", "vnpu", "plugin", "opencl". */
+const char *dev_kind_str(dev_kind kind);
+
+/* Internal extension of a built-in device (cpu, vnpu). */
+typedef struct dev_ext {
+    /* Runs one node on host tensors. op is prepared by the executor exactly
+     * as for op_table[node->op].run (node, version, in, out shells, err,
+     * scope, threads, rng); the device calls the kernel itself (vnpu: on
+     * inputs rounded to its precision, then rounds float outputs in place).
+     * On failure returns a status with a sentence in op->err. */
+    tdm_status (*run_host)(void *ctx, op_ctx *op);
+
+    /* Accounts bytes of device memory held by host-resident tensors
+     * (no allocation). reserve fails with TDM_E_DEVICE and the sentence
+     * "vnpu:edge-npu is out of memory: N bytes requested, M free" in e;
+     * release gives bytes back. cpu: always succeeds. */
+    tdm_status (*reserve)(void *ctx, size_t bytes, tdm_err *e);
+    void (*release)(void *ctx, size_t bytes);
+
+    /* Element type the device computes floats in: TDM_FLOAT (cpu, fp32
+     * profiles), TDM_FLOAT16 or TDM_BFLOAT16. */
+    tdm_dtype precision;
+} dev_ext;
+
+/* One device instance. */
+typedef struct dev_instance {
+    tdm_device dev;          /* iface + ctx (owned: destroyed by dev_list_close) */
+    char *name;              /* "cpu", "vnpu:edge-npu", the plugin's name() */
+    dev_kind kind;
+    const dev_ext *ext;      /* NULL for plugins and opencl: use dev.iface->run */
+    struct dev_plugin *plugin; /* the loaded library (plugins only, owned) */
+} dev_instance;
+
+/* The devices of a session in priority order; cpu is always last, once. */
+typedef struct dev_list {
+    dev_instance *items;
+    size_t n;
+} dev_list;
+
+/* Opens the devices named in spec, a comma-separated priority list
+ * ("vnpu:edge-npu,opencl:1,cpu", "example:ARGS"; NULL or "" means: every
+ * loaded plugin in load order, then cpu). cpu is appended when absent and
+ * must be last when given; a name given twice or an empty entry is refused
+ * (TDM_E_USAGE).
+ *
+ * Plugins: the libraries in plugin_paths, then those in the environment
+ * variable TANDEM_PLUGINS (colon-separated paths; read here, so the caller
+ * passes only its --plugin paths) are loaded first. A list entry NAME[:ARGS]
+ * names a plugin when NAME equals the device name its init("") reports or
+ * the library's file stem (libfoo-dev.so → "foo-dev"); the plugin's init
+ * then receives ARGS. A plugin not named in a non-empty spec stays unused,
+ * but one whose api_version is not tandem's is refused even then.
+ *
+ * Unknown names, unavailable devices ("opencl is not available: …"), bad
+ * profiles and plugin failures → TDM_E_DEVICE (TDM_E_USAGE for a malformed
+ * list) with one sentence in e; *out is NULL on failure. */
+tdm_status dev_list_open(tdm_err *e, const char *spec, const char *const *plugin_paths, size_t n_plugins,
+                         dev_list **out);
+/* Destroys every device (iface->destroy), unloads plugins. NULL: no-op. */
+void dev_list_close(dev_list *l);
+
+/* Opens one device by list entry ("cpu", "vnpu:edge-npu",
+ * "vnpu:/path/p.json", "opencl:1"; not plugins) into *out (owned by the caller: free
+ * with dev_instance_close). */
+tdm_status dev_open(tdm_err *e, const char *entry, dev_instance *out);
+void dev_instance_close(dev_instance *d);
+
+/* ---- plugins ---- */
+
+typedef struct dev_plugin dev_plugin;
+
+/* dlopens path and resolves TDM_DEVICE_PLUGIN_SYMBOL. A missing file, a
+ * library that does not load or lacks the symbol → TDM_E_DEVICE with a
+ * sentence naming the file. */
+tdm_status dev_plugin_load(tdm_err *e, const char *path, dev_plugin **out);
+/* Calls the plugin's init with args into out (kind PLUGIN, name from
+ * iface->name, ext NULL, plugin NOT set: the caller keeps the dev_plugin).
+ * An iface whose api_version differs from TDM_DEVICE_API_VERSION is
+ * refused: "plugin libfoo.so was built for device API 2, tandem speaks 1"
+ * (TDM_E_DEVICE); its ctx is destroyed when the version is newer (destroy
+ * sits where ours does), left alone when older. A table lacking a required
+ * member (name, supports, buffers, copies, run) is refused too. */
+tdm_status dev_plugin_open(tdm_err *e, dev_plugin *p, const char *args, dev_instance *out);
+/* The library's path as given, and its file stem ("libfoo.so" → "foo"). */
+const char *dev_plugin_path(const dev_plugin *p);
+const char *dev_plugin_stem(const dev_plugin *p);
+void dev_plugin_unload(dev_plugin *p);
+
+/* ---- node descriptions ---- */
+
+/* A tdm_node_desc built from an IR node, with the storage it points into.
+ * Tensor descs carry the inferred static type of each value (unknown dims
+ * as -1) and data for initializers / folded constants; attributes of type
+ * TENSORS, GRAPHS, SPARSE_* and TYPE_PROTO* are passed as their type with
+ * no payload (n = 0). Borrowed pointers into g stay valid while g lives. */
+typedef struct dev_node_desc {
+    tdm_node_desc d;
+    /* storage (private) */
+    tdm_tensor_desc *tensors;   /* n_inputs + n_outputs + tensor attributes */
+    int64_t *dims;
+    tdm_attr_desc *attrs;
+    const char **strings;
+} dev_node_desc;
+
+/* Fills out for node n of graph g (free with dev_node_desc_free). */
+tdm_status dev_node_desc_init(tdm_err *e, const gr_graph *g, const gr_node *n, dev_node_desc *out);
+void dev_node_desc_free(dev_node_desc *d);
+
+/* ---- listing (`tandem devices [--json]`) ---- */
+
+typedef struct dev_info {
+    char name[128];          /* "cpu", "vnpu:edge-npu", "opencl", the plugin's name */
+    char kind[16];           /* "cpu", "vnpu", "opencl", "plugin" */
+    int available;
+    char description[256];   /* one line, from the device (or the reason's subject) */
+    char why_not[256];       /* "" when available: one sentence */
+    uint64_t memory_bytes;   /* capacity; UINT64_MAX: unlimited; 0: unknown */
+    char precision[8];       /* "fp32", "fp16", "bf16", "" unknown */
+    char source[512];        /* "builtin", "embedded", a profile or plugin path */
+} dev_info;
+
+/* Every known device kind: cpu; vnpu with each shipped profile; opencl
+ * (unavailable, with the reason); each plugin of plugin_paths and
+ * TANDEM_PLUGINS (available, or why not: load failure, version mismatch).
+ * *out is an array of *n entries the caller frees with mem_free(). Fails
+ * only on out of memory. */
+tdm_status dev_list_known(tdm_err *e, const char *const *plugin_paths, size_t n_plugins, dev_info **out,
+                          size_t *n);
+
+/* ---- the built-in devices (src/devices/cpu, src/devices/vnpu) ---- */
+
+/* The cpu device (ctx is NULL; free with dev_instance_close). */
+tdm_status dev_cpu_open(tdm_err *e, dev_instance *out);
+
+/* Names of the profiles embedded in the library, NULL-terminated. */
+const char *const *vnpu_shipped_profiles(void);
+
+/* Opens vnpu:PROFILE (PROFILE: a shipped name or a .json path). Bad
+ * profiles → TDM_E_DEVICE with "FILE: json.path why" in e. */
+tdm_status vnpu_open(tdm_err *e, const char *profile, dev_instance *out);
+
+/* Parses a profile from text (used by vnpu_open and the fuzzer); label
+ * prefixes messages ("edge-npu.json"). On success *ctx is a vnpu context
+ * for the vnpu iface (free with vnpu_ctx_free). */
+struct vnpu_ctx;
+tdm_status vnpu_parse(tdm_err *e, const char *label, const char *text, size_t len, struct vnpu_ctx **ctx);
+void vnpu_ctx_free(struct vnpu_ctx *c);
+
+/* ---- helpers shared by the devices (src/devices/common.c) ---- */
+
+/* Modeled work of a node: floating-point operations (Conv, ConvTranspose,
+ * Gemm, MatMul exact from the shapes: 2 per multiply-add; other ops one per
+ * output element) and bytes read plus written (inputs and outputs). An
+ * unknown dimension counts as 1. */
+double dev_node_flops(const tdm_node_desc *n);
+double dev_node_bytes(const tdm_node_desc *n);
+
+/* Fills out with reason and a printf-style sentence; returns reason. */
+tdm_reason dev_verdict(tdm_verdict *out, tdm_reason reason, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* A tdm_tensor_desc's shape as "1x3x?x?" ("scalar", "?" for unknown rank). */
+const char *dev_shape_str(const tdm_tensor_desc *t, char *buf, size_t size);
+
+#endif

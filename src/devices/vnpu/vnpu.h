@@ -1,0 +1,78 @@
+/* The virtual NPU: a parsed profile (profile.c) and the device over it
+ * (vnpu.c). The profile format is described in profiles/README.md. */
+#ifndef TDM_DEVICES_VNPU_VNPU_H
+#define TDM_DEVICES_VNPU_VNPU_H
+
+#include "devices/device_internal.h"
+
+#include <pthread.h>
+
+/* A shipped profile embedded at build time (gen/vnpu_profiles.c). */
+typedef struct vnpu_embedded_profile {
+    const char *name;   /* file stem: "edge-npu" */
+    const char *text;   /* JSON, NUL-terminated */
+    size_t len;
+} vnpu_embedded_profile;
+extern const vnpu_embedded_profile vnpu_embedded[];
+
+/* A value in an attribute rule: a number, a string, or the "$channels"
+ * token (dimension 1 of input 0). */
+typedef struct vnpu_val {
+    int is_str;
+    int is_channels;
+    double num;
+    char *str;
+} vnpu_val;
+
+typedef struct vnpu_attr_rule {
+    char *name;
+    vnpu_val *one_of;       /* allowed values (every element of a list attribute) */
+    size_t n_one_of;
+    int has_min, has_max;
+    double min, max;
+    vnpu_val *dflt;         /* value checked when the attribute is absent */
+    size_t n_dflt;
+    int has_dflt;
+} vnpu_attr_rule;
+
+typedef struct vnpu_op_rule {
+    char *op;               /* op type; "*" for the wildcard */
+    uint32_t dtypes;        /* DT_BIT mask */
+    int max_rank;           /* 0: no limit */
+    int64_t max_dim;        /* 0: no limit */
+    int64_t opset_min, opset_max; /* 0: no bound */
+    vnpu_attr_rule *attrs;
+    size_t n_attrs;
+} vnpu_op_rule;
+
+struct vnpu_ctx {
+    char *name;             /* profile name ("edge-npu") */
+    char *dev_name;         /* "vnpu:edge-npu" */
+    char *label;            /* file label for messages ("edge-npu.json") */
+    char *description;      /* the profile's text */
+    char *summary;          /* description() line */
+    tdm_dtype precision;    /* TDM_FLOAT, TDM_FLOAT16, TDM_BFLOAT16 */
+    uint64_t memory_bytes;
+    double peak_gflops;
+    double launch_us;
+    double mem_bw_gbps;
+    double host_bw_gbps;
+    double host_latency_us;
+    int static_shapes;
+    vnpu_op_rule *ops;      /* explicit rules */
+    size_t n_ops;
+    vnpu_op_rule *all;      /* the "*" rule, or NULL */
+    char **exclude;
+    size_t n_exclude;
+    /* memory accounting */
+    pthread_mutex_t lock;
+    uint64_t used;
+    dev_ext ext;
+};
+
+/* The rule for an op type (explicit, or the wildcard unless excluded), or NULL. */
+const vnpu_op_rule *vnpu_rule(const struct vnpu_ctx *c, const char *op_type);
+
+extern const tdm_device_iface vnpu_iface;
+
+#endif
