@@ -15,7 +15,18 @@ tdm_status onnx_load_memory(tdm_err *e, const void *data, size_t size, const cha
 
 /* Reads a TensorProto / SequenceProto / OptionalProto file (the ONNX backend
  * tests' input_N.pb, output_N.pb). expect (may be NULL) says which message
- * the file holds; when NULL, TensorProto is tried first. */
+ * the file holds: TDM_KIND_TENSOR a TensorProto, TDM_KIND_SEQUENCE a
+ * SequenceProto, TDM_KIND_NONE an OptionalProto (which yields its tensor or
+ * sequence, or a TDM_KIND_NONE value when empty). When NULL, TensorProto is
+ * tried first, then SequenceProto, then OptionalProto (the last two share
+ * field numbers: an optional holding a tensor reads as a sequence of one, so
+ * pass expect when the kind is known). Errors: TDM_E_IO, TDM_E_INPUT
+ * (undecodable or inconsistent), TDM_E_UNSUPPORTED (maps, nested sequences). */
 tdm_status onnx_read_value(tdm_err *e, const char *path, const tdm_kind *expect, tdm_tensor **out);
+
+/* The same from memory (name is used in messages); external data is
+ * refused. */
+tdm_status onnx_read_value_memory(tdm_err *e, const void *data, size_t size, const char *name,
+                                  const tdm_kind *expect, tdm_tensor **out);
 
 #endif
