@@ -36,7 +36,9 @@ test: deps build data test-asan
 
 demo: deps build
 	@sh scripts/models.sh
-	@$(BUILD)/tandem info $(TANDEM_CACHE)/models/ppocr_det.onnx
+	@$(BUILD)/tandem plan $(TANDEM_CACHE)/models/ppocr_det.onnx --devices vnpu:edge-npu,cpu --shape x=1x3x640x640
+	@echo
+	@$(BUILD)/tandem run $(TANDEM_CACHE)/models/ppocr_det.onnx --devices vnpu:edge-npu,cpu --shape x=1x3x640x640 --random
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -257,6 +257,144 @@ const char *tdm_session_error(const tdm_session *session);
  * destroys. On failure no output is set. */
 tdm_status tdm_session_run(tdm_session *session, const tdm_tensor *const *inputs, tdm_tensor **outputs);
 
+/* ------------------------------------------- devices, plans and the ledger */
+
+/* Frees memory the library allocated for the caller (ledger JSON, plan
+ * reports). NULL is a harmless no-op. */
+void tdm_free(void *p);
+
+/* Devices in priority order, comma-separated ("vnpu:edge-npu,cpu"):
+ * `vnpu:PROFILE` (a shipped profile name or a .json path), a plugin's
+ * name, `cpu`. cpu is implied last. NULL or "": every loaded plugin, then
+ * cpu. A device that is unavailable makes tdm_session_create fail with
+ * TDM_E_DEVICE. */
+tdm_status tdm_session_options_set_devices(tdm_session_options *opts, const char *list);
+/* "op", "subgraph" (the default) or "graph". */
+tdm_status tdm_session_options_set_granularity(tdm_session_options *opts, const char *granularity);
+/* "allow" (the default), "deny" or "deny-compute". When never set, the
+ * environment variable TANDEM_FALLBACK is read at planning time. */
+tdm_status tdm_session_options_set_fallback(tdm_session_options *opts, const char *policy);
+/* Budget on the fallback ratio R in [0, 1]: the estimated time of the
+ * nodes that fall back (nodes not on the first device and not pinned)
+ * over the estimated time of all nodes; by node count when a device gives
+ * no estimate for some node. Negative: no budget (the default). */
+tdm_status tdm_session_options_set_max_fallback_ratio(tdm_session_options *opts, double ratio);
+/* Budget on the bytes copied between devices per run (activations, graph
+ * inputs and outputs; weight uploads are not counted). Negative: none. */
+tdm_status tdm_session_options_set_max_boundary_bytes(tdm_session_options *opts, int64_t bytes);
+/* "OP_OR_NODE=DEVICE" (split at the last '='): nodes of that name, or
+ * else of that op type, run on DEVICE with reason USER when DEVICE
+ * supports them. May be given several times. */
+tdm_status tdm_session_options_add_pin(tdm_session_options *opts, const char *pin);
+/* Loads a device plugin (a shared library built against tandem/device.h)
+ * from path when a session is created; the paths in the environment
+ * variable TANDEM_PLUGINS (colon-separated) are loaded too. */
+tdm_status tdm_session_options_add_plugin(tdm_session_options *opts, const char *path);
+
+/* A plan: every node of the model's main graph with its device, reason
+ * code and the devices that rejected it; partitions, boundary copies,
+ * peak memory and estimated times; the fallback policy's verdict. Reason
+ * codes are the names of tdm_reason (tandem/device.h): "OK",
+ * "OP_UNSUPPORTED", … Estimated times from a virtual device are modeled
+ * and marked so. */
+typedef struct tdm_plan tdm_plan;
+
+/* Plans model with the devices and policy of opts (NULL: defaults)
+ * without creating a session. Unlike tdm_session_create, a policy
+ * violation does not fail: it is reported by tdm_plan_policy_error() and
+ * tdm_plan_violation(). Fails with TDM_E_DEVICE (a device unavailable),
+ * TDM_E_USAGE (a bad option, pin or TANDEM_FALLBACK), TDM_E_UNSUPPORTED (a
+ * node that no device can run, named). */
+tdm_status tdm_plan_create(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts, tdm_plan **out);
+void tdm_plan_destroy(tdm_plan *plan);
+
+/* The plan a session runs (owned by the session). */
+const tdm_plan *tdm_session_plan(const tdm_session *session);
+
+/* Summary of a plan. Times are in milliseconds; negative when no device
+ * gave an estimate. */
+typedef struct tdm_plan_summary {
+    size_t nodes;
+    size_t partitions;
+    size_t fallback_nodes;     /* not on the first device, not pinned */
+    uint64_t boundary_bytes;   /* copies of known size between devices per run */
+    size_t boundary_unknown;   /* copies whose size is not known statically */
+    uint64_t weight_bytes;     /* weights uploaded to devices per run */
+    size_t copies;             /* boundary and weight copies per run */
+    double estimated_ms;       /* nodes and copies */
+    double copies_ms;
+    int estimates_complete;    /* every node had an estimate */
+    int modeled;               /* some figure is modeled, not measured */
+    double fallback_ratio;     /* as in tdm_session_options_set_max_fallback_ratio */
+} tdm_plan_summary;
+
+tdm_status tdm_plan_get_summary(const tdm_plan *plan, tdm_plan_summary *out);
+
+/* Devices of the plan in priority order (cpu last), and how many nodes
+ * each runs. */
+size_t tdm_plan_device_count(const tdm_plan *plan);
+const char *tdm_plan_device_name(const tdm_plan *plan, size_t i);
+size_t tdm_plan_device_nodes(const tdm_plan *plan, size_t i);
+
+/* Node i (graph order) of the plan: name, op type, device, reason code
+ * name and detail sentence ("" when none). Any out pointer may be NULL. */
+size_t tdm_plan_node_count(const tdm_plan *plan);
+tdm_status tdm_plan_node(const tdm_plan *plan, size_t i, const char **name, const char **op_type, const char **device,
+                         const char **reason, const char **detail);
+
+/* The policy's verdict: "" when the plan is within the fallback policy and
+ * budgets, else one sentence. Each violation names a node ("" for a graph
+ * output copied to the host), its reason code name and a sentence; the
+ * list holds EVERY offending node, in execution order. */
+const char *tdm_plan_policy_error(const tdm_plan *plan);
+size_t tdm_plan_violation_count(const tdm_plan *plan);
+tdm_status tdm_plan_violation(const tdm_plan *plan, size_t i, const char **node, const char **reason,
+                              const char **detail);
+
+/* The ledger (DESIGN.md "The ledger") as one JSON document; *json is
+ * freed with tdm_free(). The session's ledger adds "run": the figures of
+ * its last completed run (copies, bytes, device fallbacks reported by
+ * plugins). */
+tdm_status tdm_plan_ledger_json(const tdm_plan *plan, char **json);
+tdm_status tdm_session_ledger_json(tdm_session *session, char **json);
+
+/* The readable report `tandem plan` prints: partitions, nodes per device,
+ * every fallback node with its reason, boundary tensors and bytes,
+ * estimated time per device (marked modeled where it is). Freed with
+ * tdm_free(). */
+tdm_status tdm_plan_report(const tdm_plan *plan, char **text);
+
+/* Threads. A session may be run from several threads at once: each
+ * tdm_session_run keeps its state to itself, and the plan and devices are
+ * read-only or locked (a virtual device's memory accounting is shared by
+ * the concurrent runs, so concurrent runs on a small device may fail with
+ * TDM_E_DEVICE where one run alone fits). The session's last-error
+ * sentence is written under a lock by whichever run failed last; while
+ * other threads may be running the session, read it with
+ * tdm_session_error_copy() rather than tdm_session_error(). */
+tdm_status tdm_session_error_copy(const tdm_session *session, char *buf, size_t size);
+
+/* What the devices tandem knows are: available here, or why not. */
+typedef struct tdm_device_info {
+    const char *name;          /* "cpu", "vnpu:edge-npu", "opencl", a plugin's name */
+    const char *kind;          /* "cpu", "vnpu", "opencl", "plugin" */
+    int available;
+    const char *description;
+    const char *why_not;       /* "" when available */
+    uint64_t memory_bytes;     /* UINT64_MAX: unlimited; 0: unknown */
+    const char *precision;     /* "fp32", "fp16", "bf16", "" */
+    const char *source;        /* "builtin", "embedded", a profile or plugin path */
+} tdm_device_info;
+
+typedef struct tdm_device_list tdm_device_list;
+
+/* Lists cpu, every shipped vnpu profile, opencl, and the plugins of
+ * plugin_paths (and TANDEM_PLUGINS). */
+tdm_status tdm_devices_query(tdm_ctx *ctx, const char *const *plugin_paths, size_t n_plugins, tdm_device_list **out);
+size_t tdm_device_list_count(const tdm_device_list *list);
+tdm_status tdm_device_list_get(const tdm_device_list *list, size_t i, tdm_device_info *out);
+void tdm_device_list_destroy(tdm_device_list *list);
+
 #ifdef __cplusplus
 }
 #endif

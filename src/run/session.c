@@ -1,9 +1,12 @@
-/* Sessions: a prepared model and the options it runs with. */
+/* Sessions: a prepared model, the plan it runs with, and the options. */
 #include "core/ctx.h"
 #include "core/mem.h"
 #include "graph/model.h"
+#include "onnx/onnx.h"
 #include "run/exec.h"
+#include "run/hexec.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,14 +20,21 @@ struct tdm_session_options {
     int threads;
     shape_override *shapes;
     size_t n_shapes, cap_shapes;
+    plan_options po;
 };
 
 struct tdm_session {
     const tdm_model *model;
-    tdm_err err;
+    tdm_err err;              /* last failure; written under lock */
+    pthread_mutex_t lock;
     int threads;
     shape_override *shapes;
     size_t n_shapes;
+    tdm_model *own_model;     /* the model reloaded with --shape fixed (NULL: none) */
+    tdm_plan *plan;
+    exec_prog *prog;
+    exec_stats last;          /* figures of the last completed run (under lock) */
+    int have_last;
 };
 
 tdm_status tdm_session_options_create(tdm_session_options **out)
@@ -32,7 +42,10 @@ tdm_status tdm_session_options_create(tdm_session_options **out)
     if (!out)
         return TDM_E_USAGE;
     *out = mem_calloc(1, sizeof **out);
-    return *out ? TDM_OK : TDM_E_NOMEM;
+    if (!*out)
+        return TDM_E_NOMEM;
+    plan_options_init(&(*out)->po);
+    return TDM_OK;
 }
 
 void tdm_session_options_destroy(tdm_session_options *opts)
@@ -42,6 +55,7 @@ void tdm_session_options_destroy(tdm_session_options *opts)
     for (size_t i = 0; i < opts->n_shapes; i++)
         mem_free(opts->shapes[i].input);
     mem_free(opts->shapes);
+    plan_options_free(&opts->po);
     mem_free(opts);
 }
 
@@ -71,10 +85,201 @@ tdm_status tdm_session_options_set_shape(tdm_session_options *opts, const char *
     return TDM_OK;
 }
 
+tdm_status tdm_session_options_set_devices(tdm_session_options *opts, const char *list)
+{
+    if (!opts)
+        return TDM_E_USAGE;
+    char *d = NULL;
+    if (list && *list && !(d = mem_strdup(list)))
+        return TDM_E_NOMEM;
+    mem_free(opts->po.devices);
+    opts->po.devices = d;
+    return TDM_OK;
+}
+
+tdm_status tdm_session_options_set_granularity(tdm_session_options *opts, const char *granularity)
+{
+    if (!opts || !granularity)
+        return TDM_E_USAGE;
+    if (strcmp(granularity, "op") == 0)
+        opts->po.granularity = PLAN_GRAN_OP;
+    else if (strcmp(granularity, "subgraph") == 0)
+        opts->po.granularity = PLAN_GRAN_SUBGRAPH;
+    else if (strcmp(granularity, "graph") == 0)
+        opts->po.granularity = PLAN_GRAN_GRAPH;
+    else
+        return TDM_E_USAGE;
+    return TDM_OK;
+}
+
+tdm_status tdm_session_options_set_fallback(tdm_session_options *opts, const char *policy)
+{
+    if (!opts || !policy)
+        return TDM_E_USAGE;
+    if (strcmp(policy, "allow") == 0)
+        opts->po.fallback = PLAN_FB_ALLOW;
+    else if (strcmp(policy, "deny") == 0)
+        opts->po.fallback = PLAN_FB_DENY;
+    else if (strcmp(policy, "deny-compute") == 0)
+        opts->po.fallback = PLAN_FB_DENY_COMPUTE;
+    else
+        return TDM_E_USAGE;
+    opts->po.fallback_set = 1;
+    return TDM_OK;
+}
+
+tdm_status tdm_session_options_set_max_fallback_ratio(tdm_session_options *opts, double ratio)
+{
+    if (!opts || ratio != ratio || ratio > 1)
+        return TDM_E_USAGE;
+    opts->po.max_fallback_ratio = ratio < 0 ? -1 : ratio;
+    return TDM_OK;
+}
+
+tdm_status tdm_session_options_set_max_boundary_bytes(tdm_session_options *opts, int64_t bytes)
+{
+    if (!opts)
+        return TDM_E_USAGE;
+    opts->po.max_boundary_bytes = bytes < 0 ? -1 : bytes;
+    return TDM_OK;
+}
+
+tdm_status tdm_session_options_add_pin(tdm_session_options *opts, const char *pin)
+{
+    if (!opts || !pin)
+        return TDM_E_USAGE;
+    const char *eq = strrchr(pin, '=');
+    if (!eq || eq == pin || !eq[1])
+        return TDM_E_USAGE;
+    if (mem_grow((void **)&opts->po.pins, &opts->po.cap_pins, opts->po.n_pins + 1, sizeof *opts->po.pins))
+        return TDM_E_NOMEM;
+    plan_pin *p = &opts->po.pins[opts->po.n_pins];
+    p->what = mem_strndup(pin, (size_t)(eq - pin));
+    p->device = mem_strdup(eq + 1);
+    if (!p->what || !p->device) {
+        mem_free(p->what);
+        mem_free(p->device);
+        return TDM_E_NOMEM;
+    }
+    opts->po.n_pins++;
+    return TDM_OK;
+}
+
+tdm_status tdm_session_options_add_plugin(tdm_session_options *opts, const char *path)
+{
+    if (!opts || !path || !*path)
+        return TDM_E_USAGE;
+    if (mem_grow((void **)&opts->po.plugins, &opts->po.cap_plugins, opts->po.n_plugins + 1,
+                 sizeof *opts->po.plugins))
+        return TDM_E_NOMEM;
+    if (!(opts->po.plugins[opts->po.n_plugins] = mem_strdup(path)))
+        return TDM_E_NOMEM;
+    opts->po.n_plugins++;
+    return TDM_OK;
+}
+
+/* The model with the dimensions fixed by opts' shapes, so that the
+ * planner sees static shapes (devices may refuse dynamic ones, and sizes
+ * and estimates need them): the file is loaded again, the graph inputs get
+ * the fixed dimensions, and the usual inference and folding run. *out is
+ * NULL when there is nothing to fix, or the model was loaded from memory
+ * (no file to reload: it is planned with its dynamic shapes). */
+static tdm_status specialize(tdm_err *e, const tdm_model *model, const tdm_session_options *opts, tdm_model **out)
+{
+    gr_model *gm = NULL;
+    *out = NULL;
+    if (!opts || !opts->n_shapes || !model->gm->dir || !model->gm->path)
+        return TDM_OK;
+    tdm_status st = onnx_load_file(e, model->gm->path, &gm);
+    if (st)
+        return st;
+    gr_graph *g = gm->main;
+    for (size_t i = 0; g && i < opts->n_shapes; i++) {
+        const shape_override *o = &opts->shapes[i];
+        int v = gr_value_find(g, o->input);
+        if (v < 0 || !g->values[v].is_input)
+            continue;
+        gr_type *t = &g->values[v].type;
+        if (t->rank >= 0 && t->rank != o->rank)
+            continue;
+        if (t->rank < 0) {
+            t->rank = o->rank;
+            for (int d = 0; d < o->rank; d++) {
+                t->dims[d].v = -1;
+                t->dims[d].sym = NULL;
+            }
+        }
+        for (int d = 0; d < o->rank; d++)
+            if (o->dims[d] >= 0) {
+                t->dims[d].v = o->dims[d];
+                t->dims[d].sym = NULL;
+            }
+    }
+    return model_build(e, gm, model->path, out);
+}
+
+/* Opens the devices of opts and plans model on them. */
+static tdm_status make_plan(tdm_err *e, const tdm_model *model, const tdm_session_options *opts, tdm_plan **out)
+{
+    plan_options dflt;
+    const plan_options *po = opts ? &opts->po : &dflt;
+    dev_list *devs = NULL;
+    tdm_status st;
+    *out = NULL;
+    plan_options_init(&dflt);
+    st = dev_list_open(e, po->devices, (const char *const *)po->plugins, po->n_plugins, &devs);
+    if (st)
+        return st;
+    return plan_build(e, model, po, devs, out);
+}
+
+/* The policy failure as a sentence, then one line per offending node as
+ * far as the error buffer goes. */
+static void policy_message(tdm_err *e, const tdm_plan *p)
+{
+    err_set(e, TDM_E_POLICY, "%s (tdm_plan_violation lists all %zu)", p->policy_error, p->n_violations);
+    size_t off = strlen(e->msg);
+    for (size_t k = 0; k < p->n_violations && off + 1 < sizeof e->msg; k++) {
+        const plan_violation *v = &p->violations[k];
+        int w = snprintf(e->msg + off, sizeof e->msg - off, "\n%s: %s: %s",
+                         v->node >= 0 ? p->g->nodes[v->node].name : "(graph output)", tdm_reason_str(v->reason),
+                         v->detail);
+        if (w < 0 || (size_t)w >= sizeof e->msg - off) {
+            e->msg[off] = '\0';
+            break;
+        }
+        off += (size_t)w;
+    }
+}
+
+tdm_status tdm_plan_create(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts, tdm_plan **out)
+{
+    tdm_err local;
+    tdm_err *e = ctx ? &ctx->err : &local;
+    if (!out || !model)
+        return err_set(e, TDM_E_USAGE, "tdm_plan_create needs a model and an out pointer");
+    err_clear(e);
+    *out = NULL;
+    tdm_model *own = NULL;
+    tdm_status st = specialize(e, model, opts, &own);
+    if (st)
+        return st;
+    if ((st = make_plan(e, own ? own : model, opts, out)) != TDM_OK) {
+        tdm_model_destroy(own);
+        return st;
+    }
+    (*out)->own_model = own;
+    return TDM_OK;
+}
+
+void tdm_plan_destroy(tdm_plan *plan) { plan_free(plan); }
+
 tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts,
                               tdm_session **out)
 {
-    tdm_err *e = ctx ? &ctx->err : NULL;
+    tdm_err local;
+    tdm_err *e = ctx ? &ctx->err : &local;
+    tdm_status st;
     if (!out || !model)
         return err_set(e, TDM_E_USAGE, "tdm_session_create needs a model and an out pointer");
     *out = NULL;
@@ -82,6 +287,10 @@ tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_se
     tdm_session *s = mem_calloc(1, sizeof *s);
     if (!s)
         return err_set(e, TDM_E_NOMEM, "out of memory");
+    if (pthread_mutex_init(&s->lock, NULL)) {
+        mem_free(s);
+        return err_set(e, TDM_E_NOMEM, "cannot create a mutex");
+    }
     s->model = model;
     s->threads = opts && opts->threads ? opts->threads : 1;
     if (opts && opts->n_shapes) {
@@ -124,6 +333,20 @@ tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_se
             s->n_shapes = i + 1;
         }
     }
+    if ((st = specialize(e, model, opts, &s->own_model)) != TDM_OK ||
+        (st = make_plan(e, s->own_model ? s->own_model : model, opts, &s->plan)) != TDM_OK) {
+        tdm_session_destroy(s);
+        return st;
+    }
+    if (s->plan->n_violations) {
+        policy_message(e, s->plan);
+        tdm_session_destroy(s);
+        return TDM_E_POLICY;
+    }
+    if ((st = exec_prog_build(e, s->plan, &s->prog)) != TDM_OK) {
+        tdm_session_destroy(s);
+        return st;
+    }
     *out = s;
     return TDM_OK;
 }
@@ -135,26 +358,61 @@ void tdm_session_destroy(tdm_session *s)
     for (size_t i = 0; i < s->n_shapes; i++)
         mem_free(s->shapes[i].input);
     mem_free(s->shapes);
+    exec_prog_free(s->prog);
+    plan_free(s->plan);
+    tdm_model_destroy(s->own_model);
+    exec_stats_free(&s->last);
+    pthread_mutex_destroy(&s->lock);
     mem_free(s);
 }
 
 const char *tdm_session_error(const tdm_session *s) { return s ? s->err.msg : ""; }
 
+tdm_status tdm_session_error_copy(const tdm_session *s, char *buf, size_t size)
+{
+    if (!s || !buf || !size)
+        return TDM_E_USAGE;
+    pthread_mutex_lock((pthread_mutex_t *)&s->lock);
+    snprintf(buf, size, "%s", s->err.msg);
+    pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
+    return TDM_OK;
+}
+
+const tdm_plan *tdm_session_plan(const tdm_session *s) { return s ? s->plan : NULL; }
+
+tdm_status tdm_session_ledger_json(tdm_session *s, char **json)
+{
+    if (!s || !json)
+        return TDM_E_USAGE;
+    char *run = NULL;
+    tdm_err e;
+    err_clear(&e);
+    pthread_mutex_lock(&s->lock);
+    if (s->have_last && !(run = exec_stats_json(&s->last, s->plan))) {
+        pthread_mutex_unlock(&s->lock);
+        return TDM_E_NOMEM;
+    }
+    pthread_mutex_unlock(&s->lock);
+    tdm_status st = plan_ledger_json(&e, s->plan, run, json);
+    mem_free(run);
+    return st;
+}
+
 /* Checks a given input against the model's declared type (and --shape). */
-static tdm_status check_input(tdm_session *s, const model_io *io, const tdm_tensor *t)
+static tdm_status check_input(const tdm_session *s, tdm_err *e, const model_io *io, const tdm_tensor *t)
 {
     const tdm_value_info *vi = &io->info;
     char got[256], want[256];
     if (!t)
         return TDM_OK;
-    if (t->kind != vi->kind && !(vi->optional && t->kind == TDM_KIND_NONE))
-        return err_set(&s->err, TDM_E_INPUT, "input '%s' must be a %s, not a %s", vi->name,
+    if (t->kind != vi->kind && !(vi->kind != TDM_KIND_TENSOR && t->kind == TDM_KIND_NONE))
+        return err_set(e, TDM_E_INPUT, "input '%s' must be a %s, not a %s", vi->name,
                        vi->kind == TDM_KIND_SEQUENCE ? "sequence" : vi->kind == TDM_KIND_NONE ? "optional" : "tensor",
                        t->kind == TDM_KIND_SEQUENCE ? "sequence" : t->kind == TDM_KIND_NONE ? "none" : "tensor");
     if (t->kind != TDM_KIND_TENSOR)
         return TDM_OK;
     if (vi->dtype != TDM_UNDEFINED && t->dtype != vi->dtype)
-        return err_set(&s->err, TDM_E_INPUT, "input '%s' must have element type %s, not %s", vi->name,
+        return err_set(e, TDM_E_INPUT, "input '%s' must have element type %s, not %s", vi->name,
                        tdm_dtype_name(vi->dtype), tdm_dtype_name(t->dtype));
     int rank = vi->rank;
     int64_t dims[TDM_MAX_RANK];
@@ -186,37 +444,57 @@ static tdm_status check_input(tdm_session *s, const model_io *io, const tdm_tens
         }
         if (rank == 0)
             snprintf(want, sizeof want, "scalar");
-        return err_set(&s->err, TDM_E_INPUT, "input '%s' has shape %s, the model expects %s", vi->name,
+        return err_set(e, TDM_E_INPUT, "input '%s' has shape %s, the model expects %s", vi->name,
                        shape_str(t->rank, t->dims, got, sizeof got), want);
     }
     return TDM_OK;
+}
+
+static tdm_status run_inner(tdm_session *s, tdm_err *e, const tdm_tensor *const *inputs, tdm_tensor **outputs,
+                            exec_stats *stats)
+{
+    const tdm_model *m = s->model;
+    if ((m->n_inputs && !inputs) || (m->n_outputs && !outputs))
+        return err_set(e, TDM_E_USAGE, "tdm_session_run needs input and output arrays");
+    for (size_t k = 0; k < m->n_inputs; k++) {
+        tdm_status st = check_input(s, e, &m->inputs[k], inputs[k]);
+        if (st)
+            return st;
+    }
+    const tdm_model *rm = s->own_model ? s->own_model : m;
+    const gr_graph *g = rm->gm->main;
+    /* The graph's input list may include initializer-backed inputs that the
+     * model API hides; map API inputs onto graph inputs by value id. */
+    const tdm_tensor **gin = mem_calloc((size_t)g->n_inputs + 1, sizeof *gin);
+    if (!gin)
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    for (int k = 0; k < g->n_inputs; k++)
+        for (size_t j = 0; j < rm->n_inputs; j++)
+            if (rm->inputs[j].value == g->inputs[k])
+                gin[k] = inputs[j];
+    tdm_status st = exec_prog_run(e, s->prog, gin, outputs, s->threads, stats);
+    mem_free(gin);
+    return st;
 }
 
 tdm_status tdm_session_run(tdm_session *s, const tdm_tensor *const *inputs, tdm_tensor **outputs)
 {
     if (!s)
         return TDM_E_USAGE;
-    err_clear(&s->err);
-    const tdm_model *m = s->model;
-    if ((m->n_inputs && !inputs) || (m->n_outputs && !outputs))
-        return err_set(&s->err, TDM_E_USAGE, "tdm_session_run needs input and output arrays");
-    for (size_t k = 0; k < m->n_inputs; k++) {
-        tdm_status st = check_input(s, &m->inputs[k], inputs[k]);
-        if (st)
-            return st;
+    tdm_err e;
+    exec_stats stats;
+    memset(&stats, 0, sizeof stats);
+    err_clear(&e);
+    tdm_status st = run_inner(s, &e, inputs, outputs, &stats);
+    pthread_mutex_lock(&s->lock);
+    s->err = e;
+    if (!st) {
+        exec_stats_free(&s->last);
+        s->last = stats;
+        s->have_last = 1;
     }
-    const gr_graph *g = m->gm->main;
-    /* The graph's input list may include initializer-backed inputs that the
-     * model API hides; map API inputs onto graph inputs by value id. */
-    const tdm_tensor **gin = mem_calloc((size_t)g->n_inputs + 1, sizeof *gin);
-    if (!gin)
-        return err_set(&s->err, TDM_E_NOMEM, "out of memory");
-    for (int k = 0; k < g->n_inputs; k++)
-        for (size_t j = 0; j < m->n_inputs; j++)
-            if (m->inputs[j].value == g->inputs[k])
-                gin[k] = inputs[j];
-    uint64_t rng = 0x9e3779b97f4a7c15ull;
-    tdm_status st = exec_graph(&s->err, g, NULL, gin, outputs, s->threads, &rng);
-    mem_free(gin);
+    pthread_mutex_unlock(&s->lock);
+    if (st)
+        exec_stats_free(&stats);
     return st;
 }

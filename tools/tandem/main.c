@@ -10,8 +10,11 @@ void usage_main(FILE *f)
           "commands:\n"
           "  info      MODEL [--json]               what a model holds: inputs, outputs, ops, size, FLOPs\n"
           "  run       MODEL [OPTIONS]              run a model and print or save its outputs\n"
+          "  bench     MODEL [OPTIONS]              time runs: median, p90, p99, min, throughput, peak RSS\n"
           "  help      [COMMAND]                    this text, or a command's\n"
-          "  devices, plan, profile, compare, calibrate, bench, report: not implemented yet\n"
+          "  plan      MODEL [RUN OPTIONS] [--json] where every node runs, why, and what it costs\n"
+          "  devices   [--json]                     the devices tandem knows, and why one is unavailable\n"
+          "  profile, compare, calibrate, report: not implemented yet\n"
           "\n"
           "`tandem COMMAND --help` describes a command. `tandem --version` prints the version.\n"
           "\n"
@@ -42,7 +45,8 @@ void usage_info(FILE *f)
 void usage_run(FILE *f)
 {
     fputs("usage: tandem run MODEL [--input NAME=FILE]... [--random] [--shape NAME=DxDx...]...\n"
-          "                  [--output-dir DIR] [--overwrite] [--threads N] [--devices LIST]\n"
+          "                  [--output-dir DIR] [--overwrite] [--threads N] [--ledger FILE]\n"
+          "                  [RUN OPTIONS]\n"
           "\n"
           "Runs the model once and prints one line per output: name, element type, shape,\n"
           "min, max and mean.\n"
@@ -57,11 +61,15 @@ void usage_run(FILE *f)
           "                      a sequence output is a folder of 0.npy, 1.npy...\n"
           "  --overwrite         replace existing files in DIR (never done otherwise)\n"
           "  --threads N         CPU worker threads (0: the default)\n"
-          "  --devices LIST      comma-separated devices in priority order; only 'cpu' for now\n",
+          "  --ledger FILE       write the ledger (the plan, and the run's copies and bytes) as JSON\n"
+          "The shapes of the given inputs fix the dynamic dimensions the plan sees, unless\n"
+          "--shape sets them.\n"
+          "\n",
           f);
+    usage_runopts(f);
 }
 
-static const char *const later[] = {"devices", "plan", "profile", "compare", "calibrate", "bench", "report"};
+static const char *const later[] = {"profile", "compare", "calibrate", "report"};
 
 static int is_help(const char *s) { return strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0; }
 
@@ -90,6 +98,12 @@ int main(int argc, char **argv)
             usage_info(stdout);
         else if (strcmp(argv[2], "run") == 0)
             usage_run(stdout);
+        else if (strcmp(argv[2], "bench") == 0)
+            usage_bench(stdout);
+        else if (strcmp(argv[2], "plan") == 0)
+            usage_plan(stdout);
+        else if (strcmp(argv[2], "devices") == 0)
+            usage_devices(stdout);
         else {
             for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
                 if (strcmp(argv[2], later[i]) == 0) {
@@ -105,6 +119,12 @@ int main(int argc, char **argv)
         return cmd_info(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0)
         return cmd_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0)
+        return cmd_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "plan") == 0)
+        return cmd_plan(argc - 1, argv + 1);
+    if (strcmp(cmd, "devices") == 0)
+        return cmd_devices(argc - 1, argv + 1);
     for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
         if (strcmp(cmd, later[i]) == 0) {
             cli_error("'%s' is not implemented yet", cmd);

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SHAPE_MAX_RANK 64
+#define SHAPE_MAX_RANK CLI_MAX_RANK
 
 typedef struct kv {
     const char *name;  /* points into argv (NUL-terminated copy for inputs) */
@@ -30,6 +30,8 @@ typedef struct run_args {
     const char *output_dir;
     long long threads;
     const char *devices;
+    cli_runopts ro;      /* RUN OPTIONS (runopts.c) */
+    const char *ledger;  /* --ledger FILE */
 } run_args;
 
 /* One graph output's place in --output-dir. */
@@ -48,6 +50,7 @@ static void run_args_free(run_args *a)
         free(a->shapes[i].owned);
     free(a->inputs);
     free(a->shapes);
+    cli_runopts_free(&a->ro);
 }
 
 /* "--opt VALUE" or "--opt=VALUE". Returns 1 and sets *val when argv[*i]
@@ -94,8 +97,7 @@ static int split_kv(const char *opt, const char *s, kv *out)
     return 0;
 }
 
-static const char *const later_opts[] = {"--ledger", "--trace", "--granularity", "--fallback", "--calibration",
-                                         "--pin", "--max-fallback-ratio", "--max-boundary-bytes"};
+static const char *const later_opts[] = {"--trace", "--calibration"};
 
 static int parse_args(int argc, char **argv, run_args *a)
 {
@@ -152,10 +154,19 @@ static int parse_args(int argc, char **argv, run_args *a)
             }
             continue;
         }
-        if ((r = opt_value(argc, argv, &i, "--devices", &val)) != 0) {
+        if (cli_runopts_parse("run", argc, argv, &i, &a->ro, &r)) {
+            if (r)
+                return r;
+            continue;
+        }
+        if ((r = opt_value(argc, argv, &i, "--ledger", &val)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
-            a->devices = val;
+            if (!*val) {
+                cli_error("run: --ledger needs a file name");
+                return EXIT_USAGE;
+            }
+            a->ledger = val;
             continue;
         }
         for (size_t k = 0; k < sizeof later_opts / sizeof later_opts[0]; k++) {
@@ -221,176 +232,20 @@ static int check_devices(const char *list)
 /* "2x3x?" → rank and dims (-1 for '?'); "" is a scalar. */
 static int parse_shape(const kv *s, int *rank, int64_t *dims)
 {
-    const char *p = s->value;
-    *rank = 0;
-    if (!*p || strcmp(p, "scalar") == 0)
-        return 0;
-    for (;;) {
-        const char *x = strchr(p, 'x');
-        size_t l = x ? (size_t)(x - p) : strlen(p);
-        char part[32];
-        long long v;
-        if (*rank >= SHAPE_MAX_RANK || l == 0 || l >= sizeof part)
-            goto bad;
-        memcpy(part, p, l);
-        part[l] = '\0';
-        if (strcmp(part, "?") == 0)
-            v = -1;
-        else if (cli_parse_i64(part, &v))
-            goto bad;
-        dims[(*rank)++] = v;
-        if (!x)
-            return 0;
-        p = x + 1;
-    }
-bad:
-    cli_error("run: --shape %s=%s: expected dimensions like 1x3x224x224 ('?' keeps a dimension)", s->name,
-              s->value);
-    return -1;
+    return cli_parse_dims("run", s->name, s->value, rank, dims);
 }
 
 /* ----------------------------------------------------------- random inputs */
 
-static uint64_t rng_next(uint64_t *s)
-{
-    /* splitmix64 */
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0; }
-
-static int fill_random(tdm_tensor *t, uint64_t *rng, const char *name)
-{
-    size_t n = tdm_tensor_count(t);
-    void *p = tdm_tensor_data(t);
-    tdm_dtype dt = tdm_tensor_dtype(t);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t r10 = rng_next(rng) % 10;
-        switch (dt) {
-        case TDM_FLOAT: ((float *)p)[i] = (float)rng_unit(rng); break;
-        case TDM_DOUBLE: ((double *)p)[i] = rng_unit(rng); break;
-        case TDM_FLOAT16: ((uint16_t *)p)[i] = cli_f32_to_f16((float)rng_unit(rng)); break;
-        case TDM_BFLOAT16: ((uint16_t *)p)[i] = cli_f32_to_bf16((float)rng_unit(rng)); break;
-        case TDM_COMPLEX64:
-            ((float *)p)[2 * i] = (float)rng_unit(rng);
-            ((float *)p)[2 * i + 1] = (float)rng_unit(rng);
-            break;
-        case TDM_COMPLEX128:
-            ((double *)p)[2 * i] = rng_unit(rng);
-            ((double *)p)[2 * i + 1] = rng_unit(rng);
-            break;
-        case TDM_INT8: case TDM_INT4: ((int8_t *)p)[i] = (int8_t)r10; break;
-        case TDM_UINT8: case TDM_UINT4: ((uint8_t *)p)[i] = (uint8_t)r10; break;
-        case TDM_INT16: ((int16_t *)p)[i] = (int16_t)r10; break;
-        case TDM_UINT16: ((uint16_t *)p)[i] = (uint16_t)r10; break;
-        case TDM_INT32: ((int32_t *)p)[i] = (int32_t)r10; break;
-        case TDM_UINT32: ((uint32_t *)p)[i] = (uint32_t)r10; break;
-        case TDM_INT64: ((int64_t *)p)[i] = (int64_t)r10; break;
-        case TDM_UINT64: ((uint64_t *)p)[i] = r10; break;
-        case TDM_BOOL: ((uint8_t *)p)[i] = (uint8_t)(rng_next(rng) >> 63); break;
-        case TDM_STRING: {
-            char digit = (char)('0' + r10);
-            if (tdm_tensor_set_string(t, i, &digit, 1)) {
-                cli_error("out of memory");
-                return EXIT_INVALID;
-            }
-            break;
-        }
-        case TDM_UNDEFINED:
-        case TDM_FLOAT8E4M3FN:
-        case TDM_FLOAT8E4M3FNUZ:
-        case TDM_FLOAT8E5M2:
-        case TDM_FLOAT8E5M2FNUZ:
-            cli_error("input '%s': --random cannot make %s values; give --input %s=FILE", name,
-                      tdm_dtype_name(dt), name);
-            return EXIT_INVALID;
-        }
-    }
-    return 0;
-}
-
 static int make_random(const tdm_value_info *vi, const run_args *a, uint64_t *rng, tdm_tensor **out)
 {
-    *out = NULL;
-    if (vi->kind == TDM_KIND_SEQUENCE) {
-        cli_error("input '%s' is a sequence, which --random cannot make; give --input %s=FILE", vi->name, vi->name);
-        return EXIT_INVALID;
-    }
-    if (vi->dtype == TDM_UNDEFINED) {
-        cli_error("input '%s' has no declared element type, so --random cannot make it; give --input %s=FILE",
-                  vi->name, vi->name);
-        return EXIT_INVALID;
-    }
-    int rank = vi->rank;
+    int rank = -1;
     int64_t dims[SHAPE_MAX_RANK];
-    for (int d = 0; d < rank && d < SHAPE_MAX_RANK; d++)
-        dims[d] = vi->dims[d].value;
-    for (size_t i = 0; i < a->n_shapes; i++) {
-        if (strcmp(a->shapes[i].name, vi->name) != 0)
-            continue;
-        int r;
-        int64_t sd[SHAPE_MAX_RANK];
-        if (parse_shape(&a->shapes[i], &r, sd))
+    *out = NULL;
+    for (size_t i = 0; i < a->n_shapes; i++)
+        if (strcmp(a->shapes[i].name, vi->name) == 0 && parse_shape(&a->shapes[i], &rank, dims))
             return EXIT_USAGE;
-        if (rank >= 0 && r != rank) {
-            cli_error("--shape gives input '%s' rank %d, the model declares rank %d", vi->name, r, rank);
-            return EXIT_INVALID;
-        }
-        for (int d = 0; d < r; d++)
-            if (sd[d] >= 0 || rank < 0)
-                dims[d] = sd[d];
-        rank = r;
-    }
-    if (rank < 0) {
-        cli_error("input '%s' has an unknown rank, so --random needs its shape: give --shape %s=DxD...", vi->name,
-                  vi->name);
-        return EXIT_INVALID;
-    }
-    if (rank > SHAPE_MAX_RANK) {
-        cli_error("input '%s' has rank %d, more than the tool handles (%d)", vi->name, rank, SHAPE_MAX_RANK);
-        return EXIT_INVALID;
-    }
-    for (int d = 0; d < rank; d++) {
-        if (dims[d] >= 0)
-            continue;
-        /* A template for the fix: known dimensions kept, the others 'D'. */
-        char tmpl[256];
-        size_t off = 0;
-        for (int k = 0; k < rank && off < sizeof tmpl; k++) {
-            int w = dims[k] >= 0 ? snprintf(tmpl + off, sizeof tmpl - off, k ? "x%lld" : "%lld", (long long)dims[k])
-                                 : snprintf(tmpl + off, sizeof tmpl - off, k ? "xD" : "D");
-            if (w < 0)
-                break;
-            off += (size_t)w;
-        }
-        const char *sym = d < vi->rank ? vi->dims[d].symbol : NULL;
-        if (sym && *sym)
-            cli_error("input '%s' has dynamic dimension '%s' (axis %d), so --random needs it fixed: give --shape "
-                      "%s=%s",
-                      vi->name, sym, d, vi->name, tmpl);
-        else
-            cli_error("input '%s' has a dynamic dimension (axis %d), so --random needs it fixed: give --shape %s=%s",
-                      vi->name, d, vi->name, tmpl);
-        return EXIT_INVALID;
-    }
-    tdm_tensor *t;
-    tdm_status st = tdm_tensor_create(vi->dtype, rank, dims, &t);
-    if (st) {
-        char sbuf[256];
-        cli_error("input '%s': cannot make a random %s tensor of shape %s (%s)", vi->name,
-                  tdm_dtype_name(vi->dtype), cli_shape_str(rank, dims, sbuf, sizeof sbuf), tdm_status_str(st));
-        return cli_exit_code(st);
-    }
-    int rc = fill_random(t, rng, vi->name);
-    if (rc) {
-        tdm_tensor_destroy(t);
-        return rc;
-    }
-    *out = t;
-    return 0;
+    return cli_random_input(vi, rank, dims, "--random", rng, out);
 }
 
 /* ------------------------------------------------------------- statistics */
@@ -890,6 +745,60 @@ static int find_input(const tdm_model *m, const char *name)
     return -1;
 }
 
+/* The dynamic dimensions the given inputs fix (and --shape does not) are
+ * set on the options, and the session planned again with them, so that
+ * devices that need static shapes can take the model. */
+static int plan_for_inputs(tdm_ctx *ctx, const tdm_model *m, tdm_session_options *so, const run_args *a,
+                           tdm_tensor *const *ins, tdm_session **s)
+{
+    int changed = 0;
+    tdm_status st;
+    for (size_t i = 0; i < tdm_model_input_count(m); i++) {
+        tdm_value_info vi;
+        int fixed = 0, dynamic = 0;
+        if (!ins[i] || tdm_model_input(m, i, &vi) != TDM_OK || tdm_tensor_kind(ins[i]) != TDM_KIND_TENSOR)
+            continue;
+        for (size_t k = 0; k < a->n_shapes; k++)
+            fixed |= strcmp(a->shapes[k].name, vi.name) == 0;
+        for (int d = 0; d < vi.rank; d++)
+            dynamic |= vi.dims[d].value < 0;
+        if (fixed || !dynamic || tdm_tensor_rank(ins[i]) != vi.rank)
+            continue;
+        if ((st = tdm_session_options_set_shape(so, vi.name, vi.rank, tdm_tensor_dims(ins[i]))) != TDM_OK)
+            return cli_fail(st, NULL, "out of memory");
+        changed = 1;
+    }
+    if (!changed)
+        return 0;
+    tdm_session_destroy(*s);
+    *s = NULL;
+    if ((st = tdm_session_create(ctx, m, so, s)) != TDM_OK)
+        return cli_session_fail(ctx, m, so, st);
+    return 0;
+}
+
+static int write_ledger(tdm_session *s, const char *path)
+{
+    char *json = NULL;
+    tdm_status st = tdm_session_ledger_json(s, &json);
+    if (st)
+        return cli_fail(st, NULL, "cannot write the ledger");
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        tdm_free(json);
+        cli_error("cannot write the ledger to '%s': %s", path, strerror(errno));
+        return EXIT_IO;
+    }
+    int bad = fputs(json, f) < 0 || fputc('\n', f) == EOF;
+    bad |= fclose(f) != 0;
+    tdm_free(json);
+    if (bad) {
+        cli_error("cannot write the ledger to '%s'", path);
+        return EXIT_IO;
+    }
+    return 0;
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_args a;
@@ -958,8 +867,10 @@ int cmd_run(int argc, char **argv)
             goto done;
         }
     }
+    if ((rc = cli_runopts_apply(&a.ro, so)) != 0)
+        goto done;
     if ((st = tdm_session_create(ctx, m, so, &s)) != TDM_OK) {
-        rc = cli_fail(st, NULL, tdm_ctx_error(ctx));
+        rc = cli_session_fail(ctx, m, so, st);
         goto done;
     }
 
@@ -1029,6 +940,8 @@ int cmd_run(int argc, char **argv)
                   "random booleans)",
                   n_random == 1 ? "" : "s", random_names);
 
+    if (a.ro.devices && (rc = plan_for_inputs(ctx, m, so, &a, ins, &s)) != 0)
+        goto done;
     if (a.output_dir) {
         if ((rc = name_outputs(m, ents, n_out)) != 0 || (rc = precheck_outputs(&a, ents, n_out)) != 0)
             goto done;
@@ -1038,6 +951,8 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     if (a.output_dir && (rc = write_outputs(ctx, &a, m, outs, ents, n_out)) != 0)
+        goto done;
+    if (a.ledger && (rc = write_ledger(s, a.ledger)) != 0)
         goto done;
 
     /* One line per output. */

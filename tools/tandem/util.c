@@ -222,3 +222,174 @@ uint16_t cli_f32_to_bf16(float f)
     u += 0x7FFF + ((u >> 16) & 1);
     return (uint16_t)(u >> 16);
 }
+
+/* ---- shapes and fixed-seed random inputs (run, bench) ---- */
+
+int cli_parse_dims(const char *cmd, const char *name, const char *value, int *rank, int64_t *dims)
+{
+    const char *p = value;
+    *rank = 0;
+    if (!*p || strcmp(p, "scalar") == 0)
+        return 0;
+    for (;;) {
+        const char *x = strchr(p, 'x');
+        size_t l = x ? (size_t)(x - p) : strlen(p);
+        char part[32];
+        long long v;
+        if (*rank >= CLI_MAX_RANK || l == 0 || l >= sizeof part)
+            goto bad;
+        memcpy(part, p, l);
+        part[l] = '\0';
+        if (strcmp(part, "?") == 0)
+            v = -1;
+        else if (cli_parse_i64(part, &v))
+            goto bad;
+        dims[(*rank)++] = v;
+        if (!x)
+            return 0;
+        p = x + 1;
+    }
+bad:
+    cli_error("%s: --shape %s=%s: expected dimensions like 1x3x224x224 ('?' keeps a dimension)", cmd, name, value);
+    return -1;
+}
+
+uint64_t cli_rng_next(uint64_t *s)
+{
+    /* splitmix64 */
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double rng_unit(uint64_t *s)
+{
+    return (double)(cli_rng_next(s) >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0;
+}
+
+static int fill_random(tdm_tensor *t, uint64_t *rng, const char *name, const char *filler)
+{
+    size_t n = tdm_tensor_count(t);
+    void *p = tdm_tensor_data(t);
+    tdm_dtype dt = tdm_tensor_dtype(t);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r10 = cli_rng_next(rng) % 10;
+        switch (dt) {
+        case TDM_FLOAT: ((float *)p)[i] = (float)rng_unit(rng); break;
+        case TDM_DOUBLE: ((double *)p)[i] = rng_unit(rng); break;
+        case TDM_FLOAT16: ((uint16_t *)p)[i] = cli_f32_to_f16((float)rng_unit(rng)); break;
+        case TDM_BFLOAT16: ((uint16_t *)p)[i] = cli_f32_to_bf16((float)rng_unit(rng)); break;
+        case TDM_COMPLEX64:
+            ((float *)p)[2 * i] = (float)rng_unit(rng);
+            ((float *)p)[2 * i + 1] = (float)rng_unit(rng);
+            break;
+        case TDM_COMPLEX128:
+            ((double *)p)[2 * i] = rng_unit(rng);
+            ((double *)p)[2 * i + 1] = rng_unit(rng);
+            break;
+        case TDM_INT8: case TDM_INT4: ((int8_t *)p)[i] = (int8_t)r10; break;
+        case TDM_UINT8: case TDM_UINT4: ((uint8_t *)p)[i] = (uint8_t)r10; break;
+        case TDM_INT16: ((int16_t *)p)[i] = (int16_t)r10; break;
+        case TDM_UINT16: ((uint16_t *)p)[i] = (uint16_t)r10; break;
+        case TDM_INT32: ((int32_t *)p)[i] = (int32_t)r10; break;
+        case TDM_UINT32: ((uint32_t *)p)[i] = (uint32_t)r10; break;
+        case TDM_INT64: ((int64_t *)p)[i] = (int64_t)r10; break;
+        case TDM_UINT64: ((uint64_t *)p)[i] = r10; break;
+        case TDM_BOOL: ((uint8_t *)p)[i] = (uint8_t)(cli_rng_next(rng) >> 63); break;
+        case TDM_STRING: {
+            char digit = (char)('0' + r10);
+            if (tdm_tensor_set_string(t, i, &digit, 1)) {
+                cli_error("out of memory");
+                return EXIT_INVALID;
+            }
+            break;
+        }
+        case TDM_UNDEFINED:
+        case TDM_FLOAT8E4M3FN:
+        case TDM_FLOAT8E4M3FNUZ:
+        case TDM_FLOAT8E5M2:
+        case TDM_FLOAT8E5M2FNUZ:
+            cli_error("input '%s': %s cannot make %s values; give --input %s=FILE", name, filler,
+                      tdm_dtype_name(dt), name);
+            return EXIT_INVALID;
+        }
+    }
+    return 0;
+}
+
+int cli_random_input(const tdm_value_info *vi, int shape_rank, const int64_t *shape_dims, const char *filler,
+                     uint64_t *rng, tdm_tensor **out)
+{
+    *out = NULL;
+    if (vi->kind == TDM_KIND_SEQUENCE) {
+        cli_error("input '%s' is a sequence, which %s cannot make; give --input %s=FILE", vi->name, filler,
+                  vi->name);
+        return EXIT_INVALID;
+    }
+    if (vi->dtype == TDM_UNDEFINED) {
+        cli_error("input '%s' has no declared element type, so %s cannot make it; give --input %s=FILE", vi->name,
+                  filler, vi->name);
+        return EXIT_INVALID;
+    }
+    int rank = vi->rank;
+    int64_t dims[CLI_MAX_RANK] = {0};
+    for (int d = 0; d < rank && d < CLI_MAX_RANK; d++)
+        dims[d] = vi->dims[d].value;
+    if (shape_rank >= 0) {
+        if (rank >= 0 && shape_rank != rank) {
+            cli_error("--shape gives input '%s' rank %d, the model declares rank %d", vi->name, shape_rank, rank);
+            return EXIT_INVALID;
+        }
+        for (int d = 0; d < shape_rank; d++)
+            if (shape_dims[d] >= 0 || rank < 0)
+                dims[d] = shape_dims[d];
+        rank = shape_rank;
+    }
+    if (rank < 0) {
+        cli_error("input '%s' has an unknown rank, so %s needs its shape: give --shape %s=DxD...", vi->name, filler,
+                  vi->name);
+        return EXIT_INVALID;
+    }
+    if (rank > CLI_MAX_RANK) {
+        cli_error("input '%s' has rank %d, more than the tool handles (%d)", vi->name, rank, CLI_MAX_RANK);
+        return EXIT_INVALID;
+    }
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] >= 0)
+            continue;
+        /* A template for the fix: known dimensions kept, the others 'D'. */
+        char tmpl[256];
+        size_t off = 0;
+        for (int k = 0; k < rank && off < sizeof tmpl; k++) {
+            int w = dims[k] >= 0 ? snprintf(tmpl + off, sizeof tmpl - off, k ? "x%lld" : "%lld", (long long)dims[k])
+                                 : snprintf(tmpl + off, sizeof tmpl - off, k ? "xD" : "D");
+            if (w < 0)
+                break;
+            off += (size_t)w;
+        }
+        const char *sym = d < vi->rank ? vi->dims[d].symbol : NULL;
+        if (sym && *sym)
+            cli_error("input '%s' has dynamic dimension '%s' (axis %d), so %s needs it fixed: give --shape %s=%s",
+                      vi->name, sym, d, filler, vi->name, tmpl);
+        else
+            cli_error("input '%s' has a dynamic dimension (axis %d), so %s needs it fixed: give --shape %s=%s",
+                      vi->name, d, filler, vi->name, tmpl);
+        return EXIT_INVALID;
+    }
+    tdm_tensor *t;
+    tdm_status st = tdm_tensor_create(vi->dtype, rank, dims, &t);
+    if (st) {
+        char sbuf[256];
+        cli_error("input '%s': cannot make a random %s tensor of shape %s (%s)", vi->name,
+                  tdm_dtype_name(vi->dtype), cli_shape_str(rank, dims, sbuf, sizeof sbuf), tdm_status_str(st));
+        return cli_exit_code(st);
+    }
+    int rc = fill_random(t, rng, vi->name, filler);
+    if (rc) {
+        tdm_tensor_destroy(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}

@@ -1,0 +1,203 @@
+/* The planner: every node of a model's main graph gets a device from the
+ * session's priority list, a reason code and the devices that rejected it;
+ * nodes are ordered and grouped into acyclic partitions; boundary copies,
+ * peak memory and estimated times are derived; the fallback policy is
+ * checked. The plan is immutable once built and shared by concurrent runs.
+ *
+ * Rules (documented for users in the ledger and `tandem plan`):
+ *   placement   each device in priority order is asked supports(); the first
+ *               that accepts gets the node. reason = OK on the first device,
+ *               else the reason of the first rejection. Plugins are never
+ *               offered nodes with subgraphs or sequence/optional values.
+ *   pins        OP_OR_NODE=DEVICE (a node name beats an op type): the node
+ *               goes to DEVICE with reason USER when DEVICE supports it;
+ *               otherwise it is placed normally and DEVICE's refusal is
+ *               recorded. Pinned nodes are never moved by granularity.
+ *   op          each node stays on the first device that supports it.
+ *   subgraph    an island (a maximal connected set of nodes on one device
+ *               D, connected through activations) whose every neighbour node
+ *               is on one later device N that supports all of it moves to N
+ *               (GRANULARITY) when it is not worth its copies: with
+ *               estimates from both devices, when its time on N is at most
+ *               its time on D plus the modeled time of the copies it causes;
+ *               without estimates, when it has fewer than
+ *               PLAN_ISLAND_NODES nodes. Graph inputs and outputs are not
+ *               neighbours. Repeated until nothing moves.
+ *   graph       every node on the first device that supports all of them
+ *               (cpu at worst); nodes an earlier device could run get
+ *               GRANULARITY.
+ *   order       a topological order that stays on the current device while
+ *               it can (Kahn's algorithm, ties broken by the graph's order);
+ *               partitions are the maximal runs of one device in it, so the
+ *               partition graph is acyclic by construction (checked).
+ *   memory      a partition's peak = weights it reads (resident for the
+ *               partition) + the largest sum of live activations at any
+ *               node (inputs live from the partition's start, outputs until
+ *               their last use in it, or its end when read elsewhere), at the
+ *               host element size. A node whose own peak exceeds the
+ *               device's capacity moves to the next device that supports it
+ *               (MEMORY); a partition over capacity is then split before
+ *               the node that would overflow it (never abandoned).
+ *   copies      a tensor is copied once per destination device, from the
+ *               device that produced it (host for graph inputs and
+ *               weights), just before its first reader there; graph outputs
+ *               produced on a device are copied to the host at the end.
+ *               boundary bytes = activation copies (graph inputs and
+ *               outputs included); weight uploads are counted apart.
+ *   fallback    a node is a fallback when it is not on the first device and
+ *               not pinned. deny: every fallback is a violation;
+ *               deny-compute: every fallback of an op without OPF_SHAPE;
+ *               max-fallback-ratio R: estimated time of fallback nodes over
+ *               the estimated time of all nodes (on their devices), or the
+ *               node-count ratio when any node lacks an estimate;
+ *               max-boundary-bytes B: boundary bytes of known size.
+ */
+#ifndef TDM_PLAN_PLAN_H
+#define TDM_PLAN_PLAN_H
+
+#include "devices/device_internal.h"
+#include "graph/model.h"
+#include "plan/desc.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PLAN_ISLAND_NODES 4
+
+typedef enum plan_granularity { PLAN_GRAN_OP = 0, PLAN_GRAN_SUBGRAPH = 1, PLAN_GRAN_GRAPH = 2 } plan_granularity;
+typedef enum plan_fallback { PLAN_FB_ALLOW = 0, PLAN_FB_DENY = 1, PLAN_FB_DENY_COMPUTE = 2 } plan_fallback;
+
+const char *plan_granularity_str(plan_granularity g);
+const char *plan_fallback_str(plan_fallback f);
+
+typedef struct plan_pin {
+    char *what;    /* node name or op type */
+    char *device;  /* device list entry name */
+} plan_pin;
+
+/* What the planner takes from the session options. */
+typedef struct plan_options {
+    char *devices;          /* NULL: default list */
+    char **plugins;
+    size_t n_plugins, cap_plugins;
+    plan_granularity granularity;
+    plan_fallback fallback;
+    int fallback_set;       /* set explicitly (else TANDEM_FALLBACK, else allow) */
+    double max_fallback_ratio;  /* < 0: none */
+    int64_t max_boundary_bytes; /* < 0: none */
+    plan_pin *pins;
+    size_t n_pins, cap_pins;
+} plan_options;
+
+void plan_options_init(plan_options *o);
+void plan_options_free(plan_options *o);
+tdm_status plan_options_copy(const plan_options *src, plan_options *dst);
+
+typedef struct plan_reject {
+    int device;
+    tdm_reason reason;
+    const char *detail;
+} plan_reject;
+
+typedef struct plan_node {
+    int device;             /* index in the device list */
+    int preferred;          /* the first device that supports it */
+    tdm_reason reason;
+    const char *detail;     /* "" when none */
+    plan_reject *rejected;
+    int n_rejected;
+    int partition;
+    int pos;                /* position in the execution order */
+    int pinned;
+    int fallback;           /* counted as a fallback */
+    double est_ms;          /* < 0: no estimate */
+    int est_modeled;
+} plan_node;
+
+/* A copy of value `value` from device `from` to device `to`, made just
+ * before the node at execution position pos (pos == n_nodes: after the
+ * last node, for graph outputs going to the host). */
+typedef struct plan_copy {
+    int value;
+    int from, to;
+    int pos;
+    int partition;          /* destination partition (-1: host at the end) */
+    int from_partition;     /* producing partition, -1: host (input, weight) */
+    size_t bytes;
+    int known;              /* bytes known from static shapes */
+    int weight;             /* a constant (initializer or folded value) */
+    int output;             /* a graph output going to the host */
+    double est_ms;          /* < 0: none */
+    int est_modeled;
+} plan_copy;
+
+typedef struct plan_part {
+    int device;
+    int first, count;       /* positions in the execution order */
+    uint64_t peak_bytes;
+    int peak_unknown;       /* tensors of unknown size were left out */
+    double est_ms;
+    int est_nodes;          /* nodes with an estimate */
+} plan_part;
+
+typedef struct plan_violation {
+    int node;               /* node index, or -1 */
+    tdm_reason reason;
+    const char *detail;
+} plan_violation;
+
+struct tdm_plan {
+    tdm_err err;
+    dev_list *devs;         /* owned */
+    const tdm_model *model;
+    tdm_model *own_model;   /* owned: the model reloaded with fixed shapes (tdm_plan_create) */
+    const gr_graph *g;
+    plan_options opts;      /* a copy */
+    plan_fallback fallback; /* in effect */
+    plan_arena arena;
+    tdm_node_desc *descs;   /* per node index */
+    plan_node *nodes;       /* per node index */
+    int n_nodes;
+    int *order;             /* node indices in execution order */
+    plan_part *parts;
+    int n_parts;
+    plan_copy *copies;      /* by pos */
+    int n_copies;
+    /* summary */
+    size_t fallback_nodes;
+    uint64_t boundary_bytes, weight_bytes;
+    size_t boundary_unknown;
+    double est_total, est_copies;
+    int est_modeled, est_complete;
+    double fallback_ratio;
+    int ratio_by_count;
+    /* policy */
+    char *policy_error;     /* "" when within policy */
+    plan_violation *violations;
+    size_t n_violations;
+};
+
+/* Plans model on the devices devs (ownership moves to the plan, also on
+ * failure). Fails only when planning is impossible (a node no device can
+ * run, a bad pin, out of memory); a policy violation is recorded in the
+ * plan (policy_error, violations), not returned. */
+tdm_status plan_build(tdm_err *e, const tdm_model *model, const plan_options *opts, dev_list *devs,
+                      tdm_plan **out);
+void plan_free(tdm_plan *p);
+
+/* Devices and names. */
+const char *plan_device_name(const tdm_plan *p, int d);
+/* Value v's bytes from its static type; 0 and *known = 0 when unknown. */
+size_t plan_value_bytes(const gr_graph *g, int v, int *known);
+/* The node's values read implicitly by its subgraphs (outer-scope names):
+ * appends value ids of g to ids (capacity cap); returns the count, or -1
+ * when out of memory. *ids is allocated with mem_*. */
+int plan_implicit_inputs(const gr_graph *g, const gr_node *n, int **ids);
+
+/* Ledger (ledger.c): the plan as JSON (cJSON); run_json, when not NULL, is
+ * a JSON object text added as "run". *json is allocated with mem_alloc. */
+tdm_status plan_ledger_json(tdm_err *e, const tdm_plan *p, const char *run_json, char **json);
+/* The readable report of `tandem plan`. */
+tdm_status plan_report(tdm_err *e, const tdm_plan *p, char **text);
+
+#endif

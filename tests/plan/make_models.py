@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""Synthetic models for the planner tests (tests/plan), written into OUTDIR.
+
+Each model has a known placement on vnpu:edge-npu (profiles/edge-npu.json:
+4 MiB, fp16, conv-centric, no LayerNormalization, float/float16 only,
+rank <= 5, no dilated convolution) and on the example plugin.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OUT = sys.argv[1]
+os.makedirs(OUT, exist_ok=True)
+rng = np.random.default_rng(4)
+F = TensorProto.FLOAT
+
+
+def init(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name)
+
+
+def save(name, nodes, inputs, outputs, inits=(), opset=17):
+    g = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(OUT, name + ".onnx"))
+
+
+def vi(name, shape, t=F):
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def w(*shape):
+    return (rng.standard_normal(shape) * 0.1).astype(np.float32)
+
+
+X = vi("x", [1, 3, 8, 8])
+
+# OK: Conv -> Relu, all on the edge NPU.
+save("ok", [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c"], ["y"], name="relu")],
+     [X], [vi("y", [1, 4, 8, 8])], [init("w", w(4, 3, 3, 3))])
+
+# OP_UNSUPPORTED: LayerNormalization between two supported nodes.
+save("op_unsupported",
+     [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+      helper.make_node("LayerNormalization", ["c", "s", "b"], ["l"], name="ln", axis=-1),
+      helper.make_node("Relu", ["l"], ["y"], name="relu")],
+     [X], [vi("y", [1, 4, 8, 8])], [init("w", w(4, 3, 3, 3)), init("s", np.ones(8, np.float32)),
+                                     init("b", np.zeros(8, np.float32))])
+
+# DTYPE_UNSUPPORTED: Relu on float64.
+save("dtype", [helper.make_node("Relu", ["x"], ["y"], name="relu64")],
+     [vi("x", [1, 3, 8, 8], TensorProto.DOUBLE)], [vi("y", [1, 3, 8, 8], TensorProto.DOUBLE)])
+
+# ATTR_UNSUPPORTED: a dilated convolution.
+save("attr", [helper.make_node("Conv", ["x", "w"], ["y"], name="dilated", pads=[2, 2, 2, 2], dilations=[2, 2])],
+     [X], [vi("y", [1, 4, 8, 8])], [init("w", w(4, 3, 3, 3))])
+
+# SHAPE_UNSUPPORTED: rank 6 (the profile takes rank <= 5).
+save("shape", [helper.make_node("Relu", ["x"], ["y"], name="relu6d")],
+     [vi("x", [1, 1, 1, 2, 3, 4])], [vi("y", [1, 1, 1, 2, 3, 4])])
+
+# MEMORY: a MatMul whose weight (8 MiB) exceeds the device's 4 MiB, then a Relu.
+save("memory", [helper.make_node("MatMul", ["x", "w"], ["m"], name="big_matmul"),
+                helper.make_node("Relu", ["m"], ["y"], name="relu")],
+     [vi("x", [1, 1024])], [vi("y", [1, 2048])], [init("w", w(1024, 2048))])
+
+# Split, not abandoned: two convolutions of 2.25 MiB of weights each fit one
+# at a time but not together: two partitions on the NPU.
+save("split", [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+               helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+               helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+               helper.make_node("Relu", ["c2"], ["y"], name="relu2")],
+     [vi("x", [1, 256, 4, 4])], [vi("y", [1, 256, 4, 4])], [init("w1", w(256, 256, 3, 3)),
+                                                            init("w2", w(256, 256, 3, 3))])
+
+# GRANULARITY (subgraph): a Relu island between two LayerNormalizations.
+save("island", [helper.make_node("LayerNormalization", ["x", "s", "b"], ["l1"], name="ln1", axis=-1),
+                helper.make_node("Relu", ["l1"], ["r"], name="island_relu"),
+                helper.make_node("LayerNormalization", ["r", "s", "b"], ["y"], name="ln2", axis=-1)],
+     [X], [vi("y", [1, 3, 8, 8])], [init("s", np.ones(8, np.float32)), init("b", np.zeros(8, np.float32))])
+
+# Three offenders for --fallback deny (all must be listed).
+save("three_ln",
+     [helper.make_node("LayerNormalization", ["x", "s", "b"], ["l1"], name="ln_a", axis=-1),
+      helper.make_node("Conv", ["l1", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+      helper.make_node("LayerNormalization", ["c", "s", "b"], ["l2"], name="ln_b", axis=-1),
+      helper.make_node("Relu", ["l2"], ["r"], name="relu"),
+      helper.make_node("LayerNormalization", ["r", "s", "b"], ["y"], name="ln_c", axis=-1)],
+     [X], [vi("y", [1, 4, 8, 8])], [init("w", w(4, 3, 3, 3)), init("s", np.ones(8, np.float32)),
+                                     init("b", np.zeros(8, np.float32))])
+
+# deny-compute: only a bookkeeping op (Shape) falls back.
+save("shape_op", [helper.make_node("Relu", ["x"], ["y"], name="relu"),
+                  helper.make_node("Shape", ["x"], ["s"], name="shape_of_x")],
+     [vi("x", ["n", 3, 8, 8])], [vi("y", ["n", 3, 8, 8]), vi("s", [4], TensorProto.INT64)])
+
+# Acyclic partitions: a diamond whose one branch falls back.
+save("diamond", [helper.make_node("Conv", ["x", "w"], ["a"], name="top", pads=[1, 1, 1, 1]),
+                 helper.make_node("LayerNormalization", ["a", "s", "b"], ["l"], name="left_ln", axis=-1),
+                 helper.make_node("Relu", ["l"], ["lr"], name="left_relu"),
+                 helper.make_node("Sigmoid", ["a"], ["rs"], name="right_sigmoid"),
+                 helper.make_node("Relu", ["rs"], ["rr"], name="right_relu"),
+                 helper.make_node("Add", ["lr", "rr"], ["y"], name="join")],
+     [X], [vi("y", [1, 4, 8, 8])], [init("w", w(4, 3, 3, 3)), init("s", np.ones(8, np.float32)),
+                                     init("b", np.zeros(8, np.float32))])
+
+# A node no device can run: cpu has no int8 kernel for Conv.
+save("nodevice", [helper.make_node("Conv", ["x", "w"], ["y"], name="conv_int8")],
+     [vi("x", [1, 1, 4, 4], TensorProto.INT8)], [vi("y", [1, 1, 2, 2], TensorProto.INT8)],
+     [init("w", np.ones((1, 1, 3, 3), np.int8))], opset=13)
+
+# Mixed placement for the threads test on server-npu (no Erf there): a
+# conv net with an Erf in the middle.
+save("mixed", [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+               helper.make_node("Erf", ["c1"], ["e"], name="erf"),
+               helper.make_node("Conv", ["e", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+               helper.make_node("Sigmoid", ["c2"], ["s"], name="sigmoid"),
+               helper.make_node("Mul", ["s", "c2"], ["y"], name="mul")],
+     [vi("x", [1, 3, 32, 32])], [vi("y", [1, 8, 32, 32])], [init("w1", w(8, 3, 3, 3)), init("w2", w(8, 8, 3, 3))])
+
+# The example plugin (Relu, Sigmoid, Add, Mul) with a LayerNormalization on cpu.
+save("plugin", [helper.make_node("Relu", ["x"], ["r"], name="p_relu"),
+                helper.make_node("LayerNormalization", ["r", "s", "b"], ["l"], name="p_ln", axis=-1),
+                helper.make_node("Sigmoid", ["l"], ["g"], name="p_sigmoid"),
+                helper.make_node("Mul", ["g", "r"], ["y"], name="p_mul")],
+     [X], [vi("y", [1, 3, 8, 8])], [init("s", np.ones(8, np.float32)), init("b", np.zeros(8, np.float32))])

@@ -1,0 +1,231 @@
+/* RUN OPTIONS shared by the commands that plan: --devices, --granularity,
+ * --fallback, --max-fallback-ratio, --max-boundary-bytes, --pin, --plugin;
+ * and the report of a fallback policy violation (exit 3). */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void cli_runopts_init(cli_runopts *o) { memset(o, 0, sizeof *o); }
+
+void cli_runopts_free(cli_runopts *o)
+{
+    free(o->pins);
+    free(o->plugins);
+    memset(o, 0, sizeof *o);
+}
+
+static int take_value(const char *cmd, int argc, char **argv, int *i, const char *opt, const char **val)
+{
+    const char *a = argv[*i];
+    size_t l = strlen(opt);
+    if (strncmp(a, opt, l) != 0 || (a[l] != '\0' && a[l] != '='))
+        return 0;
+    if (a[l] == '=') {
+        *val = a + l + 1;
+        return 1;
+    }
+    if (*i + 1 >= argc) {
+        cli_error("%s: %s needs a value", cmd, opt);
+        return -1;
+    }
+    *val = argv[++*i];
+    return 1;
+}
+
+static int push(const char ***arr, size_t *n, const char *v)
+{
+    const char **a = realloc((void *)*arr, (*n + 1) * sizeof **arr);
+    if (!a)
+        return -1;
+    a[(*n)++] = v;
+    *arr = a;
+    return 0;
+}
+
+int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopts *o, int *rc)
+{
+    const char *val;
+    int r;
+    *rc = 0;
+    if ((r = take_value(cmd, argc, argv, i, "--devices", &val)) != 0) {
+        if (r < 0 || !*val) {
+            if (r > 0)
+                cli_error("%s: --devices expects a comma-separated list such as 'vnpu:edge-npu,cpu'", cmd);
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        for (const char *q = val;; q++) {
+            if ((*q == ',' || *q == '\0') && (q == val || q[-1] == ',')) {
+                cli_error("%s: --devices has an empty entry in '%s'", cmd, val);
+                *rc = EXIT_USAGE;
+                return 1;
+            }
+            if (!*q)
+                break;
+        }
+        o->devices = val;
+        return 1;
+    }
+    if ((r = take_value(cmd, argc, argv, i, "--granularity", &val)) != 0) {
+        if (r < 0 || (strcmp(val, "op") != 0 && strcmp(val, "subgraph") != 0 && strcmp(val, "graph") != 0)) {
+            if (r > 0)
+                cli_error("%s: --granularity expects op, subgraph or graph, not '%s'", cmd, val);
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        o->granularity = val;
+        return 1;
+    }
+    if ((r = take_value(cmd, argc, argv, i, "--fallback", &val)) != 0) {
+        if (r < 0 ||
+            (strcmp(val, "allow") != 0 && strcmp(val, "deny") != 0 && strcmp(val, "deny-compute") != 0)) {
+            if (r > 0)
+                cli_error("%s: --fallback expects allow, deny or deny-compute, not '%s'", cmd, val);
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        o->fallback = val;
+        return 1;
+    }
+    if ((r = take_value(cmd, argc, argv, i, "--max-fallback-ratio", &val)) != 0) {
+        char *end = NULL;
+        double d = r > 0 ? strtod(val, &end) : 0;
+        if (r < 0 || !*val || *end || !(d >= 0 && d <= 1)) {
+            if (r > 0)
+                cli_error("%s: --max-fallback-ratio expects a number from 0 to 1, not '%s'", cmd, val);
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        o->max_ratio = d;
+        o->has_ratio = 1;
+        return 1;
+    }
+    if ((r = take_value(cmd, argc, argv, i, "--max-boundary-bytes", &val)) != 0) {
+        long long b = 0;
+        if (r < 0 || cli_parse_i64(val, &b)) {
+            if (r > 0)
+                cli_error("%s: --max-boundary-bytes expects a number of bytes, not '%s'", cmd, val);
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        o->max_bytes = b;
+        o->has_bytes = 1;
+        return 1;
+    }
+    if ((r = take_value(cmd, argc, argv, i, "--pin", &val)) != 0) {
+        const char *eq = r > 0 ? strrchr(val, '=') : NULL;
+        if (r < 0 || !eq || eq == val || !eq[1]) {
+            if (r > 0)
+                cli_error("%s: --pin expects OP_OR_NODE=DEVICE, not '%s'", cmd, val);
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        if (push(&o->pins, &o->n_pins, val)) {
+            cli_error("out of memory");
+            *rc = EXIT_INTERNAL;
+        }
+        return 1;
+    }
+    if ((r = take_value(cmd, argc, argv, i, "--plugin", &val)) != 0) {
+        if (r < 0 || !*val) {
+            if (r > 0)
+                cli_error("%s: --plugin expects the path of a shared library", cmd);
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        if (push(&o->plugins, &o->n_plugins, val)) {
+            cli_error("out of memory");
+            *rc = EXIT_INTERNAL;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so)
+{
+    tdm_status st = TDM_OK;
+    if (o->devices && (st = tdm_session_options_set_devices(so, o->devices)) != TDM_OK)
+        return cli_fail(st, NULL, "--devices: the list is not accepted");
+    if (o->granularity && (st = tdm_session_options_set_granularity(so, o->granularity)) != TDM_OK)
+        return cli_fail(st, NULL, "--granularity: the value is not accepted");
+    if (o->fallback && (st = tdm_session_options_set_fallback(so, o->fallback)) != TDM_OK)
+        return cli_fail(st, NULL, "--fallback: the value is not accepted");
+    if (o->has_ratio && (st = tdm_session_options_set_max_fallback_ratio(so, o->max_ratio)) != TDM_OK)
+        return cli_fail(st, NULL, "--max-fallback-ratio: the value is not accepted");
+    if (o->has_bytes && (st = tdm_session_options_set_max_boundary_bytes(so, (int64_t)o->max_bytes)) != TDM_OK)
+        return cli_fail(st, NULL, "--max-boundary-bytes: the value is not accepted");
+    for (size_t k = 0; k < o->n_pins; k++)
+        if ((st = tdm_session_options_add_pin(so, o->pins[k])) != TDM_OK)
+            return cli_fail(st, NULL, "--pin: the value is not accepted");
+    for (size_t k = 0; k < o->n_plugins; k++)
+        if ((st = tdm_session_options_add_plugin(so, o->plugins[k])) != TDM_OK)
+            return cli_fail(st, NULL, "--plugin: the path is not accepted");
+    return 0;
+}
+
+int cli_policy_report(const tdm_plan *plan)
+{
+    cli_error("%s", tdm_plan_policy_error(plan));
+    size_t n = tdm_plan_violation_count(plan);
+    for (size_t k = 0; k < n; k++) {
+        const char *node = NULL, *reason = NULL, *detail = NULL;
+        if (tdm_plan_violation(plan, k, &node, &reason, &detail) != TDM_OK)
+            continue;
+        char line[2048];
+        snprintf(line, sizeof line, "  %s: %s: %s", node && *node ? node : "(graph output)", reason, detail);
+        /* lines of at most ~200 characters, continued indented */
+        const char *p = line;
+        while (strlen(p) > 200) {
+            const char *cut = p + 200;
+            while (cut > p + 40 && *cut != ' ')
+                cut--;
+            if (cut == p + 40)
+                cut = p + 200;
+            fprintf(stderr, "%.*s\n", (int)(cut - p), p);
+            p = cut;
+            while (*p == ' ')
+                p++;
+            fputs("      ", stderr);
+        }
+        fprintf(stderr, "%s\n", p);
+    }
+    return EXIT_POLICY;
+}
+
+int cli_session_fail(tdm_ctx *ctx, const tdm_model *m, const tdm_session_options *so, tdm_status st)
+{
+    if (st != TDM_E_POLICY)
+        return cli_fail(st, NULL, tdm_ctx_error(ctx));
+    /* the session's sentence holds what fits; the plan lists every offender */
+    tdm_plan *plan = NULL;
+    if (tdm_plan_create(ctx, m, so, &plan) != TDM_OK || tdm_plan_violation_count(plan) == 0) {
+        tdm_plan_destroy(plan);
+        return cli_fail(st, NULL, tdm_ctx_error(ctx));
+    }
+    int rc = cli_policy_report(plan);
+    tdm_plan_destroy(plan);
+    return rc;
+}
+
+void usage_runopts(FILE *f)
+{
+    fputs("run options (planning):\n"
+          "  --devices LIST         devices in priority order, comma-separated: vnpu:PROFILE\n"
+          "                         (edge-npu, server-npu, fp32-all or a .json path), a plugin's\n"
+          "                         name, cpu; cpu is implied last (`tandem devices` lists them)\n"
+          "  --granularity G        op (each node on its first able device), subgraph (the\n"
+          "                         default: small islands join their neighbours), graph (all\n"
+          "                         on the first device that runs every node)\n"
+          "  --fallback P           allow (default), deny (any node off the first device is an\n"
+          "                         error), deny-compute (only shape bookkeeping ops may fall\n"
+          "                         back); the environment variable TANDEM_FALLBACK when absent\n"
+          "  --max-fallback-ratio R fail when the fallback nodes take more than R (0..1) of the\n"
+          "                         estimated time (of the node count without estimates)\n"
+          "  --max-boundary-bytes B fail when copies between devices move more than B bytes\n"
+          "  --pin OP_OR_NODE=DEV   run that node (or every node of that op type) on DEV\n"
+          "  --plugin PATH          load a device plugin (also: TANDEM_PLUGINS=PATH:PATH)\n"
+          "A policy violation exits 3 and lists every offending node on stderr.\n",
+          f);
+}
