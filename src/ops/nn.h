@@ -11,14 +11,85 @@
 
 /* ---- GEMM (ops/nn_gemm.c) ---- */
 
-/* C = alpha * op(A) * op(B) + beta * C, row-major, op(X) = X or X^T.
- * op(A) is M x K, op(B) is K x N, C is M x N; lda/ldb/ldc are the row
- * strides (in elements) of A, B and C as stored. When beta == 0, C is
- * written without being read. Cache-blocked with packed panels; the one
- * float32 GEMM of tandem. Returns 0, or -1 when the packing buffers cannot
- * be allocated (C is then unspecified). */
+/* An activation applied to a kernel's output in place (the fused
+ * activations of Conv, see graph/optimize.c). Each computes exactly what
+ * the standalone op computes in float. */
+typedef enum op_act_kind {
+    OP_ACT_NONE = 0,
+    OP_ACT_RELU,         /* x < 0 ? 0 : x */
+    OP_ACT_CLIP,         /* min(max(x, a), b) as Clip: a = min, b = max */
+    OP_ACT_LEAKY_RELU,   /* x < 0 ? a x : x */
+    OP_ACT_HARD_SIGMOID, /* max(0, min(1, a x + b)) */
+    OP_ACT_HARD_SWISH    /* x max(0, min(1, a x + b)), a = 1/6, b = 0.5 */
+} op_act_kind;
+
+typedef struct op_act {
+    int kind; /* op_act_kind */
+    float a, b;
+} op_act;
+
+void op_act_apply(const op_act *act, float *x, size_t n);
+
+/* Reads the fused activation recorded on a Conv node by the graph
+ * optimiser (string attribute "tandem_fused_act": "Relu", "Clip",
+ * "LeakyRelu", "HardSigmoid" or "HardSwish"; float attributes
+ * "tandem_fused_alpha" / "tandem_fused_beta" hold the parameters, see
+ * graph/optimize.c). OP_ACT_NONE when absent; fails on an unknown name. */
+tdm_status op_nn_fused_act(op_ctx *ctx, op_act *act);
+
+/* A float32 product C = act(alpha * op(A) * op(B) + beta * C + bias),
+ * row-major, op(X) = X or X^T; op(A) is M x K, op(B) K x N, C M x N.
+ * lda/ldb/ldc are row strides in elements as stored. When beta == 0, C is
+ * written without being read. */
+typedef struct op_gemm {
+    int trans_a, trans_b;
+    size_t m, n, k;
+    float alpha;
+    const float *a;
+    size_t lda;
+    const float *b;       /* op(B), unless bpack is set */
+    size_t ldb;
+    const float *bpack;   /* (optional) op(B) already packed in op_sgemm_layout()'s layout, all N columns */
+    float beta;
+    float *c;
+    size_t ldc;
+    const float *bias;    /* (optional) M values, bias[i] added to row i */
+    op_act act;           /* applied last */
+    int threads;          /* worker threads (core/pool.h); the result does not depend on it */
+} op_gemm;
+
+/* The packed layout of a K x N operand B: K block b holds rows p0 = b * kc
+ * up to p0 + kcb (kcb = min(kc, K - p0)) and starts at element p0 * Npad,
+ * Npad = N rounded up to nr; in it, column panel q starts at q * kcb * nr
+ * and holds element (p, j) at (p - p0) * nr + (j - q * nr); padding zero. */
+typedef struct op_gemm_layout {
+    size_t kc, nr;
+} op_gemm_layout;
+op_gemm_layout op_sgemm_layout(void);
+
+/* Cache-blocked, packed, multi-threaded; AVX2/FMA micro-kernel chosen at
+ * run time when the CPU has it, else a portable one. The one float32 GEMM
+ * of tandem. Returns 0, or -1 when the packing buffers cannot be
+ * allocated (C is then unspecified). */
+int op_sgemm_run(const op_gemm *g);
+
+/* op_sgemm_run on one thread, no bias, no activation. */
 int op_sgemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
              const float *b, size_t ldb, float beta, float *c, size_t ldc);
+
+/* "avx2-fma 6x16" or "portable": the micro-kernel op_sgemm_run uses. */
+const char *op_sgemm_kernel_name(void);
+
+/* The AVX2/FMA micro-kernel (ops/gemm_avx2.c): usable() checks the CPU and
+ * the OS; the kernel computes a 6 x 16 tile over kc packed steps and stores
+ * it into c (row stride ldc), adding to c's values when add is set. */
+int gemm_avx2_usable(void);
+void gemm_ukr_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add);
+/* Depthwise row (see nn_conv.c): dst[i] += sum_t w[t] * src[t][i * stride]
+ * for i < n, taps in order, stride 1 or 2 vectorised. */
+void dw_row_avx2(float *dst, size_t n, const float *const *src, const float *w, int ntaps, int stride);
+/* The same with A unpacked: row i of the tile at a + i * lda. */
+void gemm_ukr_avx2_rows(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add);
 
 /* ---- helpers shared by the nn files (ops/nn_util.c) ---- */
 

@@ -4,12 +4,11 @@
  * are handled as 3-D with leading extents of 1. */
 #include "ops/nn.h"
 #include "core/mem.h"
+#include "core/pool.h"
 
 #include <math.h>
 #include <string.h>
 
-/* Bytes of im2col buffer a chunk of output rows aims at. */
-#define CONV_COL_BYTES (2u << 20)
 
 /* The first and one-past-last output index o in [0, n_out) for which
  * o * s + c lies in [0, n_in). */
@@ -79,81 +78,198 @@ static tdm_status conv_prepare(op_ctx *ctx, const tdm_tensor *x, const tdm_tenso
     return TDM_OK;
 }
 
-/* im2col of output rows [r0, r1) (a row = one (od, oh) pair, OW columns)
- * for cg channels of plane x: col is [cg * k_sz, (r1 - r0) * OW]. */
-static void im2col(const nn_geom *g, const float *x, size_t cg, int64_t r0, int64_t r1, float *col)
-{
-    const int64_t OH = g->out[1], OW = g->out[2];
-    const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
-    const size_t ncol = (size_t)((r1 - r0) * OW);
-    for (size_t c = 0; c < cg; c++) {
-        const float *xc = x + c * (size_t)(D * H * W);
-        for (int64_t kd = 0; kd < g->k[0]; kd++)
-            for (int64_t kh = 0; kh < g->k[1]; kh++)
-                for (int64_t kw = 0; kw < g->k[2]; kw++) {
-                    int64_t cw = kw * g->d[2] - g->pb[2];
-                    int64_t lo, hi;
-                    valid_range(OW, W, g->s[2], cw, &lo, &hi);
-                    float *dst = col;
-                    col += ncol;
-                    for (int64_t r = r0; r < r1; r++, dst += OW) {
-                        int64_t od = r / OH, oh = r % OH;
-                        int64_t id = od * g->s[0] + kd * g->d[0] - g->pb[0];
-                        int64_t ih = oh * g->s[1] + kh * g->d[1] - g->pb[1];
-                        if (id < 0 || id >= D || ih < 0 || ih >= H) {
-                            memset(dst, 0, (size_t)OW * sizeof *dst);
-                            continue;
-                        }
-                        const float *src = xc + (id * H + ih) * W;
-                        int64_t ow = 0;
-                        for (; ow < lo; ow++)
-                            dst[ow] = 0.0f;
-                        if (g->s[2] == 1)
-                            memcpy(dst + lo, src + lo + cw, (size_t)(hi - lo) * sizeof *dst);
-                        else
-                            for (ow = lo; ow < hi; ow++)
-                                dst[ow] = src[ow * g->s[2] + cw];
-                        for (ow = hi; ow < OW; ow++)
-                            dst[ow] = 0.0f;
-                    }
-                }
-    }
-}
+#define DW_MAX_TAPS 64
 
 /* Depthwise: one input plane x, one output plane y (bias-initialised),
- * kernel w[k_sz]. Accumulates tap by tap over the whole plane. */
-static void conv_direct_plane(const nn_geom *g, const float *x, const float *w, float *y)
+ * kernel w[k_sz]. Output row by output row (the row stays in L1), taps in
+ * (kd, kh, kw) order for every output element. */
+static void conv_direct_plane(const nn_geom *g, const float *x, const float *w, float *y, int avx2)
 {
     const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2];
     const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
     const int64_t sw = g->s[2];
-    for (int64_t kd = 0; kd < g->k[0]; kd++)
-        for (int64_t kh = 0; kh < g->k[1]; kh++)
-            for (int64_t kw = 0; kw < g->k[2]; kw++) {
-                const float wv = w[(kd * g->k[1] + kh) * g->k[2] + kw];
-                int64_t cw = kw * g->d[2] - g->pb[2];
-                int64_t lo, hi, dlo, dhi, hlo, hhi;
-                valid_range(OW, W, sw, cw, &lo, &hi);
-                valid_range(OD, D, g->s[0], kd * g->d[0] - g->pb[0], &dlo, &dhi);
-                valid_range(OH, H, g->s[1], kh * g->d[1] - g->pb[1], &hlo, &hhi);
-                for (int64_t od = dlo; od < dhi; od++) {
+    int64_t lo[64], hi[64];
+    const int kw_n = g->k[2] <= 64 ? (int)g->k[2] : 0;
+    int64_t in_lo = 0, in_hi = OW; /* outputs every kw tap covers */
+    for (int kw = 0; kw < kw_n; kw++) {
+        valid_range(OW, W, sw, kw * g->d[2] - g->pb[2], &lo[kw], &hi[kw]);
+        in_lo = lo[kw] > in_lo ? lo[kw] : in_lo;
+        in_hi = hi[kw] < in_hi ? hi[kw] : in_hi;
+    }
+    const int vec = avx2 && kw_n && (sw == 1 || sw == 2) && in_lo < in_hi &&
+                    g->k[0] * g->k[1] * g->k[2] <= DW_MAX_TAPS;
+    for (int64_t od = 0; od < OD; od++)
+        for (int64_t oh = 0; oh < OH; oh++) {
+            float *restrict dst = y + (od * OH + oh) * OW;
+            if (vec) {
+                /* Interior by the AVX2 row kernel, borders below. */
+                const float *srcs[DW_MAX_TAPS];
+                float ws[DW_MAX_TAPS];
+                int nt = 0;
+                for (int64_t kd = 0; kd < g->k[0]; kd++) {
                     int64_t id = od * g->s[0] + kd * g->d[0] - g->pb[0];
-                    for (int64_t oh = hlo; oh < hhi; oh++) {
+                    if (id < 0 || id >= D)
+                        continue;
+                    for (int64_t kh = 0; kh < g->k[1]; kh++) {
                         int64_t ih = oh * g->s[1] + kh * g->d[1] - g->pb[1];
-                        const float *src = x + (id * H + ih) * W;
-                        float *dst = y + (od * OH + oh) * OW;
-                        if (sw == 1)
-                            for (int64_t ow = lo; ow < hi; ow++)
-                                dst[ow] += wv * src[ow + cw];
-                        else if (sw == 2)
-                            for (int64_t ow = lo; ow < hi; ow++)
-                                dst[ow] += wv * src[2 * ow + cw];
-                        else
-                            for (int64_t ow = lo; ow < hi; ow++)
-                                dst[ow] += wv * src[ow * sw + cw];
+                        if (ih < 0 || ih >= H)
+                            continue;
+                        const float *row = x + (id * H + ih) * W;
+                        for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                            srcs[nt] = row + in_lo * sw + kw * g->d[2] - g->pb[2];
+                            ws[nt++] = w[(kd * g->k[1] + kh) * g->k[2] + kw];
+                        }
+                    }
+                }
+                dw_row_avx2(dst + in_lo, (size_t)(in_hi - in_lo), srcs, ws, nt, (int)sw);
+            }
+            for (int64_t kd = 0; kd < g->k[0]; kd++) {
+                int64_t id = od * g->s[0] + kd * g->d[0] - g->pb[0];
+                if (id < 0 || id >= D)
+                    continue;
+                for (int64_t kh = 0; kh < g->k[1]; kh++) {
+                    int64_t ih = oh * g->s[1] + kh * g->d[1] - g->pb[1];
+                    if (ih < 0 || ih >= H)
+                        continue;
+                    const float *restrict row = x + (id * H + ih) * W;
+                    for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                        const float wv = w[(kd * g->k[1] + kh) * g->k[2] + kw];
+                        int64_t cw = kw * g->d[2] - g->pb[2], l, h;
+                        if (kw < kw_n) {
+                            l = lo[kw];
+                            h = hi[kw];
+                        } else {
+                            valid_range(OW, W, sw, cw, &l, &h);
+                        }
+                        if (vec) {
+                            /* the borders only */
+                            for (int64_t ow = l; ow < h && ow < in_lo; ow++)
+                                dst[ow] += wv * row[ow * sw + cw];
+                            for (int64_t ow = in_hi > l ? in_hi : l; ow < h; ow++)
+                                dst[ow] += wv * row[ow * sw + cw];
+                        } else if (sw == 1) {
+                            const float *restrict src = row + cw;
+                            for (int64_t ow = l; ow < h; ow++)
+                                dst[ow] += wv * src[ow];
+                        } else if (sw == 2) {
+                            const float *restrict src = row + cw;
+                            for (int64_t ow = l; ow < h; ow++)
+                                dst[ow] += wv * src[2 * ow];
+                        } else {
+                            for (int64_t ow = l; ow < h; ow++)
+                                dst[ow] += wv * row[ow * sw + cw];
+                        }
                     }
                 }
             }
+        }
+}
+
+/* ---- float32 Conv: im2col straight into the GEMM's packed layout ---- */
+
+/* Floats of packed im2col a column chunk aims at. */
+#define CONV_PACK_FLOATS ((size_t)1 << 20)
+
+typedef struct conv_job {
+    const conv_plan *p;
+    const float *x;  /* the group's input planes */
+    size_t kk;       /* rows: cg * k_sz */
+    size_t j0, ncols, npad;
+    op_gemm_layout lay;
+    float *dst;
+    size_t per;      /* panels per task */
+    /* depthwise */
+    const float *w, *bias;
+    float *y;
+    op_act act;
+    int avx2;        /* the AVX2 row kernel is usable */
+} conv_job;
+
+/* One panel (nr output columns from j0 + q * nr) of the packed im2col. */
+static void pack_im2col_panel(const conv_job *j, size_t q)
+{
+    const nn_geom *g = &j->p->g;
+    const size_t nr = j->lay.nr, kc = j->lay.kc;
+    const int64_t OH = g->out[1], OW = g->out[2];
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
+    const size_t in_sz = j->p->in_sz;
+    size_t c0 = q * nr, cols = j->ncols - c0 < nr ? j->ncols - c0 : nr;
+    /* Segments of the panel's columns that share an output row. */
+    int64_t seg_od[64], seg_oh[64], seg_ow[64];
+    size_t seg_at[64], seg_len[64], nseg = 0;
+    for (size_t c = 0; c < cols;) {
+        int64_t o = (int64_t)(j->j0 + c0 + c);
+        int64_t ow = o % OW, r = o / OW;
+        size_t len = (size_t)(OW - ow);
+        if (len > cols - c)
+            len = cols - c;
+        seg_od[nseg] = r / OH;
+        seg_oh[nseg] = r % OH;
+        seg_ow[nseg] = ow;
+        seg_at[nseg] = c;
+        seg_len[nseg] = len;
+        nseg++;
+        c += len;
+    }
+    const int64_t sw = g->s[2];
+    size_t k = 0;
+    for (size_t ch = 0; ch < (size_t)j->p->cg; ch++) {
+        const float *xc = j->x + ch * in_sz;
+        for (int64_t kd = 0; kd < g->k[0]; kd++)
+            for (int64_t kh = 0; kh < g->k[1]; kh++)
+                for (int64_t kw = 0; kw < g->k[2]; kw++, k++) {
+                    size_t p0 = k / kc * kc, kcb = j->kk - p0 < kc ? j->kk - p0 : kc;
+                    float *d = j->dst + p0 * j->npad + q * kcb * nr + (k - p0) * nr;
+                    const int64_t cw = kw * g->d[2] - g->pb[2];
+                    for (size_t s = 0; s < nseg; s++) {
+                        float *ds = d + seg_at[s];
+                        const size_t len = seg_len[s];
+                        int64_t id = seg_od[s] * g->s[0] + kd * g->d[0] - g->pb[0];
+                        int64_t ih = seg_oh[s] * g->s[1] + kh * g->d[1] - g->pb[1];
+                        if (id < 0 || id >= D || ih < 0 || ih >= H) {
+                            for (size_t t = 0; t < len; t++)
+                                ds[t] = 0.0f;
+                            continue;
+                        }
+                        const float *src = xc + (id * H + ih) * W;
+                        int64_t iw = seg_ow[s] * sw + cw;
+                        if (sw == 1 && iw >= 0 && iw + (int64_t)len <= W) {
+                            src += iw;
+                            for (size_t t = 0; t < len; t++)
+                                ds[t] = src[t];
+                        } else {
+                            for (size_t t = 0; t < len; t++, iw += sw)
+                                ds[t] = iw >= 0 && iw < W ? src[iw] : 0.0f;
+                        }
+                    }
+                    for (size_t t = cols; t < nr; t++)
+                        d[t] = 0.0f;
+                }
+    }
+}
+
+static void task_im2col(void *arg, size_t t)
+{
+    const conv_job *j = arg;
+    size_t panels = j->npad / j->lay.nr;
+    for (size_t q = t * j->per; q < panels && q < (t + 1) * j->per; q++)
+        pack_im2col_panel(j, q);
+}
+
+/* Depthwise (one input channel per group): one task per output plane. */
+static void task_depthwise(void *arg, size_t t)
+{
+    const conv_job *j = arg;
+    const conv_plan *p = j->p;
+    size_t mg = (size_t)p->mg, kk = p->k_sz;
+    size_t n = t / (size_t)p->m, oc = t % (size_t)p->m, gi = oc / mg;
+    const float *xg = j->x + (n * (size_t)p->c + gi) * p->in_sz;
+    float *ym = j->y + (n * (size_t)p->m + oc) * p->out_sz;
+    float bv = j->bias ? j->bias[oc] : 0.0f;
+    for (size_t i = 0; i < p->out_sz; i++)
+        ym[i] = bv;
+    conv_direct_plane(&p->g, xg, j->w + oc * kk, ym, j->avx2);
+    op_act_apply(&j->act, ym, p->out_sz);
 }
 
 static int is_pointwise(const nn_geom *g)
@@ -164,61 +280,111 @@ static int is_pointwise(const nn_geom *g)
     return 1;
 }
 
-/* The float32 convolution: y[n, m, out] from x, w, bias (may be NULL). */
+/* The float32 convolution: y[n, m, out] = act(conv(x, w) + bias). */
 static tdm_status conv_f32(op_ctx *ctx, const conv_plan *p, const float *x, const float *w, const float *bias,
-                           float *y)
+                           const op_act *act, float *y)
 {
     const nn_geom *g = &p->g;
     const size_t cg = (size_t)p->cg, mg = (size_t)p->mg, kk = cg * p->k_sz;
-    const int64_t rows = g->out[0] * g->out[1], OW = g->out[2];
-    int direct = cg == 1 && mg <= 4 && p->group > 1;
+    const int threads = ctx->threads > 0 ? ctx->threads : 1;
+    conv_job j;
+    memset(&j, 0, sizeof j);
+    j.p = p;
+    j.act = *act;
+    if (cg == 1 && mg <= 4 && p->group > 1) {
+        size_t planes;
+        if (mem_mul((size_t)p->n, (size_t)p->m, &planes))
+            return op_fail(ctx, TDM_E_NOMEM, "the convolution is too large");
+        j.x = x;
+        j.w = w;
+        j.bias = bias;
+        j.y = y;
+        j.avx2 = gemm_avx2_usable();
+        pool_run(threads, planes, task_depthwise, &j);
+        return TDM_OK;
+    }
+    op_gemm gm;
+    memset(&gm, 0, sizeof gm);
+    gm.m = mg;
+    gm.k = kk;
+    gm.alpha = 1.0f;
+    gm.lda = kk;
+    gm.ldc = p->out_sz;
+    gm.act = *act;
+    gm.threads = threads;
+    j.lay = op_sgemm_layout();
+    j.kk = kk;
     int pointwise = is_pointwise(g);
-    float *col = NULL;
-    int64_t chunk = rows;
-    if (!direct && !pointwise) {
-        size_t row_bytes = kk * (size_t)OW * sizeof(float);
-        chunk = row_bytes ? (int64_t)(CONV_COL_BYTES / row_bytes) : rows;
-        if (chunk < 1)
-            chunk = 1;
-        if (chunk > rows)
-            chunk = rows;
-        col = mem_alloc(kk * (size_t)(chunk * OW) * sizeof *col + 1);
-        if (!col)
+    size_t chunk = 0;
+    if (!pointwise) {
+        chunk = CONV_PACK_FLOATS / kk / j.lay.nr * j.lay.nr;
+        if (chunk < 4 * j.lay.nr)
+            chunk = 4 * j.lay.nr;
+        size_t all = (p->out_sz + j.lay.nr - 1) / j.lay.nr * j.lay.nr;
+        if (chunk > all)
+            chunk = all;
+        size_t sz;
+        if (mem_mul(chunk, kk, &sz) || mem_mul(sz, sizeof(float), &sz) || !(j.dst = pool_scratch_get(sz)))
             return op_fail(ctx, TDM_E_NOMEM, "out of memory for the im2col buffer");
     }
     for (int64_t n = 0; n < p->n; n++)
         for (int64_t gi = 0; gi < p->group; gi++) {
             const float *xg = x + ((size_t)n * (size_t)p->c + (size_t)gi * cg) * p->in_sz;
             float *yg = y + ((size_t)n * (size_t)p->m + (size_t)gi * mg) * p->out_sz;
-            const float *wg = w + (size_t)gi * mg * kk;
-            for (size_t m = 0; m < mg; m++) {
-                float bv = bias ? bias[(size_t)gi * mg + m] : 0.0f;
-                float *ym = yg + m * p->out_sz;
-                for (size_t i = 0; i < p->out_sz; i++)
-                    ym[i] = bv;
-            }
-            if (direct) {
-                for (size_t m = 0; m < mg; m++)
-                    conv_direct_plane(g, xg, wg + m * kk, yg + m * p->out_sz);
-            } else if (pointwise) {
-                if (op_sgemm(0, 0, mg, p->out_sz, cg, 1.0f, wg, kk, xg, p->in_sz, 1.0f, yg, p->out_sz))
+            gm.a = w + (size_t)gi * mg * kk;
+            gm.bias = bias ? bias + (size_t)gi * mg : NULL;
+            if (pointwise) {
+                gm.n = p->out_sz;
+                gm.b = xg;
+                gm.ldb = p->in_sz;
+                gm.c = yg;
+                if (op_sgemm_run(&gm))
                     goto nomem;
-            } else {
-                for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-                    int64_t r1 = r0 + chunk < rows ? r0 + chunk : rows;
-                    size_t ncol = (size_t)((r1 - r0) * OW);
-                    im2col(g, xg, cg, r0, r1, col);
-                    if (op_sgemm(0, 0, mg, ncol, kk, 1.0f, wg, kk, col, ncol, 1.0f, yg + (size_t)(r0 * OW),
-                                 p->out_sz))
-                        goto nomem;
-                }
+                continue;
+            }
+            j.x = xg;
+            for (size_t j0 = 0; j0 < p->out_sz; j0 += chunk) {
+                j.j0 = j0;
+                j.ncols = p->out_sz - j0 < chunk ? p->out_sz - j0 : chunk;
+                j.npad = (j.ncols + j.lay.nr - 1) / j.lay.nr * j.lay.nr;
+                size_t panels = j.npad / j.lay.nr, tasks = pool_tasks(threads, panels, 2);
+                j.per = (panels + tasks - 1) / tasks;
+                pool_run(threads, (panels + j.per - 1) / j.per, task_im2col, &j);
+                gm.n = j.ncols;
+                gm.bpack = j.dst;
+                gm.c = yg + j0;
+                if (op_sgemm_run(&gm))
+                    goto nomem;
             }
         }
-    mem_free(col);
+    pool_scratch_put(j.dst);
     return TDM_OK;
 nomem:
-    mem_free(col);
+    pool_scratch_put(j.dst);
     return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+}
+
+tdm_status op_nn_fused_act(op_ctx *ctx, op_act *act)
+{
+    const char *name = gr_attr_str(ctx->node, "tandem_fused_act", NULL);
+    act->kind = OP_ACT_NONE;
+    act->a = gr_attr_float(ctx->node, "tandem_fused_alpha", 0.0f);
+    act->b = gr_attr_float(ctx->node, "tandem_fused_beta", 0.0f);
+    if (!name)
+        return TDM_OK;
+    if (strcmp(name, "Relu") == 0)
+        act->kind = OP_ACT_RELU;
+    else if (strcmp(name, "Clip") == 0)
+        act->kind = OP_ACT_CLIP;
+    else if (strcmp(name, "LeakyRelu") == 0)
+        act->kind = OP_ACT_LEAKY_RELU;
+    else if (strcmp(name, "HardSigmoid") == 0)
+        act->kind = OP_ACT_HARD_SIGMOID;
+    else if (strcmp(name, "HardSwish") == 0)
+        act->kind = OP_ACT_HARD_SWISH;
+    else
+        return op_fail(ctx, TDM_E_MODEL, "attribute tandem_fused_act has the unknown value '%s'", name);
+    return TDM_OK;
 }
 
 /* Double precision: a direct loop. */
@@ -279,9 +445,15 @@ tdm_status op_run_Conv(op_ctx *ctx)
     tdm_tensor *y = ctx->out[0];
     if (!y->count)
         return TDM_OK;
+    op_act act;
+    if ((st = op_nn_fused_act(ctx, &act)) != TDM_OK)
+        return st;
+    if (act.kind != OP_ACT_NONE && x->dtype != TDM_FLOAT)
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "a fused activation needs float input, not %s",
+                       tdm_dtype_name(x->dtype));
     switch (x->dtype) {
     case TDM_FLOAT:
-        return conv_f32(ctx, &p, x->data, w->data, b ? b->data : NULL, y->data);
+        return conv_f32(ctx, &p, x->data, w->data, b ? b->data : NULL, &act, y->data);
     case TDM_DOUBLE:
         conv_f64(&p, x->data, w->data, b ? b->data : NULL, y->data);
         return TDM_OK;
@@ -292,7 +464,7 @@ tdm_status op_run_Conv(op_ctx *ctx)
         if (!fx || !fw || (b && !fb) || !fy)
             st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
         else
-            st = conv_f32(ctx, &p, fx, fw, fb, fy);
+            st = conv_f32(ctx, &p, fx, fw, fb, &act, fy);
         if (!st)
             op_nn_from_f32(y, fy);
         mem_free(fx);
@@ -478,7 +650,10 @@ static tdm_status convt_f32(op_ctx *ctx, const convt_plan *p, const float *x, co
                 for (size_t i = 0; i < p->out_sz; i++)
                     yg[m * p->out_sz + i] = bv;
             }
-            if (op_sgemm(1, 0, rows, p->in_sz, cg, 1.0f, wg, rows, xg, p->in_sz, 0.0f, col, p->in_sz)) {
+            op_gemm gm = {.trans_a = 1, .m = rows, .n = p->in_sz, .k = cg, .alpha = 1.0f, .a = wg, .lda = rows,
+                          .b = xg, .ldb = p->in_sz, .c = col, .ldc = p->in_sz,
+                          .threads = ctx->threads > 0 ? ctx->threads : 1};
+            if (op_sgemm_run(&gm)) {
                 mem_free(col);
                 return op_fail(ctx, TDM_E_NOMEM, "out of memory");
             }

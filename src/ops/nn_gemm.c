@@ -1,38 +1,64 @@
-/* The float32 GEMM (op_sgemm) and the matrix-product ops built on it:
- * MatMul, Gemm, MatMulInteger, QLinearMatMul. */
+/* The float32 GEMM (op_sgemm_run, op_sgemm) and the matrix-product ops
+ * built on it: MatMul, Gemm, MatMulInteger, QLinearMatMul. */
 #include "ops/nn.h"
 #include "core/mem.h"
+#include "core/pool.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ sgemm */
 
-/* Micro-tile: NN_MR rows x (2 * NN_V) columns. The kernel is written as
- * 2 * NN_MR accumulator arrays of NN_V floats with fixed-trip inner loops so
- * that the compiler keeps each array in one vector register (NN_V = the
- * vector width the target offers). */
-#if defined(__AVX__)
-#define NN_V 8
-#else
-#define NN_V 4
-#endif
-#define NN_MR 6
-#define NN_NR (2 * NN_V)
-#define NN_MC 120
-#define NN_KC 256
-#define NN_NC 2048
+/* Goto-style blocking. A is packed whole (all K blocks) into MR-row panels,
+ * B chunk by chunk of columns into NR-column panels (or arrives packed from
+ * the caller: Conv's im2col writes that layout directly), then tiles of
+ * GEMM_MC rows x a range of panels are computed as independent tasks. Every
+ * element of C is computed by the same sequence of micro-kernel calls over
+ * the same K blocks whatever the thread count and the task split, so the
+ * result does not depend on either.
+ *
+ * Packed layout of a K x N operand (B; A likewise with MR rows): K block b
+ * (rows p0 = b * GEMM_KC .. p0 + kcb) starts at p0 * Npad (Npad = N rounded
+ * up to NR); in it, panel q at q * kcb * NR holds element (p, j) at
+ * (p - p0) * NR + (j - q * NR); padding is zero. */
+#define GEMM_KC 256
+#define GEMM_MC 120                   /* a multiple of every MR */
+#define GEMM_B_BUDGET ((size_t)2 << 20) /* floats of packed B per column chunk */
+#define GEMM_TILE_MAX 128             /* MR * NR of the widest kernel */
+#define GEMM_MR_MAX 8
+#define GEMM_IN_PLACE_MAX_N 256
 
-/* acc[NN_MR][NN_NR] = sum over kc of a-panel (NN_MR per step) x b-panel
- * (NN_NR per step). */
-static void sgemm_kernel(size_t kc, const float *restrict a, const float *restrict b, float *restrict acc)
+typedef void (*gemm_ukr_fn)(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add);
+
+typedef void (*gemm_ukr_rows_fn)(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc,
+                                 int add);
+
+typedef struct gemm_kernel {
+    size_t mr, nr;
+    gemm_ukr_fn fn;
+    gemm_ukr_rows_fn rows; /* (optional) A read in place, unpacked */
+} gemm_kernel;
+
+/* Portable kernel: 6 x (2 * GV) with accumulator arrays the compiler keeps
+ * in vector registers. */
+#if defined(__AVX__)
+#define GV 8
+#else
+#define GV 4
+#endif
+#define G_MR 6
+#define G_NR (2 * GV)
+
+static void ukr_generic(size_t kc, const float *restrict a, const float *restrict b, float *restrict c, size_t ldc,
+                        int add)
 {
-    float c0a[NN_V] = {0}, c1a[NN_V] = {0}, c2a[NN_V] = {0}, c3a[NN_V] = {0}, c4a[NN_V] = {0}, c5a[NN_V] = {0};
-    float c0b[NN_V] = {0}, c1b[NN_V] = {0}, c2b[NN_V] = {0}, c3b[NN_V] = {0}, c4b[NN_V] = {0}, c5b[NN_V] = {0};
+    float c0a[GV] = {0}, c1a[GV] = {0}, c2a[GV] = {0}, c3a[GV] = {0}, c4a[GV] = {0}, c5a[GV] = {0};
+    float c0b[GV] = {0}, c1b[GV] = {0}, c2b[GV] = {0}, c3b[GV] = {0}, c4b[GV] = {0}, c5b[GV] = {0};
     for (size_t p = 0; p < kc; p++) {
         const float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3], a4 = a[4], a5 = a[5];
-        for (int j = 0; j < NN_V; j++) {
-            const float bj = b[j], bk = b[j + NN_V];
+        for (int j = 0; j < GV; j++) {
+            const float bj = b[j], bk = b[j + GV];
             c0a[j] += a0 * bj;
             c0b[j] += a0 * bk;
             c1a[j] += a1 * bj;
@@ -46,87 +72,231 @@ static void sgemm_kernel(size_t kc, const float *restrict a, const float *restri
             c5a[j] += a5 * bj;
             c5b[j] += a5 * bk;
         }
-        a += NN_MR;
-        b += NN_NR;
+        a += G_MR;
+        b += G_NR;
     }
-    for (int j = 0; j < NN_V; j++) {
-        acc[0 * NN_NR + j] = c0a[j];
-        acc[0 * NN_NR + NN_V + j] = c0b[j];
-        acc[1 * NN_NR + j] = c1a[j];
-        acc[1 * NN_NR + NN_V + j] = c1b[j];
-        acc[2 * NN_NR + j] = c2a[j];
-        acc[2 * NN_NR + NN_V + j] = c2b[j];
-        acc[3 * NN_NR + j] = c3a[j];
-        acc[3 * NN_NR + NN_V + j] = c3b[j];
-        acc[4 * NN_NR + j] = c4a[j];
-        acc[4 * NN_NR + NN_V + j] = c4b[j];
-        acc[5 * NN_NR + j] = c5a[j];
-        acc[5 * NN_NR + NN_V + j] = c5b[j];
+    float *const rows[G_MR][2] = {{c0a, c0b}, {c1a, c1b}, {c2a, c2b}, {c3a, c3b}, {c4a, c4b}, {c5a, c5b}};
+    for (int i = 0; i < G_MR; i++) {
+        float *ci = c + (size_t)i * ldc;
+        for (int h = 0; h < 2; h++)
+            for (int j = 0; j < GV; j++)
+                ci[h * GV + j] = add ? ci[h * GV + j] + rows[i][h][j] : rows[i][h][j];
     }
 }
 
-/* Packs op(A)[i0:i0+mc, p0:p0+kc] into panels of NN_MR rows, k-major,
- * zero-padded to a multiple of NN_MR rows. */
-static void pack_a(int trans, const float *a, size_t lda, size_t i0, size_t mc, size_t p0, size_t kc, float *dst)
+static atomic_int kernel_choice; /* 0 unknown, 1 portable, 2 AVX2 */
+
+static gemm_kernel pick_kernel(void)
 {
-    for (size_t ir = 0; ir < mc; ir += NN_MR) {
-        size_t mr = mc - ir < NN_MR ? mc - ir : NN_MR;
-        if (!trans) {
-            const float *src = a + (i0 + ir) * lda + p0;
-            for (size_t p = 0; p < kc; p++) {
-                size_t i = 0;
-                for (; i < mr; i++)
-                    dst[p * NN_MR + i] = src[i * lda + p];
-                for (; i < NN_MR; i++)
-                    dst[p * NN_MR + i] = 0.0f;
+    int k = atomic_load(&kernel_choice);
+    if (!k) {
+        k = gemm_avx2_usable() ? 2 : 1;
+        atomic_store(&kernel_choice, k);
+    }
+    if (k == 2)
+        return (gemm_kernel){6, 16, gemm_ukr_avx2, gemm_ukr_avx2_rows};
+    return (gemm_kernel){G_MR, G_NR, ukr_generic, NULL};
+}
+
+op_gemm_layout op_sgemm_layout(void)
+{
+    gemm_kernel k = pick_kernel();
+    return (op_gemm_layout){GEMM_KC, k.nr};
+}
+
+const char *op_sgemm_kernel_name(void) { return pick_kernel().fn == gemm_ukr_avx2 ? "avx2-fma 6x16" : "portable"; }
+
+/* ---- activations ---- */
+
+void op_act_apply(const op_act *act, float *x, size_t n)
+{
+    const float a = act->a, b = act->b;
+    switch (act->kind) {
+    case OP_ACT_NONE:
+        break;
+    case OP_ACT_RELU:
+        for (size_t i = 0; i < n; i++)
+            x[i] = x[i] < 0 ? 0.0f : x[i];
+        break;
+    case OP_ACT_CLIP:
+        for (size_t i = 0; i < n; i++) {
+            float v = x[i];
+            v = v < a ? a : v;
+            x[i] = v > b ? b : v;
+        }
+        break;
+    case OP_ACT_LEAKY_RELU:
+        for (size_t i = 0; i < n; i++)
+            x[i] = x[i] < 0 ? a * x[i] : x[i];
+        break;
+    case OP_ACT_HARD_SIGMOID:
+        for (size_t i = 0; i < n; i++)
+            x[i] = fmaxf(0.0f, fminf(1.0f, a * x[i] + b));
+        break;
+    case OP_ACT_HARD_SWISH:
+        for (size_t i = 0; i < n; i++)
+            x[i] = x[i] * fmaxf(0.0f, fminf(1.0f, a * x[i] + b));
+        break;
+    }
+}
+
+/* ---- packing ---- */
+
+/* Rows [r0, r0 + rows) of op(A) (M x K), all K blocks, into panel pi of
+ * the packed layout (MR rows per panel), times alpha. */
+static void pack_a_panel(const op_gemm *g, size_t mr_w, size_t mpad, size_t pi, float *dst)
+{
+    size_t r0 = pi * mr_w, rows = g->m - r0 < mr_w ? g->m - r0 : mr_w;
+    for (size_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
+        size_t kcb = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
+        float *d = dst + p0 * mpad + pi * kcb * mr_w;
+        for (size_t p = 0; p < kcb; p++) {
+            size_t i = 0;
+            if (!g->trans_a)
+                for (; i < rows; i++)
+                    d[p * mr_w + i] = g->alpha * g->a[(r0 + i) * g->lda + p0 + p];
+            else
+                for (; i < rows; i++)
+                    d[p * mr_w + i] = g->alpha * g->a[(p0 + p) * g->lda + r0 + i];
+            for (; i < mr_w; i++)
+                d[p * mr_w + i] = 0.0f;
+        }
+    }
+}
+
+/* Columns [j0 + q * NR, ...) of op(B), all K blocks, into panel q of the
+ * packed layout of a chunk of npad columns. */
+static void pack_b_panel(const op_gemm *g, size_t nr_w, size_t j0, size_t ncols, size_t npad, size_t q, float *dst)
+{
+    size_t c0 = q * nr_w, cols = ncols - c0 < nr_w ? ncols - c0 : nr_w;
+    for (size_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
+        size_t kcb = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
+        float *d = dst + p0 * npad + q * kcb * nr_w;
+        if (!g->trans_b) {
+            const float *src = g->b + p0 * g->ldb + j0 + c0;
+            for (size_t p = 0; p < kcb; p++) {
+                const float *s = src + p * g->ldb;
+                float *dp = d + p * nr_w;
+                size_t j = 0;
+                for (; j < cols; j++)
+                    dp[j] = s[j];
+                for (; j < nr_w; j++)
+                    dp[j] = 0.0f;
             }
         } else {
-            /* A is stored K x M: row p holds op(A)[:, p]. */
-            const float *src = a + p0 * lda + i0 + ir;
-            for (size_t p = 0; p < kc; p++) {
-                size_t i = 0;
-                for (; i < mr; i++)
-                    dst[p * NN_MR + i] = src[p * lda + i];
-                for (; i < NN_MR; i++)
-                    dst[p * NN_MR + i] = 0.0f;
-            }
+            const float *src = g->b + (j0 + c0) * g->ldb + p0;
+            for (size_t j = 0; j < cols; j++)
+                for (size_t p = 0; p < kcb; p++)
+                    d[p * nr_w + j] = src[j * g->ldb + p];
+            for (size_t j = cols; j < nr_w; j++)
+                for (size_t p = 0; p < kcb; p++)
+                    d[p * nr_w + j] = 0.0f;
         }
-        dst += kc * NN_MR;
     }
 }
 
-/* Packs op(B)[p0:p0+kc, j0:j0+nc] into panels of NN_NR columns, k-major,
- * zero-padded to a multiple of NN_NR columns. */
-static void pack_b(int trans, const float *b, size_t ldb, size_t p0, size_t kc, size_t j0, size_t nc, float *dst)
+/* ---- the parallel driver ---- */
+
+typedef struct gemm_job {
+    const op_gemm *g;
+    gemm_kernel kern;
+    float *apack;         /* NULL: A read in place (kern.rows) */
+    size_t mpad;
+    float *bpack;         /* packed chunk */
+    size_t j0, ncols, npad; /* the chunk's columns */
+    int add_first;        /* C is accumulated into from the first K block */
+    size_t n_mblocks, n_splits, panels_per_split;
+    size_t n_tasks;
+} gemm_job;
+
+static void task_pack_a(void *arg, size_t t)
 {
-    for (size_t jr = 0; jr < nc; jr += NN_NR) {
-        size_t nr = nc - jr < NN_NR ? nc - jr : NN_NR;
-        if (!trans) {
-            const float *src = b + p0 * ldb + j0 + jr;
-            if (nr == NN_NR) {
-                for (size_t p = 0; p < kc; p++)
-                    memcpy(dst + p * NN_NR, src + p * ldb, NN_NR * sizeof *dst);
-            } else {
-                for (size_t p = 0; p < kc; p++) {
-                    size_t j = 0;
-                    for (; j < nr; j++)
-                        dst[p * NN_NR + j] = src[p * ldb + j];
-                    for (; j < NN_NR; j++)
-                        dst[p * NN_NR + j] = 0.0f;
+    const gemm_job *j = arg;
+    size_t panels = j->mpad / j->kern.mr, per = (panels + j->n_tasks - 1) / j->n_tasks;
+    for (size_t pi = t * per; pi < panels && pi < (t + 1) * per; pi++)
+        pack_a_panel(j->g, j->kern.mr, j->mpad, pi, j->apack);
+}
+
+static void task_pack_b(void *arg, size_t t)
+{
+    const gemm_job *j = arg;
+    size_t panels = j->npad / j->kern.nr, per = (panels + j->n_tasks - 1) / j->n_tasks;
+    for (size_t q = t * per; q < panels && q < (t + 1) * per; q++)
+        pack_b_panel(j->g, j->kern.nr, j->j0, j->ncols, j->npad, q, j->bpack);
+}
+
+/* Rows [i0, i1) x chunk columns [c0, c1) of C after the product: bias, then
+ * the activation. */
+static void epilogue(const op_gemm *g, size_t i0, size_t i1, size_t c0, size_t c1)
+{
+    if (!g->bias && g->act.kind == OP_ACT_NONE)
+        return;
+    for (size_t i = i0; i < i1; i++) {
+        float *row = g->c + i * g->ldc + c0;
+        if (g->bias) {
+            float bv = g->bias[i];
+            for (size_t j = 0; j < c1 - c0; j++)
+                row[j] += bv;
+        }
+        op_act_apply(&g->act, row, c1 - c0);
+    }
+}
+
+static void task_compute(void *arg, size_t t)
+{
+    const gemm_job *j = arg;
+    const op_gemm *g = j->g;
+    const size_t mr = j->kern.mr, nr = j->kern.nr;
+    size_t mb = t / j->n_splits, sp = t % j->n_splits;
+    size_t i0 = mb * GEMM_MC, i1 = i0 + GEMM_MC < g->m ? i0 + GEMM_MC : g->m;
+    size_t panels = j->npad / nr;
+    size_t q0 = sp * j->panels_per_split, q1 = q0 + j->panels_per_split < panels ? q0 + j->panels_per_split : panels;
+    float tmp[GEMM_TILE_MAX];
+    float aedge[GEMM_MR_MAX * GEMM_KC];
+    if (q0 >= q1)
+        return;
+    for (size_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
+        size_t kcb = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
+        int add = p0 > 0 || j->add_first;
+        const float *ab = j->apack ? j->apack + p0 * j->mpad : NULL, *bb = j->bpack + p0 * j->npad;
+        size_t edge_row = j->apack ? SIZE_MAX : (i1 - i0) / mr * mr + i0; /* first row of a partial panel */
+        if (edge_row < i1) {
+            /* The last, partial panel of rows: packed here with zero rows. */
+            size_t rows = i1 - edge_row;
+            for (size_t p = 0; p < kcb; p++)
+                for (size_t r = 0; r < mr; r++)
+                    aedge[p * mr + r] = r < rows ? g->a[(edge_row + r) * g->lda + p0 + p] : 0.0f;
+        }
+        for (size_t q = q0; q < q1; q++) {
+            const float *bp = bb + q * kcb * nr;
+            size_t col = j->j0 + q * nr, cols = j->ncols - q * nr < nr ? j->ncols - q * nr : nr;
+            for (size_t i = i0; i < i1; i += mr) {
+                size_t rows = i1 - i < mr ? i1 - i : mr;
+                float *cp = g->c + i * g->ldc + col;
+                if (!ab && rows == mr) {
+                    const float *ar = g->a + i * g->lda + p0;
+                    if (cols == nr)
+                        j->kern.rows(kcb, ar, g->lda, bp, cp, g->ldc, add);
+                    else
+                        j->kern.rows(kcb, ar, g->lda, bp, tmp, nr, 0);
+                } else {
+                    const float *ap = ab ? ab + (i / mr) * kcb * mr : aedge;
+                    if (rows == mr && cols == nr) {
+                        j->kern.fn(kcb, ap, bp, cp, g->ldc, add);
+                        continue;
+                    }
+                    j->kern.fn(kcb, ap, bp, tmp, nr, 0);
                 }
+                if (rows == mr && cols == nr)
+                    continue;
+                for (size_t r = 0; r < rows; r++)
+                    for (size_t c = 0; c < cols; c++)
+                        cp[r * g->ldc + c] = add ? cp[r * g->ldc + c] + tmp[r * nr + c] : tmp[r * nr + c];
             }
-        } else {
-            /* B is stored N x K: row j holds op(B)[:, j]. */
-            const float *src = b + (j0 + jr) * ldb + p0;
-            for (size_t j = 0; j < nr; j++)
-                for (size_t p = 0; p < kc; p++)
-                    dst[p * NN_NR + j] = src[j * ldb + p];
-            for (size_t j = nr; j < NN_NR; j++)
-                for (size_t p = 0; p < kc; p++)
-                    dst[p * NN_NR + j] = 0.0f;
         }
-        dst += kc * NN_NR;
     }
+    size_t c1 = q1 * nr < j->ncols ? q1 * nr : j->ncols;
+    epilogue(g, i0, i1, j->j0 + q0 * nr, j->j0 + c1);
 }
 
 static void scale_c(size_t m, size_t n, float beta, float *c, size_t ldc)
@@ -141,63 +311,162 @@ static void scale_c(size_t m, size_t n, float beta, float *c, size_t ldc)
     }
 }
 
+/* One row of A (M == 1): y = alpha a op(B) + beta y without packing. Split
+ * over columns; each column's sum runs over k in order. */
+typedef struct gemv_job {
+    const op_gemm *g;
+    size_t per;
+} gemv_job;
+
+#define GEMV_W 256
+
+static void task_gemv(void *arg, size_t t)
+{
+    const gemv_job *j = arg;
+    const op_gemm *g = j->g;
+    size_t c0 = t * j->per, c1 = c0 + j->per < g->n ? c0 + j->per : g->n;
+    size_t sa = g->trans_a ? g->lda : 1;
+    float acc[GEMV_W];
+    for (size_t cb = c0; cb < c1; cb += GEMV_W) {
+        size_t w = c1 - cb < GEMV_W ? c1 - cb : GEMV_W;
+        if (g->trans_b) {
+            for (size_t c = 0; c < w; c++) {
+                const float *bc = g->b + (cb + c) * g->ldb;
+                float s = 0.0f;
+                for (size_t p = 0; p < g->k; p++)
+                    s += g->a[p * sa] * bc[p];
+                acc[c] = s;
+            }
+        } else {
+            for (size_t c = 0; c < w; c++)
+                acc[c] = 0.0f;
+            for (size_t p = 0; p < g->k; p++) {
+                const float ap = g->a[p * sa], *bp = g->b + p * g->ldb + cb;
+                for (size_t c = 0; c < w; c++)
+                    acc[c] += ap * bp[c];
+            }
+        }
+        float *y = g->c + cb;
+        if (g->beta == 0.0f)
+            for (size_t c = 0; c < w; c++)
+                y[c] = g->alpha * acc[c];
+        else
+            for (size_t c = 0; c < w; c++)
+                y[c] = g->alpha * acc[c] + g->beta * y[c];
+    }
+    epilogue(g, 0, 1, c0, c1);
+}
+
+static int sgemm_gemv(const op_gemm *g)
+{
+    gemv_job j = {g, 0};
+    size_t tasks = pool_tasks(g->threads, g->n * g->k, (size_t)1 << 15);
+    j.per = (g->n + tasks - 1) / tasks;
+    j.per = (j.per + 15) / 16 * 16;
+    tasks = (g->n + j.per - 1) / j.per;
+    pool_run(g->threads, tasks, task_gemv, &j);
+    return 0;
+}
+
+int op_sgemm_run(const op_gemm *g)
+{
+    if (!g->m || !g->n)
+        return 0;
+    if (!g->k || g->alpha == 0.0f) {
+        scale_c(g->m, g->n, g->beta, g->c, g->ldc);
+        epilogue(g, 0, g->m, 0, g->n);
+        return 0;
+    }
+    if (g->m == 1 && !g->bpack)
+        return sgemm_gemv(g);
+    gemm_kernel kern = pick_kernel();
+    gemm_job j;
+    memset(&j, 0, sizeof j);
+    j.g = g;
+    j.kern = kern;
+    if (g->beta != 0.0f && g->beta != 1.0f)
+        scale_c(g->m, g->n, g->beta, g->c, g->ldc);
+    j.add_first = g->beta != 0.0f;
+    j.mpad = (g->m + kern.mr - 1) / kern.mr * kern.mr;
+    size_t asz, npad_all = (g->n + kern.nr - 1) / kern.nr * kern.nr, chunk;
+    if (mem_mul(j.mpad, g->k, &asz))
+        return -1;
+    if (g->bpack)
+        chunk = npad_all;
+    else {
+        chunk = GEMM_B_BUDGET / g->k / kern.nr * kern.nr;
+        if (chunk < kern.nr * 4)
+            chunk = kern.nr * 4;
+        if (chunk > npad_all)
+            chunk = npad_all;
+    }
+    size_t bsz;
+    if (mem_mul(chunk, g->k, &bsz))
+        return -1;
+    /* A read in place pays when it is used against few column panels
+     * (packing costs M x K, amortised over N / NR uses); measured. */
+    int in_place = kern.rows && !g->trans_a && g->alpha == 1.0f && g->n <= GEMM_IN_PLACE_MAX_N;
+    j.apack = in_place ? NULL : pool_scratch_get(asz * sizeof(float));
+    float *bbuf = g->bpack ? NULL : pool_scratch_get(bsz * sizeof(float));
+    if ((!in_place && !j.apack) || (!g->bpack && !bbuf)) {
+        pool_scratch_put(j.apack);
+        pool_scratch_put(bbuf);
+        return -1;
+    }
+    size_t apanels = j.mpad / kern.mr;
+    j.n_tasks = pool_tasks(g->threads, apanels, 4);
+    if (!in_place)
+        pool_run(g->threads, j.n_tasks, task_pack_a, &j);
+    j.n_mblocks = (g->m + GEMM_MC - 1) / GEMM_MC;
+    for (size_t j0 = 0; j0 < g->n; j0 += chunk) {
+        j.j0 = j0;
+        j.ncols = g->n - j0 < chunk ? g->n - j0 : chunk;
+        j.npad = (j.ncols + kern.nr - 1) / kern.nr * kern.nr;
+        size_t panels = j.npad / kern.nr;
+        if (g->bpack) {
+            j.bpack = (float *)g->bpack;
+        } else {
+            j.bpack = bbuf;
+            j.n_tasks = pool_tasks(g->threads, panels, 2);
+            pool_run(g->threads, j.n_tasks, task_pack_b, &j);
+        }
+        /* Tasks: row blocks x column splits, about 3 per thread. */
+        size_t splits = 1;
+        if (g->threads > 1) {
+            size_t want = (size_t)g->threads * 3;
+            splits = (want + j.n_mblocks - 1) / j.n_mblocks;
+            if (splits > panels)
+                splits = panels;
+        }
+        j.panels_per_split = (panels + splits - 1) / splits;
+        j.n_splits = (panels + j.panels_per_split - 1) / j.panels_per_split;
+        pool_run(g->threads, j.n_mblocks * j.n_splits, task_compute, &j);
+    }
+    pool_scratch_put(j.apack);
+    pool_scratch_put(bbuf);
+    return 0;
+}
+
 int op_sgemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
              const float *b, size_t ldb, float beta, float *c, size_t ldc)
 {
-    if (!m || !n)
-        return 0;
-    if (!k || alpha == 0.0f) {
-        scale_c(m, n, beta, c, ldc);
-        return 0;
-    }
-    size_t nc_max = n < NN_NC ? (n + NN_NR - 1) / NN_NR * NN_NR : NN_NC;
-    size_t kc_max = k < NN_KC ? k : NN_KC;
-    size_t mc_max = m < NN_MC ? (m + NN_MR - 1) / NN_MR * NN_MR : NN_MC;
-    float *pa = mem_alloc(mc_max * kc_max * sizeof *pa + 64);
-    float *pb = mem_alloc(nc_max * kc_max * sizeof *pb + 64);
-    if (!pa || !pb) {
-        mem_free(pa);
-        mem_free(pb);
-        return -1;
-    }
-    float acc[NN_MR * NN_NR];
-    for (size_t jc = 0; jc < n; jc += NN_NC) {
-        size_t nc = n - jc < NN_NC ? n - jc : NN_NC;
-        for (size_t pc = 0; pc < k; pc += NN_KC) {
-            size_t kc = k - pc < NN_KC ? k - pc : NN_KC;
-            float bt = pc == 0 ? beta : 1.0f;
-            pack_b(trans_b, b, ldb, pc, kc, jc, nc, pb);
-            for (size_t ic = 0; ic < m; ic += NN_MC) {
-                size_t mc = m - ic < NN_MC ? m - ic : NN_MC;
-                pack_a(trans_a, a, lda, ic, mc, pc, kc, pa);
-                for (size_t jr = 0; jr < nc; jr += NN_NR) {
-                    size_t nr = nc - jr < NN_NR ? nc - jr : NN_NR;
-                    const float *bp = pb + (jr / NN_NR) * kc * NN_NR;
-                    for (size_t ir = 0; ir < mc; ir += NN_MR) {
-                        size_t mr = mc - ir < NN_MR ? mc - ir : NN_MR;
-                        sgemm_kernel(kc, pa + (ir / NN_MR) * kc * NN_MR, bp, acc);
-                        float *cp = c + (ic + ir) * ldc + jc + jr;
-                        for (size_t i = 0; i < mr; i++) {
-                            float *row = cp + i * ldc;
-                            const float *ar = acc + i * NN_NR;
-                            if (bt == 0.0f)
-                                for (size_t j = 0; j < nr; j++)
-                                    row[j] = alpha * ar[j];
-                            else if (bt == 1.0f)
-                                for (size_t j = 0; j < nr; j++)
-                                    row[j] += alpha * ar[j];
-                            else
-                                for (size_t j = 0; j < nr; j++)
-                                    row[j] = bt * row[j] + alpha * ar[j];
-                        }
-                    }
-                }
-            }
-        }
-    }
-    mem_free(pa);
-    mem_free(pb);
-    return 0;
+    op_gemm g;
+    memset(&g, 0, sizeof g);
+    g.trans_a = trans_a;
+    g.trans_b = trans_b;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    g.alpha = alpha;
+    g.a = a;
+    g.lda = lda;
+    g.b = b;
+    g.ldb = ldb;
+    g.beta = beta;
+    g.c = c;
+    g.ldc = ldc;
+    g.threads = 1;
+    return op_sgemm_run(&g);
 }
 
 /* ------------------------------------------------------- batched products */
@@ -260,6 +529,14 @@ static void mm_offsets(const mm_shape *s, size_t i, size_t *oa, size_t *ob)
     *ob = (size_t)op_bcast_offset(i, s->nb, s->bdims, s->sb) * s->k * s->n;
 }
 
+/* C = A B (row-major, contiguous) on the node's threads. */
+static int mm_gemm(const op_ctx *ctx, size_t m, size_t n, size_t k, const float *a, const float *b, float *y)
+{
+    op_gemm g = {.m = m, .n = n, .k = k, .alpha = 1.0f, .a = a, .lda = k, .b = b, .ldb = n, .c = y, .ldc = n,
+                 .threads = ctx->threads > 0 ? ctx->threads : 1};
+    return op_sgemm_run(&g);
+}
+
 /* A batched float product, folding A's batches into M when B is shared. */
 static tdm_status mm_f32(op_ctx *ctx, const mm_shape *s, const float *a, const float *b, float *y)
 {
@@ -270,14 +547,14 @@ static tdm_status mm_f32(op_ctx *ctx, const mm_shape *s, const float *a, const f
     for (int i = 0; i < s->nb; i++)
         a_dense &= s->sa[i] != 0 || s->bdims[i] == 1;
     if (b_shared && a_dense) {
-        if (op_sgemm(0, 0, s->batches * s->m, s->n, s->k, 1.0f, a, s->k, b, s->n, 0.0f, y, s->n))
+        if (mm_gemm(ctx, s->batches * s->m, s->n, s->k, a, b, y))
             return op_fail(ctx, TDM_E_NOMEM, "out of memory");
         return TDM_OK;
     }
     for (size_t i = 0; i < s->batches; i++) {
         size_t oa, ob;
         mm_offsets(s, i, &oa, &ob);
-        if (op_sgemm(0, 0, s->m, s->n, s->k, 1.0f, a + oa, s->k, b + ob, s->n, 0.0f, y + i * s->m * s->n, s->n))
+        if (mm_gemm(ctx, s->m, s->n, s->k, a + oa, b + ob, y + i * s->m * s->n))
             return op_fail(ctx, TDM_E_NOMEM, "out of memory");
     }
     return TDM_OK;
@@ -416,8 +693,10 @@ tdm_status op_run_Gemm(op_ctx *ctx)
             for (size_t i = 0; i < m; i++)
                 for (size_t j = 0; j < n; j++)
                     fy[i * n + j] = pc[(int64_t)i * cs[0] + (int64_t)j * cs[1]];
-        int rc = op_sgemm(ta, tb, m, n, k, alpha, pa, (size_t)a->dims[1], pb, (size_t)b->dims[1],
-                          pc ? beta : 0.0f, fy, n);
+        op_gemm gm = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .alpha = alpha, .a = pa,
+                      .lda = (size_t)a->dims[1], .b = pb, .ldb = (size_t)b->dims[1], .beta = pc ? beta : 0.0f,
+                      .c = fy, .ldc = n, .threads = ctx->threads > 0 ? ctx->threads : 1};
+        int rc = op_sgemm_run(&gm);
         if (!rc && a->dtype != TDM_FLOAT)
             op_nn_from_f32(y, fy);
         if (a->dtype != TDM_FLOAT) {

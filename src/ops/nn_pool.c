@@ -3,6 +3,7 @@
  * dims as 3-D with leading extents of 1. */
 #include "ops/nn.h"
 #include "core/mem.h"
+#include "core/pool.h"
 
 #include <math.h>
 #include <string.h>
@@ -105,6 +106,91 @@ static tdm_status pool_prepare(op_ctx *ctx, const tdm_tensor *x, int use_dil, in
         });                                                                                                      \
     } while (0)
 
+/* MaxPool over float without indices, 2-D windows (depth 1): one task per
+ * group of planes; the interior of each output row runs tap by tap over
+ * the whole row (vectorisable), the borders as the generic kernel. Every
+ * output compares its taps in the generic kernel's order with the same
+ * test, so NaNs and ties come out identical. */
+typedef struct maxpool_job {
+    const pool_plan *p;
+    const float *x;
+    float *y;
+    size_t per;
+} maxpool_job;
+
+static void maxpool_plane(const pool_plan *p, const float *x, float *y)
+{
+    const nn_geom *g = &p->g;
+    const int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
+    const int64_t sh = g->s[1], sw = g->s[2], dh = g->d[1], dw = g->d[2], kh = g->k[1], kw = g->k[2];
+    /* ow whose whole window row lies inside [0, W) */
+    int64_t wlo_all, whi_all;
+    {
+        int64_t l = g->pb[2] <= 0 ? 0 : (g->pb[2] + sw - 1) / sw;
+        int64_t top = W - 1 - (kw - 1) * dw + g->pb[2];
+        int64_t h = top < 0 ? 0 : top / sw + 1;
+        wlo_all = l < OW ? l : OW;
+        whi_all = h < OW ? h : OW;
+        if (whi_all < wlo_all)
+            whi_all = wlo_all;
+    }
+    for (int64_t oh = 0; oh < OH; oh++) {
+        int64_t ch = oh * sh - g->pb[1], hlo, hhi;
+        tap_range(kh, H, dh, ch, &hlo, &hhi);
+        float *yr = y + oh * OW;
+        for (int64_t ow = 0; ow < OW; ow++) {
+            if (ow == wlo_all && wlo_all < whi_all && hlo < hhi) {
+                ow = whi_all - 1;
+                continue;
+            }
+            int64_t cw = ow * sw - g->pb[2], wlo, whi;
+            tap_range(kw, W, dw, cw, &wlo, &whi);
+            float best = 0;
+            int first = 1;
+            for (int64_t a = hlo; a < hhi; a++) {
+                const float *row = x + (ch + a * dh) * W;
+                for (int64_t b = wlo; b < whi; b++) {
+                    float v = row[cw + b * dw];
+                    if (first || v > best) {
+                        best = v;
+                        first = 0;
+                    }
+                }
+            }
+            yr[ow] = best;
+        }
+        if (hlo >= hhi || wlo_all >= whi_all)
+            continue;
+        const int64_t n = whi_all - wlo_all, base = wlo_all * sw - g->pb[2];
+        float *yi = yr + wlo_all;
+        int first = 1;
+        for (int64_t a = hlo; a < hhi; a++) {
+            const float *row = x + (ch + a * dh) * W + base;
+            for (int64_t b = 0; b < kw; b++) {
+                const float *src = row + b * dw;
+                if (first) {
+                    for (int64_t i = 0; i < n; i++)
+                        yi[i] = src[i * sw];
+                    first = 0;
+                } else if (sw == 1) {
+                    for (int64_t i = 0; i < n; i++)
+                        yi[i] = src[i] > yi[i] ? src[i] : yi[i];
+                } else {
+                    for (int64_t i = 0; i < n; i++)
+                        yi[i] = src[i * sw] > yi[i] ? src[i * sw] : yi[i];
+                }
+            }
+        }
+    }
+}
+
+static void task_maxpool(void *arg, size_t t)
+{
+    const maxpool_job *j = arg;
+    for (size_t pl = t * j->per; pl < j->p->planes && pl < (t + 1) * j->per; pl++)
+        maxpool_plane(j->p, j->x + pl * j->p->in_sz, j->y + pl * j->p->out_sz);
+}
+
 tdm_status op_run_MaxPool(op_ctx *ctx)
 {
     const tdm_tensor *x = op_nn_in(ctx, 0);
@@ -126,6 +212,14 @@ tdm_status op_run_MaxPool(op_ctx *ctx)
         idx = ctx->out[1]->data;
     }
     tdm_tensor *y = ctx->out[0];
+    if (x->dtype == TDM_FLOAT && !idx && p.g.in[0] == 1 && p.g.k[0] == 1 && p.g.out[0] == 1 && p.planes) {
+        int threads = ctx->threads > 0 ? ctx->threads : 1;
+        maxpool_job j = {&p, x->data, y->data, 0};
+        size_t tasks = pool_tasks(threads, p.planes, 1);
+        j.per = (p.planes + tasks - 1) / tasks;
+        pool_run(threads, (p.planes + j.per - 1) / j.per, task_maxpool, &j);
+        return TDM_OK;
+    }
     switch (x->dtype) {
     case TDM_FLOAT: {
         const float *xp = x->data;

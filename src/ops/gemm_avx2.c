@@ -1,0 +1,220 @@
+/* The AVX2 + FMA single-precision GEMM micro-kernel (6 x 16) and the
+ * depthwise-row helper, compiled with -mavx2 -mfma -mxsave (CMakeLists.txt) and
+ * called only when gemm_avx2_usable() says the CPU and the OS support them.
+ * On other targets (or compilers without those flags) the file compiles to
+ * stubs that are never called. */
+#include "ops/nn.h"
+
+#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__XSAVE__)
+#include <cpuid.h>
+#include <immintrin.h>
+#include <math.h>
+
+int gemm_avx2_usable(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
+    if (!fma || !osxsave || !avx)
+        return 0;
+    /* XCR0: the OS saves the XMM and YMM state. */
+    if ((_xgetbv(0) & 6) != 6)
+        return 0;
+    if (__get_cpuid_max(0, NULL) < 7)
+        return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    return (b >> 5) & 1; /* AVX2 */
+}
+
+/* c[6][16] (row stride ldc) = or += a-panel x b-panel over kc steps. */
+void gemm_ukr_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+    __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    for (size_t p = 0; p < kc; p++) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 a0 = _mm256_broadcast_ss(a + 0), a1 = _mm256_broadcast_ss(a + 1);
+        c00 = _mm256_fmadd_ps(a0, b0, c00);
+        c01 = _mm256_fmadd_ps(a0, b1, c01);
+        c10 = _mm256_fmadd_ps(a1, b0, c10);
+        c11 = _mm256_fmadd_ps(a1, b1, c11);
+        a0 = _mm256_broadcast_ss(a + 2);
+        a1 = _mm256_broadcast_ss(a + 3);
+        c20 = _mm256_fmadd_ps(a0, b0, c20);
+        c21 = _mm256_fmadd_ps(a0, b1, c21);
+        c30 = _mm256_fmadd_ps(a1, b0, c30);
+        c31 = _mm256_fmadd_ps(a1, b1, c31);
+        a0 = _mm256_broadcast_ss(a + 4);
+        a1 = _mm256_broadcast_ss(a + 5);
+        c40 = _mm256_fmadd_ps(a0, b0, c40);
+        c41 = _mm256_fmadd_ps(a0, b1, c41);
+        c50 = _mm256_fmadd_ps(a1, b0, c50);
+        c51 = _mm256_fmadd_ps(a1, b1, c51);
+        a += 6;
+        b += 16;
+    }
+    if (add) {
+        c00 = _mm256_add_ps(c00, _mm256_loadu_ps(c + 0 * ldc));
+        c01 = _mm256_add_ps(c01, _mm256_loadu_ps(c + 0 * ldc + 8));
+        c10 = _mm256_add_ps(c10, _mm256_loadu_ps(c + 1 * ldc));
+        c11 = _mm256_add_ps(c11, _mm256_loadu_ps(c + 1 * ldc + 8));
+        c20 = _mm256_add_ps(c20, _mm256_loadu_ps(c + 2 * ldc));
+        c21 = _mm256_add_ps(c21, _mm256_loadu_ps(c + 2 * ldc + 8));
+        c30 = _mm256_add_ps(c30, _mm256_loadu_ps(c + 3 * ldc));
+        c31 = _mm256_add_ps(c31, _mm256_loadu_ps(c + 3 * ldc + 8));
+        c40 = _mm256_add_ps(c40, _mm256_loadu_ps(c + 4 * ldc));
+        c41 = _mm256_add_ps(c41, _mm256_loadu_ps(c + 4 * ldc + 8));
+        c50 = _mm256_add_ps(c50, _mm256_loadu_ps(c + 5 * ldc));
+        c51 = _mm256_add_ps(c51, _mm256_loadu_ps(c + 5 * ldc + 8));
+    }
+    _mm256_storeu_ps(c + 0 * ldc, c00);
+    _mm256_storeu_ps(c + 0 * ldc + 8, c01);
+    _mm256_storeu_ps(c + 1 * ldc, c10);
+    _mm256_storeu_ps(c + 1 * ldc + 8, c11);
+    _mm256_storeu_ps(c + 2 * ldc, c20);
+    _mm256_storeu_ps(c + 2 * ldc + 8, c21);
+    _mm256_storeu_ps(c + 3 * ldc, c30);
+    _mm256_storeu_ps(c + 3 * ldc + 8, c31);
+    _mm256_storeu_ps(c + 4 * ldc, c40);
+    _mm256_storeu_ps(c + 4 * ldc + 8, c41);
+    _mm256_storeu_ps(c + 5 * ldc, c50);
+    _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+}
+
+/* As gemm_ukr_avx2, A read unpacked: 6 rows of stride lda. */
+void gemm_ukr_avx2_rows(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
+    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
+    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
+    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
+    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
+    __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
+    for (size_t p = 0; p < kc; p++) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 a0 = _mm256_broadcast_ss(a), a1 = _mm256_broadcast_ss(a + lda);
+        c00 = _mm256_fmadd_ps(a0, b0, c00);
+        c01 = _mm256_fmadd_ps(a0, b1, c01);
+        c10 = _mm256_fmadd_ps(a1, b0, c10);
+        c11 = _mm256_fmadd_ps(a1, b1, c11);
+        a0 = _mm256_broadcast_ss(a + 2 * lda);
+        a1 = _mm256_broadcast_ss(a + 3 * lda);
+        c20 = _mm256_fmadd_ps(a0, b0, c20);
+        c21 = _mm256_fmadd_ps(a0, b1, c21);
+        c30 = _mm256_fmadd_ps(a1, b0, c30);
+        c31 = _mm256_fmadd_ps(a1, b1, c31);
+        a0 = _mm256_broadcast_ss(a + 4 * lda);
+        a1 = _mm256_broadcast_ss(a + 5 * lda);
+        c40 = _mm256_fmadd_ps(a0, b0, c40);
+        c41 = _mm256_fmadd_ps(a0, b1, c41);
+        c50 = _mm256_fmadd_ps(a1, b0, c50);
+        c51 = _mm256_fmadd_ps(a1, b1, c51);
+        a += 1;
+        b += 16;
+    }
+    if (add) {
+        c00 = _mm256_add_ps(c00, _mm256_loadu_ps(c + 0 * ldc));
+        c01 = _mm256_add_ps(c01, _mm256_loadu_ps(c + 0 * ldc + 8));
+        c10 = _mm256_add_ps(c10, _mm256_loadu_ps(c + 1 * ldc));
+        c11 = _mm256_add_ps(c11, _mm256_loadu_ps(c + 1 * ldc + 8));
+        c20 = _mm256_add_ps(c20, _mm256_loadu_ps(c + 2 * ldc));
+        c21 = _mm256_add_ps(c21, _mm256_loadu_ps(c + 2 * ldc + 8));
+        c30 = _mm256_add_ps(c30, _mm256_loadu_ps(c + 3 * ldc));
+        c31 = _mm256_add_ps(c31, _mm256_loadu_ps(c + 3 * ldc + 8));
+        c40 = _mm256_add_ps(c40, _mm256_loadu_ps(c + 4 * ldc));
+        c41 = _mm256_add_ps(c41, _mm256_loadu_ps(c + 4 * ldc + 8));
+        c50 = _mm256_add_ps(c50, _mm256_loadu_ps(c + 5 * ldc));
+        c51 = _mm256_add_ps(c51, _mm256_loadu_ps(c + 5 * ldc + 8));
+    }
+    _mm256_storeu_ps(c + 0 * ldc, c00);
+    _mm256_storeu_ps(c + 0 * ldc + 8, c01);
+    _mm256_storeu_ps(c + 1 * ldc, c10);
+    _mm256_storeu_ps(c + 1 * ldc + 8, c11);
+    _mm256_storeu_ps(c + 2 * ldc, c20);
+    _mm256_storeu_ps(c + 2 * ldc + 8, c21);
+    _mm256_storeu_ps(c + 3 * ldc, c30);
+    _mm256_storeu_ps(c + 3 * ldc + 8, c31);
+    _mm256_storeu_ps(c + 4 * ldc, c40);
+    _mm256_storeu_ps(c + 4 * ldc + 8, c41);
+    _mm256_storeu_ps(c + 5 * ldc, c50);
+    _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+}
+
+
+
+/* Depthwise convolution, interior of one output row: for i in [0, n),
+ * dst[i] += sum over taps t (in order) of w[t] * src[t][i * stride], all
+ * taps in bounds. 8 outputs at a time in a register over every tap. */
+void dw_row_avx2(float *dst, size_t n, const float *const *src, const float *w, int ntaps, int stride)
+{
+    size_t i = 0;
+    if (stride == 1) {
+        for (; i + 8 <= n; i += 8) {
+            __m256 acc = _mm256_loadu_ps(dst + i);
+            for (int t = 0; t < ntaps; t++)
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(w[t]), _mm256_loadu_ps(src[t] + i), acc);
+            _mm256_storeu_ps(dst + i, acc);
+        }
+    } else if (stride == 2) {
+        for (; i + 8 <= n; i += 8) {
+            __m256 acc = _mm256_loadu_ps(dst + i);
+            for (int t = 0; t < ntaps; t++) {
+                const float *s = src[t] + 2 * i;
+                __m256 lo = _mm256_loadu_ps(s), hi = _mm256_loadu_ps(s + 8);
+                /* even elements: lo0 lo2 lo4 lo6 hi0 hi2 hi4 hi6 */
+                __m256 ev = _mm256_shuffle_ps(lo, hi, 0x88); /* lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6 */
+                ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(w[t]), ev, acc);
+            }
+            _mm256_storeu_ps(dst + i, acc);
+        }
+    }
+    for (; i < n; i++) {
+        float acc = dst[i];
+        for (int t = 0; t < ntaps; t++)
+            acc = fmaf(w[t], src[t][i * (size_t)stride], acc);
+        dst[i] = acc;
+    }
+}
+
+#else
+
+int gemm_avx2_usable(void) { return 0; }
+
+void dw_row_avx2(float *dst, size_t n, const float *const *src, const float *w, int ntaps, int stride)
+{
+    (void)dst;
+    (void)n;
+    (void)src;
+    (void)w;
+    (void)ntaps;
+    (void)stride;
+}
+
+void gemm_ukr_avx2_rows(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add)
+{
+    (void)kc;
+    (void)a;
+    (void)lda;
+    (void)b;
+    (void)c;
+    (void)ldc;
+    (void)add;
+}
+
+void gemm_ukr_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add)
+{
+    (void)kc;
+    (void)a;
+    (void)b;
+    (void)c;
+    (void)ldc;
+    (void)add;
+}
+
+#endif

@@ -1,0 +1,219 @@
+/* The fast CPU kernels: op_sgemm_run against a double-precision reference
+ * (every edge of the blocking, in-place and packed A, packed B, bias and
+ * fused activations), bit-identical results at 1, 2 and 3 threads, and the
+ * thread pool (every task runs once, nested and concurrent regions). */
+#include "core/pool.h"
+#include "ops/nn.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fails, checks;
+
+#define CHECK(cond, ...)                                                                                         \
+    do {                                                                                                         \
+        checks++;                                                                                                \
+        if (!(cond)) {                                                                                           \
+            fails++;                                                                                             \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                          \
+            printf(__VA_ARGS__);                                                                                 \
+            printf("\n");                                                                                        \
+        }                                                                                                        \
+    } while (0)
+
+static unsigned long long rng = 0x2545F4914F6CDD1DULL;
+
+static float frand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) % 2001) / 1000.0f - 1.0f;
+}
+
+static double act_ref(const op_act *a, double v)
+{
+    switch (a->kind) {
+    case OP_ACT_RELU: return v < 0 ? 0 : v;
+    case OP_ACT_CLIP: return v < a->a ? a->a : v > a->b ? a->b : v;
+    case OP_ACT_LEAKY_RELU: return v < 0 ? a->a * v : v;
+    case OP_ACT_HARD_SIGMOID: return fmax(0, fmin(1, a->a * v + a->b));
+    case OP_ACT_HARD_SWISH: return v * fmax(0, fmin(1, a->a * v + a->b));
+    default: return v;
+    }
+}
+
+/* C = act(alpha op(A) op(B) + beta C + bias) at 1, 2 and 3 threads (and
+ * with B prepacked through the documented layout when asked). */
+static void check_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, float beta, int use_bias,
+                       int act_kind, int prepack)
+{
+    size_t lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 3;
+    float *a = malloc(((ta ? k : m) * lda + 1) * sizeof *a), *b = malloc(((tb ? n : k) * ldb + 1) * sizeof *b);
+    float *c0 = malloc((m * ldc + 1) * sizeof *c0), *bias = malloc((m + 1) * sizeof *bias);
+    float *res[3];
+    for (size_t i = 0; i < (ta ? k : m) * lda; i++)
+        a[i] = frand();
+    for (size_t i = 0; i < (tb ? n : k) * ldb; i++)
+        b[i] = frand();
+    for (size_t i = 0; i < m * ldc; i++)
+        c0[i] = frand();
+    for (size_t i = 0; i < m; i++)
+        bias[i] = frand();
+    op_act act = {act_kind, act_kind == OP_ACT_CLIP ? -0.5f : act_kind == OP_ACT_HARD_SWISH ? 1.0f / 6 : 0.1f,
+                  act_kind == OP_ACT_CLIP ? 0.5f : 0.5f};
+    op_gemm_layout lay = op_sgemm_layout();
+    size_t npad = (n + lay.nr - 1) / lay.nr * lay.nr;
+    float *packed = NULL;
+    if (prepack) {
+        packed = calloc(npad * k + 1, sizeof *packed);
+        for (size_t p = 0; p < k; p++)
+            for (size_t j = 0; j < n; j++) {
+                size_t p0 = p / lay.kc * lay.kc, kcb = k - p0 < lay.kc ? k - p0 : lay.kc, q = j / lay.nr;
+                packed[p0 * npad + q * kcb * lay.nr + (p - p0) * lay.nr + (j - q * lay.nr)] =
+                    tb ? b[j * ldb + p] : b[p * ldb + j];
+            }
+    }
+    for (int t = 0; t < 3; t++) {
+        res[t] = malloc((m * ldc + 1) * sizeof *res[t]);
+        memcpy(res[t], c0, m * ldc * sizeof *c0);
+        if (beta == 0.0f)
+            for (size_t i = 0; i < m; i++)
+                for (size_t j = 0; j < n; j++)
+                    res[t][i * ldc + j] = NAN; /* must not be read */
+        op_gemm g = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .alpha = alpha, .a = a, .lda = lda,
+                     .b = b, .ldb = ldb, .bpack = packed, .beta = beta, .c = res[t], .ldc = ldc,
+                     .bias = use_bias ? bias : NULL, .act = act, .threads = t + 1};
+        CHECK(op_sgemm_run(&g) == 0, "op_sgemm_run failed");
+    }
+    int bad = 0;
+    for (size_t i = 0; i < m && !bad; i++)
+        for (size_t j = 0; j < ldc && !bad; j++) {
+            float got = res[0][i * ldc + j];
+            if (memcmp(&got, &res[1][i * ldc + j], sizeof got) || memcmp(&got, &res[2][i * ldc + j], sizeof got)) {
+                CHECK(0, "m=%zu n=%zu k=%zu: C[%zu,%zu] differs between 1, 2 and 3 threads", m, n, k, i, j);
+                bad = 1;
+                break;
+            }
+            if (j >= n) {
+                CHECK(got == c0[i * ldc + j], "padding written at %zu,%zu", i, j);
+                bad |= got != c0[i * ldc + j];
+                continue;
+            }
+            double s = 0, mag = 0;
+            for (size_t p = 0; p < k; p++) {
+                double x = ta ? a[p * lda + i] : a[i * lda + p], y = tb ? b[j * ldb + p] : b[p * ldb + j];
+                s += x * y;
+                mag += fabs(x * y);
+            }
+            double want = alpha * s + (beta == 0.0f ? 0.0 : beta * c0[i * ldc + j]) + (use_bias ? bias[i] : 0.0);
+            want = act_ref(&act, want);
+            double tol = 1e-5 * (fabs(alpha) * mag + fabs(beta) + 2.0);
+            if (!(fabs(got - want) <= tol)) {
+                CHECK(0, "ta=%d tb=%d m=%zu n=%zu k=%zu alpha=%g beta=%g bias=%d act=%d packed=%d: C[%zu,%zu] = %.7g, "
+                         "want %.7g",
+                      ta, tb, m, n, k, alpha, beta, use_bias, act_kind, prepack, i, j, got, want);
+                bad = 1;
+            }
+        }
+    checks++;
+    free(a);
+    free(b);
+    free(c0);
+    free(bias);
+    free(packed);
+    for (int t = 0; t < 3; t++)
+        free(res[t]);
+}
+
+/* ---- pool ---- */
+
+typedef struct count_job {
+    atomic_int *hits;
+    int nested;
+} count_job;
+
+static void count_task(void *arg, size_t i)
+{
+    count_job *j = arg;
+    atomic_fetch_add(&j->hits[i], 1);
+    if (j->nested) {
+        atomic_int inner[5];
+        for (int k = 0; k < 5; k++)
+            atomic_init(&inner[k], 0);
+        count_job ij = {inner, 0};
+        pool_run(2, 5, count_task, &ij); /* runs inline: the pool is busy */
+        for (int k = 0; k < 5; k++)
+            if (atomic_load(&inner[k]) != 1)
+                atomic_fetch_add(&j->hits[i], 100);
+    }
+}
+
+static int run_counts(int threads, size_t n, int nested)
+{
+    atomic_int *hits = malloc((n + 1) * sizeof *hits);
+    for (size_t i = 0; i < n; i++)
+        atomic_init(&hits[i], 0);
+    count_job j = {hits, nested};
+    pool_run(threads, n, count_task, &j);
+    int ok = 1;
+    for (size_t i = 0; i < n; i++)
+        ok &= atomic_load(&hits[i]) == 1;
+    free(hits);
+    return ok;
+}
+
+static void *concurrent(void *p)
+{
+    int *ok = p;
+    for (int r = 0; r < 200; r++)
+        *ok &= run_counts(3, 37, 0);
+    return NULL;
+}
+
+int main(void)
+{
+    printf("GEMM micro-kernel: %s\n", op_sgemm_kernel_name());
+    /* the pool */
+    CHECK(run_counts(1, 10, 0), "1 thread: every task once");
+    CHECK(run_counts(4, 1000, 0), "4 threads: every task once");
+    CHECK(run_counts(3, 7, 1), "nested regions run inline, every task once");
+    CHECK(run_counts(2, 0, 0), "no tasks");
+    int ok1 = 1, ok2 = 1;
+    pthread_t t1, t2;
+    pthread_create(&t1, NULL, concurrent, &ok1);
+    pthread_create(&t2, NULL, concurrent, &ok2);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    CHECK(ok1 && ok2, "two threads running regions at once: every task once");
+    CHECK(pool_tasks(1, 100, 1) == 1 && pool_tasks(2, 100, 1) == 8 && pool_tasks(4, 3, 1) == 3,
+          "pool_tasks splits");
+    void *s1 = pool_scratch_get(1000), *s2 = pool_scratch_get(1 << 20);
+    CHECK(s1 && s2 && s1 != s2 && ((size_t)s1 % 64) == 0, "scratch blocks");
+    pool_scratch_put(s1);
+    pool_scratch_put(s2);
+
+    /* GEMM */
+    static const size_t sizes[][3] = {{1, 1, 1},    {1, 300, 70},   {7, 1, 3},     {6, 16, 8},     {5, 9, 300},
+                                      {13, 33, 257}, {121, 19, 40}, {130, 70, 513}, {2, 2050, 3},  {64, 260, 64},
+                                      {250, 49, 600}, {37, 700, 20}};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t m = sizes[s][0], n = sizes[s][1], k = sizes[s][2];
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                check_gemm(ta, tb, m, n, k, 1.0f, 0.0f, 0, OP_ACT_NONE, 0);
+                check_gemm(ta, tb, m, n, k, 0.5f, 2.0f, 0, OP_ACT_NONE, 0);
+            }
+        check_gemm(0, 0, m, n, k, 1.0f, 0.0f, 1, OP_ACT_RELU, 0);
+        check_gemm(0, 0, m, n, k, 1.0f, 1.0f, 1, OP_ACT_CLIP, 1);
+        check_gemm(0, 1, m, n, k, 1.0f, 0.0f, 1, OP_ACT_HARD_SWISH, 1);
+        check_gemm(1, 0, m, n, k, -1.5f, 0.0f, 1, OP_ACT_LEAKY_RELU, 0);
+        check_gemm(0, 0, m, n, k, 1.0f, 0.0f, 0, OP_ACT_HARD_SIGMOID, 1);
+    }
+    printf("%d of %d checks passed\n", checks - fails, checks);
+    return fails ? 1 : 0;
+}
