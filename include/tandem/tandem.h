@@ -200,8 +200,8 @@ typedef struct tdm_model_info {
     int64_t model_version;
     const char *graph_name;
     size_t node_count;     /* nodes of the main graph */
-    size_t param_count;    /* elements in initializers */
-    size_t param_bytes;    /* bytes of initializer data */
+    size_t param_count;    /* elements in initializers and Constant-node tensors */
+    size_t param_bytes;    /* bytes of that data */
     double flops;          /* Conv/ConvTranspose/Gemm/MatMul with known shapes, 2 per MAC */
     size_t flops_unknown;  /* such nodes whose shapes were not known */
 } tdm_model_info;
@@ -394,6 +394,108 @@ tdm_status tdm_devices_query(tdm_ctx *ctx, const char *const *plugin_paths, size
 size_t tdm_device_list_count(const tdm_device_list *list);
 tdm_status tdm_device_list_get(const tdm_device_list *list, size_t i, tdm_device_info *out);
 void tdm_device_list_destroy(tdm_device_list *list);
+
+
+/* ------------------------------------------- observation and diagnostics */
+
+/* The executor's event hook: every diagnostic (profile, trace, compare,
+ * metrics, report) is a client of it; devices carry no diagnostic code.
+ * Times are CLOCK_MONOTONIC nanoseconds. */
+typedef enum tdm_event_kind {
+    TDM_EVENT_NODE = 0,   /* a node ran */
+    TDM_EVENT_COPY = 1,   /* a tensor was copied between devices */
+    TDM_EVENT_FAULT = 2,  /* a device failed on a node (message in detail) */
+    TDM_EVENT_RUN = 3,    /* a run ended (status in status; wall time start..end) */
+    TDM_EVENT_REPLAN = 4  /* the session re-planned (emitted by the runtime when it does) */
+} tdm_event_kind;
+
+typedef struct tdm_event {
+    tdm_event_kind kind;
+    const char *name;        /* node name; copy: the tensor copied; run: "" */
+    const char *op_type;     /* node/fault: op type; else "" */
+    const char *device;      /* node/fault: its device; copy: the destination */
+    const char *from;        /* copy: the source device ("cpu" is the host); else "" */
+    const char *direction;   /* copy: "h2d", "d2h" or "d2d"; else "" */
+    const char *reason;      /* node/fault: the placement's reason code name ("OK", ...); else "" */
+    const char *preferred;   /* node: the first device that supports it (== device unless moved) */
+    int fallback;            /* node: counted as a fallback by the plan (not on the first device, not pinned) */
+    int weight;              /* copy: a weight upload */
+    size_t node_index;       /* node/fault: index in the graph (tdm_plan_node order) */
+    uint64_t start_ns, end_ns;
+    uint64_t bytes_in, bytes_out; /* node: bytes read and written; copy: bytes copied (both) */
+    double modeled_ms;       /* the device's modeled duration (vnpu), < 0 when none */
+    int status;              /* run: its tdm_status */
+    const char *detail;      /* fault: the sentence; else "" */
+    /* node: the host values read and written, valid during the callback
+     * only (NULL entries: absent, or held by a plugin device). */
+    int n_inputs, n_outputs;
+    const tdm_tensor *const *inputs;
+    const tdm_tensor *const *outputs;
+} tdm_event;
+
+/* Called from the thread that runs the session, once per event; concurrent
+ * runs call it concurrently. It must not call back into the session. */
+typedef void (*tdm_observer_fn)(void *user, const tdm_event *event);
+
+/* Registers fn (NULL: none, the default; nothing is timed then) to observe
+ * every run of session. Not to be called while the session runs. */
+tdm_status tdm_session_set_observer(tdm_session *session, tdm_observer_fn fn, void *user);
+
+/* Counters for embedders, fed by tdm_metrics_observe (a tdm_observer_fn
+ * whose user pointer is the tdm_metrics), thread-safe. */
+typedef struct tdm_metrics tdm_metrics;
+
+typedef struct tdm_metrics_summary {
+    uint64_t runs, run_failures, nodes, copies, copy_bytes, faults, replans;
+    uint64_t wall_ns, copy_ns, fallback_ns, node_ns;
+    double fallback_ratio;   /* fallback_ns / node_ns; 0 without nodes */
+    uint64_t nodes_by_reason[16]; /* by tdm_reason number (tandem/device.h) */
+} tdm_metrics_summary;
+
+tdm_status tdm_metrics_create(tdm_metrics **out);
+void tdm_metrics_destroy(tdm_metrics *metrics);
+void tdm_metrics_observe(void *metrics, const tdm_event *event);
+tdm_status tdm_metrics_get(const tdm_metrics *metrics, tdm_metrics_summary *out);
+/* Busy nanoseconds and node count of device i (i < count), by name. */
+size_t tdm_metrics_device_count(const tdm_metrics *metrics);
+tdm_status tdm_metrics_device(const tdm_metrics *metrics, size_t i, const char **name, uint64_t *busy_ns,
+                              uint64_t *nodes);
+/* The dataflow of node i of a plan (tdm_plan_node order), for drawing
+ * it: how many inputs and outputs it has, and the value name of each ("" for
+ * an absent optional input). NULL when out of range. */
+size_t tdm_plan_node_input_count(const tdm_plan *plan, size_t i);
+size_t tdm_plan_node_output_count(const tdm_plan *plan, size_t i);
+const char *tdm_plan_node_input(const tdm_plan *plan, size_t i, size_t k);
+const char *tdm_plan_node_output(const tdm_plan *plan, size_t i, size_t k);
+
+/* The counters in Prometheus text exposition format (version 0.0.4),
+ * metric names prefixed "tandem_"; *text is freed with tdm_free(). */
+tdm_status tdm_metrics_prometheus(const tdm_metrics *metrics, char **text);
+
+/* ------------------------------------------- calibration and adaptation */
+
+/* Calibration (`tandem calibrate`): per node and device its time (cpu:
+ * median of `repeat` runs; vnpu: modeled), per non-cpu device its error
+ * against cpu fp32 on inputs (max abs, RMSE, cosine, alone and along the
+ * chain), the copy cost per copy and per byte; JSON keyed by a node
+ * signature that survives renames (src/plan/calib.h documents the file).
+ * opts gives the devices (and shapes); inputs has one entry per model
+ * input (NULL: its initializer). progress (may be NULL) is called before
+ * each node with done < total and once with done == total. *json is freed
+ * with tdm_free(). */
+typedef void (*tdm_progress_fn)(void *user, size_t done, size_t total, const char *what);
+tdm_status tdm_calibrate(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts,
+                         const tdm_tensor *const *inputs, int repeat, tdm_progress_fn progress, void *user,
+                         char **json);
+
+/* The precision trigger: with a calibration file, a device refuses a node
+ * whose calibrated error is outside the thresholds (reason PRECISION, with
+ * the figures), including the node where error accumulated along a chain
+ * crosses them; measured times replace the devices' estimates. */
+tdm_status tdm_session_options_set_calibration(tdm_session_options *opts, const char *path);
+/* min_cosine (default 0.99; 0..1) and max_abs (< 0: no limit, the
+ * default). */
+tdm_status tdm_session_options_set_precision(tdm_session_options *opts, double min_cosine, double max_abs);
 
 #ifdef __cplusplus
 }

@@ -36,19 +36,28 @@ void tdm_model_destroy(tdm_model *m)
 
 /* ---- info ---- */
 
+static void add_param(const tdm_tensor *t, size_t *count, size_t *bytes)
+{
+    if (mem_add(*count, tdm_tensor_count(t), count))
+        *count = SIZE_MAX;
+    if (mem_add(*bytes, tdm_tensor_nbytes(t), bytes))
+        *bytes = SIZE_MAX;
+}
+
+/* Parameters are the initializers and the tensors of Constant nodes: some
+ * exporters (PaddlePaddle's) store every weight as a Constant. */
 static void count_params(const gr_graph *g, size_t *count, size_t *bytes)
 {
-    for (int v = 0; v < g->n_values; v++) {
-        const tdm_tensor *t = g->values[v].init;
-        if (!g->values[v].is_initializer || !t)
-            continue;
-        if (mem_add(*count, tdm_tensor_count(t), count))
-            *count = SIZE_MAX;
-        if (mem_add(*bytes, tdm_tensor_nbytes(t), bytes))
-            *bytes = SIZE_MAX;
-    }
+    for (int v = 0; v < g->n_values; v++)
+        if (g->values[v].is_initializer && g->values[v].init)
+            add_param(g->values[v].init, count, bytes);
     for (int i = 0; i < g->n_nodes; i++) {
         const gr_node *n = &g->nodes[i];
+        if (strcmp(n->op_type, "Constant") == 0 && !*n->domain) {
+            const gr_attr *val = gr_attr_find(n, "value");
+            if (val && val->type == GA_TENSOR && val->t)
+                add_param(val->t, count, bytes);
+        }
         for (int a = 0; a < n->n_attrs; a++) {
             const gr_attr *at = &n->attrs[a];
             if (at->type == GA_GRAPH && at->g)
