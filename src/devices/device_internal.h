@@ -196,6 +196,11 @@ struct vnpu_ctx;
 tdm_status vnpu_parse(tdm_err *e, const char *label, const char *text, size_t len, struct vnpu_ctx **ctx);
 void vnpu_ctx_free(struct vnpu_ctx *c);
 
+/* Fault injection (src/devices/faulty.c): "faulty:INNER?fail_p=0.1&seed=7"
+ * wraps the built-in device INNER and fails its node runs on schedule
+ * (args is the text after "faulty:"). */
+tdm_status dev_faulty_open(tdm_err *e, const char *args, dev_instance *out);
+
 /* ---- helpers shared by the devices (src/devices/common.c) ---- */
 
 /* Modeled work of a node: floating-point operations (Conv, ConvTranspose,

@@ -87,6 +87,8 @@ tdm_status dev_open(tdm_err *e, const char *entry, dev_instance *out)
         out->ext = NULL;
         return TDM_OK;
     }
+    if (nlen == 6 && strncmp(entry, "faulty", 6) == 0) /* fault injection (faulty.c) */
+        return dev_faulty_open(e, args, out);
     return err_set(e, TDM_E_DEVICE,
                    "unknown device '%.*s': the devices are cpu, vnpu:PROFILE, opencl[:N] and loaded plugins", (int)nlen,
                    entry);

@@ -47,6 +47,44 @@ tdm_status plan_ledger_json(tdm_err *e, const tdm_plan *p, const char *run_json,
         CHK(cJSON_AddItemToArray(a, cJSON_CreateString(plan_device_name(p, d))));
     CHK(cJSON_AddStringToObject(root, "granularity", plan_granularity_str(p->opts.granularity)));
     CHK(cJSON_AddStringToObject(root, "fallback", plan_fallback_str(p->fallback)));
+    if (p->auto_method) {
+        cJSON *au;
+        CHK(au = cJSON_AddObjectToObject(root, "auto"));
+        CHK(cJSON_AddStringToObject(au, "method", p->auto_method));
+        CHK(cJSON_AddItemToObject(au, "cut_ms", ms_number(p->auto_cut_ms)));
+        CHK(cJSON_AddItemToObject(au, "cost_ms", ms_number(p->auto_cost_ms)));
+        CHK(cJSON_AddNumberToObject(au, "rounds", p->auto_rounds));
+        CHK(cJSON_AddNumberToObject(au, "memory_exclusions", p->auto_memory_moves));
+    }
+    if (p->opts.calibration) {
+        cJSON *pr, *fl;
+        CHK(pr = cJSON_AddObjectToObject(root, "precision"));
+        CHK(cJSON_AddStringToObject(pr, "calibration", p->opts.calibration));
+        CHK(cJSON_AddNumberToObject(pr, "min_cosine", p->opts.min_cosine));
+        if (p->opts.max_abs >= 0)
+            CHK(cJSON_AddNumberToObject(pr, "max_abs", p->opts.max_abs));
+        CHK(cJSON_AddNumberToObject(pr, "nodes_without_figures", (double)p->calib_missing));
+        CHK(cJSON_AddNumberToObject(pr, "measured_estimates", (double)p->calib_measured));
+        CHK(fl = cJSON_AddArrayToObject(pr, "refused"));
+        for (size_t k = 0; k < p->n_precision; k++) {
+            const plan_precision *pp = &p->precision[k];
+            CHK(x = cJSON_CreateObject());
+            CHK(cJSON_AddItemToArray(fl, x));
+            CHK(cJSON_AddStringToObject(x, "node", g->nodes[pp->node].name));
+            CHK(cJSON_AddStringToObject(x, "op", g->nodes[pp->node].op_type));
+            CHK(cJSON_AddStringToObject(x, "device", plan_device_name(p, pp->device)));
+            CHK(cJSON_AddStringToObject(x, "kind", pp->chain ? "accumulated" : "node"));
+            CHK(cJSON_AddNumberToObject(x, "cosine", pp->cosine));
+            if (isfinite(pp->max_abs))
+                CHK(cJSON_AddNumberToObject(x, "max_abs", pp->max_abs));
+            else
+                CHK(cJSON_AddNullToObject(x, "max_abs"));
+            if (isfinite(pp->rmse))
+                CHK(cJSON_AddNumberToObject(x, "rmse", pp->rmse));
+            if (pp->chain)
+                CHK(cJSON_AddNumberToObject(x, "alone_cosine", pp->alone_cosine));
+        }
+    }
     CHK(a = cJSON_AddArrayToObject(root, "nodes"));
     for (int n = 0; n < p->n_nodes; n++) {
         const plan_node *pn = &p->nodes[n];

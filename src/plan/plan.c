@@ -1,5 +1,7 @@
 /* The planner (rules in plan.h). */
 #include "plan/plan.h"
+#include "plan/auto.h"
+#include "plan/calib.h"
 #include "core/mem.h"
 #include "ops/op.h"
 
@@ -20,6 +22,8 @@ const char *plan_granularity_str(plan_granularity g)
         return "subgraph";
     case PLAN_GRAN_GRAPH:
         return "graph";
+    case PLAN_GRAN_AUTO:
+        return "auto";
     }
     return "?";
 }
@@ -44,6 +48,8 @@ void plan_options_init(plan_options *o)
     o->fallback = PLAN_FB_ALLOW;
     o->max_fallback_ratio = -1;
     o->max_boundary_bytes = -1;
+    o->min_cosine = 0.99;
+    o->max_abs = -1;
 }
 
 void plan_options_free(plan_options *o)
@@ -59,6 +65,8 @@ void plan_options_free(plan_options *o)
         mem_free(o->pins[i].device);
     }
     mem_free(o->pins);
+    mem_free(o->calibration);
+    mem_free(o->device_fault);
     plan_options_init(o);
 }
 
@@ -71,6 +79,12 @@ tdm_status plan_options_copy(const plan_options *src, plan_options *dst)
     dst->max_fallback_ratio = src->max_fallback_ratio;
     dst->max_boundary_bytes = src->max_boundary_bytes;
     if (src->devices && !(dst->devices = mem_strdup(src->devices)))
+        goto nomem;
+    dst->min_cosine = src->min_cosine;
+    dst->max_abs = src->max_abs;
+    if (src->calibration && !(dst->calibration = mem_strdup(src->calibration)))
+        goto nomem;
+    if (src->device_fault && !(dst->device_fault = mem_strdup(src->device_fault)))
         goto nomem;
     if (src->n_plugins) {
         if (!(dst->plugins = mem_calloc(src->n_plugins, sizeof *dst->plugins)))
@@ -493,6 +507,131 @@ static tdm_status ask_devices(pstate *s)
     return TDM_OK;
 }
 
+/* The precision trigger (plan/calib.h): devices refuse nodes whose
+ * calibrated error is outside the thresholds; measured times replace
+ * estimates. */
+static int outside(const plan_options *o, double cosine, double max_abs)
+{
+    return !(cosine >= o->min_cosine) || (o->max_abs >= 0 && !(max_abs <= o->max_abs));
+}
+
+static tdm_status apply_precision(pstate *s)
+{
+    tdm_plan *p = s->p;
+    const plan_options *o = &p->opts;
+    int N = s->N, D = s->D;
+    calib_data *cd = NULL;
+    tdm_status st;
+    if (o->device_fault) {
+        for (int n = 0; n < N; n++) {
+            for (int d = 0; d < s->cpu; d++) {
+                size_t k = (size_t)n * (size_t)D + (size_t)d;
+                if (s->sup[k] != TDM_REASON_OK)
+                    continue;
+                s->sup[k] = TDM_REASON_DEVICE_FAULT;
+                s->supdet[k] = o->device_fault;
+            }
+            p->nodes[n].preferred = s->cpu;
+        }
+        return TDM_OK;
+    }
+    if (!o->calibration)
+        return TDM_OK;
+    if ((st = calib_load(s->e, o->calibration, &cd)) != TDM_OK)
+        return st;
+    calib_figs *figs = mem_calloc((size_t)N * (size_t)D + 1, sizeof *figs);
+    unsigned char *have = mem_calloc((size_t)N * (size_t)D + 1, 1);
+    size_t cap = 0;
+    if (!figs || !have) {
+        st = err_set(s->e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int n = 0; n < N; n++) {
+        char key[128];
+        int any = 0;
+        if ((st = plan_node_signature(s->e, &p->descs[n], key, sizeof key, NULL)) != TDM_OK)
+            goto done;
+        for (int d = 0; d < D; d++) {
+            size_t k = (size_t)n * (size_t)D + (size_t)d;
+            have[k] = (unsigned char)calib_find(cd, key, p->devs->items[d].name, &figs[k]);
+            any |= have[k];
+            if (have[k] && figs[k].has_ms && figs[k].measured && s->sup[k] == TDM_REASON_OK) {
+                s->est[k] = figs[k].ms;
+                s->estmod[k] = 0;
+                p->calib_measured++;
+            }
+        }
+        p->calib_missing += !any;
+    }
+    for (int pos = 0; pos < N; pos++) {
+        int n = s->g->order ? s->g->order[pos] : pos;
+        for (int d = 0; d < s->cpu; d++) {
+            size_t k = (size_t)n * (size_t)D + (size_t)d;
+            const calib_figs *f = &figs[k];
+            int chain = 0;
+            if (!have[k] || s->sup[k] != TDM_REASON_OK)
+                continue;
+            if (f->has_error && outside(o, f->cosine, f->max_abs)) {
+                chain = 0;
+            } else if (f->has_chain && outside(o, f->chain_cosine, f->chain_max_abs)) {
+                /* the crossing point: every producer's chain is within */
+                int crossing = 1;
+                for (int j = s->rd_start[n]; j < s->rd_start[n + 1] && crossing; j++) {
+                    int pr = s->prod[s->rd[j]];
+                    if (pr < 0)
+                        continue;
+                    size_t kp = (size_t)pr * (size_t)D + (size_t)d;
+                    crossing = !(have[kp] && figs[kp].has_chain && outside(o, figs[kp].chain_cosine, figs[kp].chain_max_abs));
+                }
+                if (!crossing)
+                    continue;
+                chain = 1;
+            } else {
+                continue;
+            }
+            double cs = chain ? f->chain_cosine : f->cosine, ma = chain ? f->chain_max_abs : f->max_abs;
+            double rm = chain ? f->chain_rmse : f->rmse;
+            char lim[64] = "";
+            if (o->max_abs >= 0)
+                snprintf(lim, sizeof lim, ", max |diff| limit %g", o->max_abs);
+            const char *det =
+                chain ? arena_fmt(s,
+                                  "calibrated accumulated error on %s crosses the threshold at this node: cosine %.9f, "
+                                  "max |diff| %.4g, RMSE %.4g along the chain (alone: cosine %.9f; minimum cosine %.9g%s)",
+                                  p->devs->items[d].name, cs, ma, rm, f->cosine, o->min_cosine, lim)
+                      : arena_fmt(s,
+                                  "calibrated error on %s: cosine %.9f, max |diff| %.4g, RMSE %.4g against cpu fp32 "
+                                  "(minimum cosine %.9g%s)",
+                                  p->devs->items[d].name, cs, ma, rm, o->min_cosine, lim);
+            if (!det || mem_grow((void **)&p->precision, &cap, p->n_precision + 1, sizeof *p->precision)) {
+                st = err_set(s->e, TDM_E_NOMEM, "out of memory");
+                goto done;
+            }
+            plan_precision *pp = &p->precision[p->n_precision++];
+            pp->node = n;
+            pp->device = d;
+            pp->chain = chain;
+            pp->cosine = cs;
+            pp->max_abs = ma;
+            pp->rmse = rm;
+            pp->alone_cosine = f->cosine;
+            s->sup[k] = TDM_REASON_PRECISION;
+            s->supdet[k] = det;
+        }
+        /* the first device that still takes it */
+        int first = -1;
+        for (int d = 0; d < D && first < 0; d++)
+            if (s->sup[(size_t)n * (size_t)D + (size_t)d] == TDM_REASON_OK)
+                first = d;
+        p->nodes[n].preferred = first;
+    }
+done:
+    mem_free(figs);
+    mem_free(have);
+    calib_free(cd);
+    return st;
+}
+
 static int find_device(const tdm_plan *p, const char *name)
 {
     for (size_t d = 0; d < p->devs->n; d++)
@@ -767,6 +906,117 @@ done:
     mem_free(queue);
     mem_free(nbdev);
     mem_free(vmark);
+    return st;
+}
+
+/* Granularity auto (plan.h, plan/auto.h). Nodes stay excluded from the
+ * devices the memory rule moved them off (over == MEMORY) and from those a
+ * pin or a precision verdict keeps them off. */
+static tdm_status granularity_auto(pstate *s)
+{
+    int N = s->N, D = s->D, V = s->V;
+    tdm_plan *p = s->p;
+    tdm_status st = TDM_OK;
+    /* COST marks of an earlier round are recomputed */
+    for (size_t k = 0; k < (size_t)N * (size_t)D; k++)
+        if (s->over[k] == TDM_REASON_COST)
+            s->over[k] = TDM_REASON_OK;
+    for (int n = 0; n < N; n++)
+        for (int d = 0; d < D; d++) {
+            size_t k = (size_t)n * (size_t)D + (size_t)d;
+            if (s->sup[k] == TDM_REASON_OK && node_est(s, n, d, NULL) < 0) {
+                p->auto_method = "subgraph (a device gives no estimates, so the subgraph rules apply)";
+                return granularity_subgraph(s);
+            }
+        }
+    double *ms = mem_alloc((size_t)N * (size_t)D * sizeof *ms + sizeof *ms);
+    double *up = mem_calloc((size_t)V * (size_t)D + 1, sizeof *up);
+    double *down = mem_calloc((size_t)V * (size_t)D + 1, sizeof *down);
+    unsigned char *outs = mem_calloc((size_t)V + 1, 1);
+    int *dev = mem_alloc((size_t)N * sizeof *dev + sizeof *dev);
+    if (!ms || !up || !down || !outs || !dev) {
+        st = err_set(s->e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int n = 0; n < N; n++)
+        for (int d = 0; d < D; d++) {
+            size_t k = (size_t)n * (size_t)D + (size_t)d;
+            int ok = s->sup[k] == TDM_REASON_OK && s->over[k] == TDM_REASON_OK;
+            if (s->pin[n] >= 0 && s->sup[(size_t)n * (size_t)D + (size_t)s->pin[n]] == TDM_REASON_OK &&
+                s->over[(size_t)n * (size_t)D + (size_t)s->pin[n]] == TDM_REASON_OK)
+                ok = ok && d == s->pin[n];
+            ms[k] = ok ? node_est(s, n, d, NULL) : -1;
+        }
+    /* a node every device refused by over-marks keeps cpu */
+    for (int n = 0; n < N; n++) {
+        int any = 0;
+        for (int d = 0; d < D; d++)
+            any |= ms[(size_t)n * (size_t)D + (size_t)d] >= 0;
+        if (!any)
+            ms[(size_t)n * (size_t)D + (size_t)s->cpu] = node_est(s, n, s->cpu, NULL) >= 0 ? node_est(s, n, s->cpu, NULL) : 0;
+    }
+    for (int v = 0; v < V; v++) {
+        if (!s->vknown[v])
+            continue;
+        for (int d = 0; d < D; d++) {
+            int m = 0;
+            if (d == s->cpu)
+                continue;
+            const dev_instance *di = &p->devs->items[d];
+            if (!di->dev.iface->copy_ms)
+                continue;
+            double a = di->dev.iface->copy_ms(di->dev.ctx, s->vbytes[v], 1, &m);
+            double b = di->dev.iface->copy_ms(di->dev.ctx, s->vbytes[v], 0, &m);
+            up[(size_t)v * (size_t)D + (size_t)d] = a >= 0 && isfinite(a) ? a : 0;
+            down[(size_t)v * (size_t)D + (size_t)d] = b >= 0 && isfinite(b) ? b : 0;
+        }
+    }
+    for (int k = 0; k < s->g->n_outputs; k++)
+        if (s->g->outputs[k] >= 0)
+            outs[s->g->outputs[k]] = 1;
+    plan_cost_problem pr;
+    memset(&pr, 0, sizeof pr);
+    pr.n_nodes = N;
+    pr.n_dev = D;
+    pr.node_ms = ms;
+    pr.n_values = V;
+    pr.prod = s->prod;
+    pr.rd_start = s->rd_start;
+    pr.rd = s->rd;
+    pr.is_output = outs;
+    pr.up_ms = up;
+    pr.down_ms = down;
+    if ((st = plan_cost_solve(s->e, &pr, dev, &p->auto_method, &p->auto_cut_ms)) != TDM_OK)
+        goto done;
+    p->auto_cost_ms = plan_cost_eval(&pr, dev);
+    p->auto_rounds++;
+    for (int n = 0; n < N; n++) {
+        int d = dev[n];
+        for (int e = 0; e < d; e++) {
+            size_t k = (size_t)n * (size_t)D + (size_t)e;
+            if (s->sup[k] != TDM_REASON_OK || s->over[k] != TDM_REASON_OK)
+                continue;
+            s->over[k] = TDM_REASON_COST;
+            s->overdet[k] = arena_fmt(s,
+                                      "granularity auto: estimated %.4f ms on %s against %.4f ms on %s; the "
+                                      "placement of least estimated time (%.4f ms with copies, %s) puts it on %s",
+                                      ms[(size_t)n * (size_t)D + (size_t)d], p->devs->items[d].name,
+                                      ms[k], p->devs->items[e].name, p->auto_cost_ms, p->auto_method,
+                                      p->devs->items[d].name);
+            if (!s->overdet[k]) {
+                st = err_set(s->e, TDM_E_NOMEM, "out of memory");
+                goto done;
+            }
+        }
+        if ((st = assign(s, n, d)) != TDM_OK)
+            goto done;
+    }
+done:
+    mem_free(ms);
+    mem_free(up);
+    mem_free(down);
+    mem_free(outs);
+    mem_free(dev);
     return st;
 }
 
@@ -1259,6 +1509,178 @@ static tdm_status resolve_fallback(tdm_err *e, tdm_plan *p)
     return TDM_OK;
 }
 
+/* auto: search, apply the memory rule, exclude what it moved, search
+ * again until it moves nothing (exclusions only grow, so this ends). */
+static tdm_status auto_with_memory(pstate *s)
+{
+    tdm_status st;
+    size_t nd = (size_t)s->N * (size_t)s->D;
+    for (int round = 0; round <= s->N * s->D + 1; round++) {
+        size_t before = 0, after = 0;
+        for (size_t k = 0; k < nd; k++)
+            before += s->over[k] == TDM_REASON_MEMORY;
+        if ((st = granularity_auto(s)) != TDM_OK || (st = memory_pass(s)) != TDM_OK)
+            return st;
+        for (size_t k = 0; k < nd; k++)
+            after += s->over[k] == TDM_REASON_MEMORY;
+        s->p->auto_memory_moves = (int)after;
+        if (after == before)
+            break;
+    }
+    return TDM_OK;
+}
+
+/* Granularity g from the initial placement, the memory rule included. */
+static tdm_status place(pstate *s, plan_granularity g)
+{
+    tdm_status st = TDM_OK;
+    if (g == PLAN_GRAN_AUTO)
+        return auto_with_memory(s);
+    if (g == PLAN_GRAN_GRAPH)
+        st = granularity_graph(s);
+    else if (g == PLAN_GRAN_SUBGRAPH)
+        st = granularity_subgraph(s);
+    if (st || (st = memory_pass(s)) != TDM_OK)
+        return st;
+    /* memory moves can leave islands behind: absorb them and check again
+     * (both passes only move nodes to later devices, so this ends) */
+    for (int round = 0; g == PLAN_GRAN_SUBGRAPH && round < s->D * 4; round++) {
+        int before = 0, after = 0;
+        for (int n = 0; n < s->N; n++)
+            before += s->p->nodes[n].device;
+        if ((st = granularity_subgraph(s)) != TDM_OK || (st = memory_pass(s)) != TDM_OK)
+            return st;
+        for (int n = 0; n < s->N; n++)
+            after += s->p->nodes[n].device;
+        if (after == before)
+            break;
+    }
+    return TDM_OK;
+}
+
+typedef struct place_snap {
+    tdm_reason *over;
+    const char **overdet;
+    int *pin, *dev;
+} place_snap;
+
+static int snap_alloc(pstate *s, place_snap *x)
+{
+    size_t nd = (size_t)s->N * (size_t)s->D;
+    x->over = arena_arr(s, nd, sizeof *x->over);
+    x->overdet = arena_arr(s, nd, sizeof *x->overdet);
+    x->pin = arena_arr(s, (size_t)s->N, sizeof *x->pin);
+    x->dev = arena_arr(s, (size_t)s->N, sizeof *x->dev);
+    return x->over && x->overdet && x->pin && x->dev ? 0 : -1;
+}
+
+static void snap_save(pstate *s, place_snap *x)
+{
+    size_t nd = (size_t)s->N * (size_t)s->D;
+    memcpy(x->over, s->over, nd * sizeof *x->over);
+    memcpy(x->overdet, s->overdet, nd * sizeof *x->overdet);
+    memcpy(x->pin, s->pin, (size_t)s->N * sizeof *x->pin);
+    for (int n = 0; n < s->N; n++)
+        x->dev[n] = s->p->nodes[n].device;
+}
+
+static tdm_status snap_restore(pstate *s, const place_snap *x)
+{
+    size_t nd = (size_t)s->N * (size_t)s->D;
+    tdm_status st;
+    memcpy(s->over, x->over, nd * sizeof *x->over);
+    memcpy(s->overdet, x->overdet, nd * sizeof *x->overdet);
+    memcpy(s->pin, x->pin, (size_t)s->N * sizeof *x->pin);
+    for (int n = 0; n < s->N; n++)
+        if ((st = assign(s, n, x->dev[n])) != TDM_OK)
+            return st;
+    return TDM_OK;
+}
+
+/* The cost (plan/auto.h) of the current placement with every supported
+ * device's estimate: the plan's est_total when estimates are complete. */
+static double placement_cost(pstate *s)
+{
+    int N = s->N, D = s->D, V = s->V;
+    double *ms = mem_alloc((size_t)N * (size_t)D * sizeof *ms + sizeof *ms);
+    double *up = mem_calloc((size_t)V * (size_t)D + 1, sizeof *up);
+    double *down = mem_calloc((size_t)V * (size_t)D + 1, sizeof *down);
+    unsigned char *outs = mem_calloc((size_t)V + 1, 1);
+    int *dev = mem_alloc((size_t)N * sizeof *dev + sizeof *dev);
+    double c = INFINITY;
+    if (!ms || !up || !down || !outs || !dev)
+        goto done;
+    for (int n = 0; n < N; n++) {
+        dev[n] = s->p->nodes[n].device;
+        for (int d = 0; d < D; d++) {
+            double v = node_est(s, n, d, NULL);
+            ms[(size_t)n * (size_t)D + (size_t)d] = v >= 0 ? v : (d == dev[n] ? 0 : -1);
+        }
+    }
+    for (int v = 0; v < V; v++)
+        for (int d = 0; d < D && s->vknown[v]; d++) {
+            int m = 0;
+            if (d == s->cpu) /* copy_est: cpu's copies are free */
+                continue;
+            up[(size_t)v * (size_t)D + (size_t)d] = copy_est(s, s->cpu, d, s->vbytes[v], &m);
+            down[(size_t)v * (size_t)D + (size_t)d] = copy_est(s, d, s->cpu, s->vbytes[v], &m);
+        }
+    for (int k = 0; k < s->g->n_outputs; k++)
+        if (s->g->outputs[k] >= 0)
+            outs[s->g->outputs[k]] = 1;
+    plan_cost_problem pr = {N, D, ms, V, s->prod, s->rd_start, s->rd, outs, up, down};
+    c = plan_cost_eval(&pr, dev);
+done:
+    mem_free(ms);
+    mem_free(up);
+    mem_free(down);
+    mem_free(outs);
+    mem_free(dev);
+    return c;
+}
+
+/* auto: the min-cut search with the memory rule; the memory rule makes the
+ * problem non-linear (exclusions depend on what else is resident), so the
+ * placements of op, subgraph and graph are evaluated with the same cost
+ * function and the cheapest wins (ties: the search's). */
+static tdm_status auto_best(pstate *s)
+{
+    tdm_plan *p = s->p;
+    place_snap base, best;
+    tdm_status st;
+    if (snap_alloc(s, &base) || snap_alloc(s, &best))
+        return err_set(s->e, TDM_E_NOMEM, "out of memory");
+    snap_save(s, &base);
+    if ((st = place(s, PLAN_GRAN_AUTO)) != TDM_OK)
+        return st;
+    double best_cost = placement_cost(s);
+    const char *method = p->auto_method;
+    p->auto_cost_ms = best_cost;
+    snap_save(s, &best);
+    static const plan_granularity others[] = {PLAN_GRAN_OP, PLAN_GRAN_SUBGRAPH, PLAN_GRAN_GRAPH};
+    int winner = -1;
+    for (int k = 0; k < 3; k++) {
+        if ((st = snap_restore(s, &base)) != TDM_OK || (st = place(s, others[k])) != TDM_OK)
+            return st;
+        double c = placement_cost(s);
+        if (c < best_cost - 1e-9 * (1 + best_cost)) {
+            best_cost = c;
+            winner = k;
+            snap_save(s, &best);
+        }
+    }
+    if ((st = snap_restore(s, &best)) != TDM_OK || (st = memory_pass(s)) != TDM_OK)
+        return st;
+    if (winner >= 0) {
+        p->auto_method = arena_fmt(s, "%s placement (cheaper than the %s search's %.4f ms once the memory rule applied)",
+                                   plan_granularity_str(others[winner]), method, p->auto_cost_ms);
+        if (!p->auto_method)
+            return err_set(s->e, TDM_E_NOMEM, "out of memory");
+    }
+    p->auto_cost_ms = best_cost;
+    return TDM_OK;
+}
+
 /* Every partition edge goes forward (the partition graph is a DAG). */
 static tdm_status check_acyclic(pstate *s)
 {
@@ -1330,30 +1752,12 @@ tdm_status plan_build(tdm_err *e, const tdm_model *model, const plan_options *op
     for (int n = 0; n < s.N; n++)
         if ((st = plan_desc_build(e, &p->arena, g, &g->nodes[n], &p->descs[n])) != TDM_OK)
             goto fail;
-    if ((st = build_structure(&s)) != TDM_OK || (st = ask_devices(&s)) != TDM_OK || (st = apply_pins(&s)) != TDM_OK ||
+    if ((st = build_structure(&s)) != TDM_OK || (st = ask_devices(&s)) != TDM_OK || (st = apply_precision(&s)) != TDM_OK ||
+        (st = apply_pins(&s)) != TDM_OK ||
         (st = initial_placement(&s)) != TDM_OK)
         goto fail;
-    if (p->opts.granularity == PLAN_GRAN_GRAPH)
-        st = granularity_graph(&s);
-    else if (p->opts.granularity == PLAN_GRAN_SUBGRAPH)
-        st = granularity_subgraph(&s);
-    if (st)
+    if ((st = p->opts.granularity == PLAN_GRAN_AUTO ? auto_best(&s) : place(&s, p->opts.granularity)) != TDM_OK)
         goto fail;
-    if ((st = memory_pass(&s)) != TDM_OK)
-        goto fail;
-    /* memory moves can leave islands behind: absorb them and check again
-     * (both passes only move nodes to later devices, so this ends) */
-    for (int round = 0; p->opts.granularity == PLAN_GRAN_SUBGRAPH && round < s.D * 4; round++) {
-        int before = 0, after = 0;
-        for (int n = 0; n < s.N; n++)
-            before += p->nodes[n].device;
-        if ((st = granularity_subgraph(&s)) != TDM_OK || (st = memory_pass(&s)) != TDM_OK)
-            goto fail;
-        for (int n = 0; n < s.N; n++)
-            after += p->nodes[n].device;
-        if (after == before)
-            break;
-    }
     if ((st = check_acyclic(&s)) != TDM_OK || (st = make_copies(&s)) != TDM_OK)
         goto fail;
     summarize(&s);
@@ -1375,6 +1779,7 @@ void plan_free(tdm_plan *p)
     plan_options_free(&p->opts);
     mem_free(p->copies);
     mem_free(p->violations);
+    mem_free(p->precision);
     plan_arena_free(&p->arena);
     mem_free(p);
 }

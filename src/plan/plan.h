@@ -9,6 +9,15 @@
  *               that accepts gets the node. reason = OK on the first device,
  *               else the reason of the first rejection. Plugins are never
  *               offered nodes with subgraphs or sequence/optional values.
+ *   precision   with a calibration file (plan/calib.h), a device refuses a
+ *               node whose calibrated error there is outside the thresholds
+ *               (cosine < min_cosine, default 0.99; max |diff| > max_abs
+ *               when set) with PRECISION and the figures, and the node where
+ *               error accumulated along a chain first crosses them; measured
+ *               times from the file replace the devices' estimates. A
+ *               refusal is like an unsupported op: pins cannot override it.
+ *   device_fault (the circuit breaker's cpu plan, run/adapt.h) every device
+ *               but cpu refuses every node with DEVICE_FAULT.
  *   pins        OP_OR_NODE=DEVICE (a node name beats an op type): the node
  *               goes to DEVICE with reason USER when DEVICE supports it;
  *               otherwise it is placed normally and DEVICE's refusal is
@@ -26,6 +35,16 @@
  *   graph       every node on the first device that supports all of them
  *               (cpu at worst); nodes an earlier device could run get
  *               GRANULARITY.
+ *   auto        the placement minimising the plan's estimated time (nodes
+ *               on their devices + copies, one per tensor per destination;
+ *               plan/auto.h: an exact minimum s-t cut for two devices, a
+ *               documented heuristic for more). Pins and precision pins are
+ *               fixed; a node the memory rule moves off a device (MEMORY)
+ *               is excluded from it and the search is repeated until the
+ *               memory rule moves nothing. A node kept off an earlier
+ *               device that supports it gets COST with both estimates.
+ *               Without estimates for every (node, able device), the
+ *               subgraph rules are used and the ledger says so.
  *   order       a topological order that stays on the current device while
  *               it can (Kahn's algorithm, ties broken by the graph's order);
  *               partitions are the maximal runs of one device in it, so the
@@ -64,7 +83,12 @@
 
 #define PLAN_ISLAND_NODES 4
 
-typedef enum plan_granularity { PLAN_GRAN_OP = 0, PLAN_GRAN_SUBGRAPH = 1, PLAN_GRAN_GRAPH = 2 } plan_granularity;
+typedef enum plan_granularity {
+    PLAN_GRAN_OP = 0,
+    PLAN_GRAN_SUBGRAPH = 1,
+    PLAN_GRAN_GRAPH = 2,
+    PLAN_GRAN_AUTO = 3 /* minimum estimated time (plan/auto.h) */
+} plan_granularity;
 typedef enum plan_fallback { PLAN_FB_ALLOW = 0, PLAN_FB_DENY = 1, PLAN_FB_DENY_COMPUTE = 2 } plan_fallback;
 
 const char *plan_granularity_str(plan_granularity g);
@@ -87,6 +111,13 @@ typedef struct plan_options {
     int64_t max_boundary_bytes; /* < 0: none */
     plan_pin *pins;
     size_t n_pins, cap_pins;
+    /* precision trigger (plan/calib.h) */
+    char *calibration;      /* calibration file, NULL: none */
+    double min_cosine;      /* default 0.99 */
+    double max_abs;         /* < 0: none (the default) */
+    /* circuit breaker (run/adapt.h): when set, every device but cpu
+     * refuses every node with DEVICE_FAULT and this sentence */
+    char *device_fault;
 } plan_options;
 
 void plan_options_init(plan_options *o);
@@ -175,7 +206,26 @@ struct tdm_plan {
     char *policy_error;     /* "" when within policy */
     plan_violation *violations;
     size_t n_violations;
+    /* granularity auto (ledger "auto") */
+    const char *auto_method;    /* "min-cut", "min-cut+local-search", "subgraph (…)"; NULL: not auto */
+    double auto_cut_ms;         /* the minimum cut's value in the last round */
+    double auto_cost_ms;        /* the cost function's value of the final placement */
+    int auto_rounds;            /* searches (1 + memory re-plans) */
+    int auto_memory_moves;      /* (node, device) exclusions by the memory rule */
+    /* precision trigger (ledger "precision") */
+    struct plan_precision *precision; /* findings */
+    size_t n_precision;
+    size_t calib_missing;       /* nodes the calibration file has no figures for */
+    size_t calib_measured;      /* (node, device) estimates replaced by measured times */
 };
+
+/* A node refused by a device for its calibrated error. */
+typedef struct plan_precision {
+    int node, device;
+    int chain;                  /* 1: accumulated error crossing here */
+    double cosine, max_abs, rmse; /* max_abs INFINITY: non-finite */
+    double alone_cosine;        /* chain: the node alone */
+} plan_precision;
 
 /* Plans model on the devices devs (ownership moves to the plan, also on
  * failure). Fails only when planning is impossible (a node no device can

@@ -1,0 +1,791 @@
+/* Calibration and calibration files (rules in calib.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "plan/calib.h"
+#include "core/mem.h"
+#include "core/tensor.h"
+#include "run/exec.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- signature */
+
+typedef struct sbuf {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_add(sbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void sb_add(sbuf *b, const char *fmt, ...)
+{
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (w < 0 || b->oom)
+        return;
+    size_t len = (size_t)w < sizeof tmp ? (size_t)w : sizeof tmp - 1;
+    if (mem_grow((void **)&b->s, &b->cap, b->n + len + 1, 1)) {
+        b->oom = 1;
+        return;
+    }
+    memcpy(b->s + b->n, tmp, len);
+    b->n += len;
+    b->s[b->n] = '\0';
+}
+
+static uint64_t fnv(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static const char *dt_name(tdm_dtype dt)
+{
+    switch (dt) {
+    case TDM_FLOAT:
+        return "f32";
+    case TDM_FLOAT16:
+        return "f16";
+    case TDM_BFLOAT16:
+        return "bf16";
+    case TDM_DOUBLE:
+        return "f64";
+    case TDM_INT64:
+        return "i64";
+    case TDM_INT32:
+        return "i32";
+    case TDM_INT8:
+        return "i8";
+    case TDM_UINT8:
+        return "u8";
+    case TDM_BOOL:
+        return "bool";
+    case TDM_UNDEFINED:
+        return "none";
+    default:
+        return "t";
+    }
+}
+
+static void sb_tensor(sbuf *b, const tdm_tensor_desc *t)
+{
+    sb_add(b, "%s", dt_name(t->dtype));
+    if (t->rank < 0) {
+        sb_add(b, "[?]");
+    } else {
+        sb_add(b, "[");
+        for (int d = 0; d < t->rank; d++)
+            sb_add(b, d ? ",%lld" : "%lld", (long long)t->dims[d]);
+        sb_add(b, "]");
+    }
+    if (t->data && t->rank >= 0 && t->dtype != TDM_STRING) {
+        size_t n = tdm_dtype_size(t->dtype), k;
+        int ok = n > 0;
+        for (int d = 0; ok && d < t->rank; d++)
+            ok = t->dims[d] >= 0 && !mem_mul(n, (size_t)t->dims[d], &n);
+        (void)k;
+        if (ok)
+            sb_add(b, "#%08llx", (unsigned long long)(fnv(14695981039346656037ULL, t->data, n) & 0xffffffffULL));
+    }
+}
+
+tdm_status plan_node_signature(tdm_err *e, const tdm_node_desc *d, char *key, size_t key_size, char **readable)
+{
+    sbuf b;
+    memset(&b, 0, sizeof b);
+    sb_add(&b, "%s%s%s@%lld(", d->domain && d->domain[0] ? d->domain : "", d->domain && d->domain[0] ? "." : "",
+           d->op_type, (long long)d->opset);
+    for (int a = 0; a < d->n_attrs; a++) {
+        const tdm_attr_desc *at = &d->attrs[a];
+        sb_add(&b, "%s%s=", a ? " " : "", at->name);
+        switch (at->type) {
+        case TDM_ATTR_FLOAT:
+            sb_add(&b, "%.9g", (double)at->f);
+            break;
+        case TDM_ATTR_INT:
+            sb_add(&b, "%lld", (long long)at->i);
+            break;
+        case TDM_ATTR_STRING:
+            sb_add(&b, "'%.64s'", at->s ? at->s : "");
+            break;
+        case TDM_ATTR_INTS:
+            for (size_t k = 0; k < at->n; k++)
+                sb_add(&b, k ? ",%lld" : "%lld", (long long)at->ints[k]);
+            break;
+        case TDM_ATTR_FLOATS:
+            for (size_t k = 0; k < at->n; k++)
+                sb_add(&b, k ? ",%.9g" : "%.9g", (double)at->floats[k]);
+            break;
+        case TDM_ATTR_STRINGS:
+            for (size_t k = 0; k < at->n; k++)
+                sb_add(&b, k ? ",'%.32s'" : "'%.32s'", at->strings[k] ? at->strings[k] : "");
+            break;
+        case TDM_ATTR_TENSOR:
+            if (at->t)
+                sb_tensor(&b, at->t);
+            break;
+        default:
+            sb_add(&b, "<%d>", (int)at->type);
+            break;
+        }
+    }
+    sb_add(&b, ")");
+    for (int i = 0; i < d->n_inputs; i++) {
+        sb_add(&b, " ");
+        sb_tensor(&b, &d->inputs[i]);
+    }
+    sb_add(&b, " ->");
+    for (int i = 0; i < d->n_outputs; i++)
+        sb_add(&b, " %s", dt_name(d->outputs[i].dtype));
+    if (b.oom) {
+        mem_free(b.s);
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    }
+    uint64_t h = fnv(14695981039346656037ULL, b.s, b.n);
+    snprintf(key, key_size, "%.64s:%016llx", d->op_type, (unsigned long long)h);
+    if (readable)
+        *readable = b.s;
+    else
+        mem_free(b.s);
+    return TDM_OK;
+}
+
+/* ------------------------------------------------------------- metrics */
+
+typedef struct metrics {
+    int valid;
+    double max_abs, rmse, cosine;
+    int nonfinite;
+} metrics;
+
+static void compare(const tdm_tensor *ref, const tdm_tensor *got, metrics *m)
+{
+    memset(m, 0, sizeof *m);
+    if (!ref || !got || ref->kind != TDM_KIND_TENSOR || got->kind != TDM_KIND_TENSOR || ref->dtype == TDM_STRING)
+        return;
+    m->valid = 1;
+    if (ref->count != got->count || !shape_equal(ref->rank, ref->dims, got->rank, got->dims)) {
+        m->cosine = 0;
+        m->max_abs = INFINITY;
+        m->rmse = INFINITY;
+        return;
+    }
+    double dot = 0, na = 0, nb = 0, se = 0, mx = 0;
+    int nonfin = 0;
+    for (size_t i = 0; i < ref->count; i++) {
+        double a = tensor_get_f64(ref, i), b = tensor_get_f64(got, i);
+        if (!isfinite(b) && isfinite(a)) {
+            nonfin = 1;
+            continue;
+        }
+        if (!isfinite(a))
+            continue;
+        double d = fabs(a - b);
+        if (d > mx)
+            mx = d;
+        se += d * d;
+        dot += a * b;
+        na += a * a;
+        nb += b * b;
+    }
+    m->nonfinite = nonfin;
+    m->max_abs = nonfin ? INFINITY : mx;
+    m->rmse = ref->count ? sqrt(se / (double)ref->count) : 0;
+    if (nonfin)
+        m->cosine = 0;
+    else if (na > 0 && nb > 0)
+        m->cosine = dot / sqrt(na * nb);
+    else
+        m->cosine = na == nb ? 1 : 0;
+}
+
+/* worst of several outputs */
+static void merge_metrics(metrics *acc, const metrics *m)
+{
+    if (!m->valid)
+        return;
+    if (!acc->valid) {
+        *acc = *m;
+        return;
+    }
+    if (m->max_abs > acc->max_abs)
+        acc->max_abs = m->max_abs;
+    if (m->rmse > acc->rmse)
+        acc->rmse = m->rmse;
+    if (m->cosine < acc->cosine)
+        acc->cosine = m->cosine;
+    acc->nonfinite |= m->nonfinite;
+}
+
+/* ------------------------------------------------------------- running */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct calrun {
+    tdm_err *e;
+    const tdm_plan *p;
+    const gr_graph *g;
+    int threads;
+    uint64_t rng;
+} calrun;
+
+/* Runs node n on device d with inputs from vals; out[] receives new
+ * tensors (n_outputs). */
+static tdm_status run_node(calrun *c, int n, int d, tdm_tensor **vals, unsigned char *owned, tdm_tensor **out)
+{
+    const gr_node *node = &c->g->nodes[n];
+    const dev_instance *di = &c->p->devs->items[d];
+    const tdm_tensor **in = mem_calloc((size_t)node->n_inputs + 1, sizeof *in);
+    tdm_status st = TDM_OK;
+    if (!in)
+        return err_set(c->e, TDM_E_NOMEM, "out of memory");
+    for (int i = 0; i < node->n_inputs; i++)
+        in[i] = node->inputs[i] >= 0 ? vals[node->inputs[i]] : NULL;
+    for (int o = 0; o < node->n_outputs; o++)
+        out[o] = NULL;
+    for (int o = 0; o < node->n_outputs; o++)
+        if (!(out[o] = mem_calloc(1, sizeof **out))) {
+            st = err_set(c->e, TDM_E_NOMEM, "out of memory");
+            goto fail;
+        }
+    exec_scope scope = {c->g, vals, owned, NULL, c->e, c->threads, &c->rng};
+    op_ctx ctx = {node, node->version, node->n_inputs, in, node->n_outputs, out, c->e, &scope, c->threads, &c->rng};
+    if ((st = di->ext->run_host(di->dev.ctx, &ctx)) != TDM_OK) {
+        char label[256];
+        err_prefix(c->e, "calibrating node %s on %s: ", gr_node_label(node, label, sizeof label), di->name);
+        goto fail;
+    }
+    mem_free((void *)in);
+    return TDM_OK;
+fail:
+    for (int o = 0; o < node->n_outputs; o++) {
+        tdm_tensor_destroy(out[o]);
+        out[o] = NULL;
+    }
+    mem_free((void *)in);
+    return st;
+}
+
+static void free_outs(tdm_tensor **out, int n)
+{
+    for (int o = 0; o < n; o++) {
+        tdm_tensor_destroy(out[o]);
+        out[o] = NULL;
+    }
+}
+
+static void put_outs(const gr_node *node, tdm_tensor **vals, unsigned char *owned, tdm_tensor **out)
+{
+    for (int o = 0; o < node->n_outputs; o++) {
+        int v = node->outputs[o];
+        if (v < 0 || !out[o]) {
+            tdm_tensor_destroy(out[o]);
+            out[o] = NULL;
+            continue;
+        }
+        if (owned[v])
+            tdm_tensor_destroy(vals[v]);
+        vals[v] = out[o];
+        owned[v] = 1;
+        out[o] = NULL;
+    }
+}
+
+static cJSON *metrics_json(const metrics *m)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return NULL;
+    if (isfinite(m->max_abs))
+        cJSON_AddNumberToObject(o, "max_abs", m->max_abs);
+    else
+        cJSON_AddNullToObject(o, "max_abs");
+    if (isfinite(m->rmse))
+        cJSON_AddNumberToObject(o, "rmse", m->rmse);
+    else
+        cJSON_AddNullToObject(o, "rmse");
+    cJSON_AddNumberToObject(o, "cosine", m->cosine);
+    if (m->nonfinite)
+        cJSON_AddBoolToObject(o, "nonfinite", 1);
+    return o;
+}
+
+static double jnum(const cJSON *o, const char *name, double dflt)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (cJSON_IsNumber(x))
+        return x->valuedouble;
+    if (cJSON_IsNull(x))
+        return INFINITY;
+    return dflt;
+}
+
+/* Merges figures into an existing entry for the same key (worst kept). */
+static void merge_entry(cJSON *dst, const char *what, const metrics *m)
+{
+    cJSON *old = cJSON_GetObjectItemCaseSensitive(dst, what);
+    if (!old) {
+        cJSON_AddItemToObject(dst, what, metrics_json(m));
+        return;
+    }
+    metrics cur = {1, jnum(old, "max_abs", 0), jnum(old, "rmse", 0), jnum(old, "cosine", 1),
+                   cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(old, "nonfinite"))};
+    merge_metrics(&cur, m);
+    cJSON_ReplaceItemInObjectCaseSensitive(dst, what, metrics_json(&cur));
+}
+
+static void copy_figures(const tdm_plan *p, int d, int repeat, cJSON *dev)
+{
+    const dev_instance *di = &p->devs->items[d];
+    cJSON *cp = cJSON_AddObjectToObject(dev, "copy");
+    if (!cp)
+        return;
+    if (di->ext) {
+        /* built-in: vnpu's copies are modeled */
+        if (di->dev.iface->copy_ms) {
+            int m0 = 0, m1 = 0;
+            double a = di->dev.iface->copy_ms(di->dev.ctx, 0, 1, &m0), b = di->dev.iface->copy_ms(di->dev.ctx, 1 << 20, 1, &m1);
+            double c = di->dev.iface->copy_ms(di->dev.ctx, 0, 0, &m0), dd = di->dev.iface->copy_ms(di->dev.ctx, 1 << 20, 0, &m1);
+            cJSON_AddNumberToObject(cp, "to_device_per_copy_ms", a);
+            cJSON_AddNumberToObject(cp, "to_device_per_byte_ms", (b - a) / (double)(1 << 20));
+            cJSON_AddNumberToObject(cp, "to_host_per_copy_ms", c);
+            cJSON_AddNumberToObject(cp, "to_host_per_byte_ms", (dd - c) / (double)(1 << 20));
+            cJSON_AddBoolToObject(cp, "modeled", m0 || m1);
+        }
+        return;
+    }
+    /* through the public ABI: measured */
+    size_t small = 4096, big = 4u << 20;
+    void *buf = NULL;
+    unsigned char *host = mem_calloc(big, 1);
+    if (!host || !di->dev.iface->buffer_alloc || di->dev.iface->buffer_alloc(di->dev.ctx, big, &buf) != TDM_OK) {
+        mem_free(host);
+        cJSON_AddStringToObject(cp, "error", "could not allocate a 4 MiB device buffer");
+        return;
+    }
+    double t[2][2];
+    double *s = mem_calloc((size_t)repeat + 1, sizeof *s);
+    for (int dir = 0; dir < 2 && s; dir++)
+        for (int k = 0; k < 2; k++) {
+            size_t bytes = k ? big : small;
+            for (int r = 0; r < repeat; r++) {
+                double t0 = now_ms();
+                if (dir == 0)
+                    di->dev.iface->copy_to_device(di->dev.ctx, buf, host, bytes);
+                else
+                    di->dev.iface->copy_to_host(di->dev.ctx, host, buf, bytes);
+                s[r] = now_ms() - t0;
+            }
+            qsort(s, (size_t)repeat, sizeof *s, cmp_double);
+            t[dir][k] = s[repeat / 2];
+        }
+    if (s) {
+        double slope0 = (t[0][1] - t[0][0]) / (double)(big - small), slope1 = (t[1][1] - t[1][0]) / (double)(big - small);
+        cJSON_AddNumberToObject(cp, "to_device_per_copy_ms", t[0][0] - slope0 * (double)small);
+        cJSON_AddNumberToObject(cp, "to_device_per_byte_ms", slope0);
+        cJSON_AddNumberToObject(cp, "to_host_per_copy_ms", t[1][0] - slope1 * (double)small);
+        cJSON_AddNumberToObject(cp, "to_host_per_byte_ms", slope1);
+        cJSON_AddBoolToObject(cp, "modeled", 0);
+    }
+    mem_free(s);
+    di->dev.iface->buffer_free(di->dev.ctx, buf);
+    mem_free(host);
+}
+
+static void machine_json(cJSON *root)
+{
+    cJSON *m = cJSON_AddObjectToObject(root, "machine");
+    char host[256] = "";
+    struct utsname u;
+    if (!m)
+        return;
+    if (gethostname(host, sizeof host - 1) == 0)
+        cJSON_AddStringToObject(m, "hostname", host);
+    if (uname(&u) == 0) {
+        char os[600];
+        snprintf(os, sizeof os, "%s %s %s", u.sysname, u.release, u.machine);
+        cJSON_AddStringToObject(m, "os", os);
+    }
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "model name", 10) == 0) {
+                char *c = strchr(line, ':');
+                if (c) {
+                    c++;
+                    while (*c == ' ')
+                        c++;
+                    c[strcspn(c, "\n")] = '\0';
+                    cJSON_AddStringToObject(m, "cpu", c);
+                }
+                break;
+            }
+        }
+        fclose(f);
+    }
+    cJSON_AddNumberToObject(m, "cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int repeat, int threads,
+                          calib_progress_fn fn, void *user, char **json)
+{
+    const gr_graph *g = p->g;
+    int N = g->n_nodes, V = g->n_values, D = (int)p->devs->n, cpu = D - 1;
+    tdm_status st = TDM_OK;
+    calrun c = {e, p, g, threads, 0x9e3779b97f4a7c15ull};
+    *json = NULL;
+    if (repeat < 1)
+        repeat = 1;
+    /* value storage: reference, and one chain per device */
+    tdm_tensor ***vals = mem_calloc((size_t)D, sizeof *vals);
+    unsigned char **owned = mem_calloc((size_t)D, sizeof *owned);
+    int *last = mem_alloc((size_t)V * sizeof *last + sizeof *last);
+    int *mx_out = NULL;
+    double *times = mem_calloc((size_t)repeat + 1, sizeof *times);
+    tdm_tensor **out = NULL, **out2 = NULL;
+    cJSON *root = cJSON_CreateObject(), *nodes = NULL, *devs = NULL;
+    int max_out = 1;
+    for (int n = 0; n < N; n++)
+        if (g->nodes[n].n_outputs > max_out)
+            max_out = g->nodes[n].n_outputs;
+    out = mem_calloc((size_t)max_out, sizeof *out);
+    out2 = mem_calloc((size_t)max_out, sizeof *out2);
+    (void)mx_out;
+    if (!vals || !owned || !last || !times || !root || !out || !out2)
+        goto nomem;
+    for (int d = 0; d < D; d++) {
+        vals[d] = mem_calloc((size_t)V + 1, sizeof **vals);
+        owned[d] = mem_calloc((size_t)V + 1, 1);
+        if (!vals[d] || !owned[d])
+            goto nomem;
+    }
+    for (int v = 0; v < V; v++) {
+        last[v] = -1;
+        for (int d = 0; d < D; d++)
+            vals[d][v] = g->values[v].init;
+    }
+    for (int k = 0; k < g->n_inputs; k++)
+        if (in[k])
+            for (int d = 0; d < D; d++)
+                vals[d][g->inputs[k]] = (tdm_tensor *)in[k];
+    for (int pos = 0; pos < N; pos++) {
+        int n = g->order ? g->order[pos] : pos;
+        const gr_node *node = &g->nodes[n];
+        for (int i = 0; i < node->n_inputs; i++)
+            if (node->inputs[i] >= 0)
+                last[node->inputs[i]] = pos;
+        int *imp = NULL, ni = plan_implicit_inputs(g, node, &imp);
+        if (ni < 0)
+            goto nomem;
+        for (int i = 0; i < ni; i++)
+            last[imp[i]] = pos;
+        mem_free(imp);
+    }
+    for (int k = 0; k < g->n_outputs; k++)
+        if (g->outputs[k] >= 0)
+            last[g->outputs[k]] = N;
+    /* header */
+    if (!cJSON_AddNumberToObject(root, "tandem_calibration", 1))
+        goto nomem;
+    {
+        const char *path = p->model->path ? p->model->path : "";
+        const char *base = strrchr(path, '/');
+        cJSON_AddStringToObject(root, "model", base ? base + 1 : path);
+    }
+    machine_json(root);
+    cJSON_AddNumberToObject(root, "repeat", repeat);
+    if (!(devs = cJSON_AddArrayToObject(root, "devices")))
+        goto nomem;
+    for (int d = 0; d < D; d++) {
+        const dev_instance *di = &p->devs->items[d];
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddItemToArray(devs, o))
+            goto nomem;
+        cJSON_AddStringToObject(o, "name", di->name);
+        cJSON_AddStringToObject(o, "kind", dev_kind_str(di->kind));
+        if (di->ext)
+            cJSON_AddStringToObject(o, "precision", dt_name(di->ext->precision));
+        if (d != cpu)
+            copy_figures(p, d, repeat, o);
+    }
+    {
+        cJSON *ins = cJSON_AddArrayToObject(root, "inputs");
+        for (int k = 0; ins && k < g->n_inputs; k++) {
+            const tdm_tensor *t = in[k];
+            cJSON *o = cJSON_CreateObject(), *sh;
+            if (!o || !cJSON_AddItemToArray(ins, o))
+                goto nomem;
+            cJSON_AddStringToObject(o, "name", g->values[g->inputs[k]].name);
+            if (t && t->kind == TDM_KIND_TENSOR && (sh = cJSON_AddArrayToObject(o, "shape")) != NULL)
+                for (int r = 0; r < t->rank; r++)
+                    cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->dims[r]));
+        }
+    }
+    if (!(nodes = cJSON_AddObjectToObject(root, "nodes")))
+        goto nomem;
+    for (int pos = 0; pos < N; pos++) {
+        int n = g->order ? g->order[pos] : pos;
+        const gr_node *node = &g->nodes[n];
+        char key[128];
+        char *readable = NULL;
+        if (fn)
+            fn(user, (size_t)pos, (size_t)N, node->name);
+        if ((st = plan_node_signature(e, &p->descs[n], key, sizeof key, &readable)) != TDM_OK)
+            goto done;
+        cJSON *entry = cJSON_GetObjectItemCaseSensitive(nodes, key), *names, *dv;
+        if (!entry) {
+            entry = cJSON_AddObjectToObject(nodes, key);
+            if (!entry) {
+                mem_free(readable);
+                goto nomem;
+            }
+            cJSON_AddStringToObject(entry, "op", node->op_type);
+            cJSON_AddStringToObject(entry, "signature", readable);
+            cJSON_AddArrayToObject(entry, "names");
+            cJSON_AddObjectToObject(entry, "devices");
+        }
+        mem_free(readable);
+        names = cJSON_GetObjectItemCaseSensitive(entry, "names");
+        dv = cJSON_GetObjectItemCaseSensitive(entry, "devices");
+        if (!names || !dv)
+            goto nomem;
+        cJSON_AddItemToArray(names, cJSON_CreateString(node->name));
+        /* reference on cpu, timed */
+        for (int r = 0; r < repeat; r++) {
+            double t0 = now_ms();
+            if ((st = run_node(&c, n, cpu, vals[cpu], owned[cpu], out)) != TDM_OK)
+                goto done;
+            times[r] = now_ms() - t0;
+            if (r + 1 < repeat)
+                free_outs(out, node->n_outputs);
+        }
+        qsort(times, (size_t)repeat, sizeof *times, cmp_double);
+        {
+            cJSON *o = cJSON_GetObjectItemCaseSensitive(dv, "cpu");
+            if (!o && (o = cJSON_AddObjectToObject(dv, p->devs->items[cpu].name)) != NULL) {
+                cJSON_AddBoolToObject(o, "supported", 1);
+                cJSON_AddNumberToObject(o, "ms", times[repeat / 2]);
+                cJSON_AddBoolToObject(o, "modeled", 0);
+            }
+        }
+        /* every other device: its time, the node alone, the chain */
+        for (int d = 0; d < cpu; d++) {
+            const dev_instance *di = &p->devs->items[d];
+            tdm_verdict vd;
+            memset(&vd, 0, sizeof vd);
+            int ok = di->dev.iface->supports(di->dev.ctx, &p->descs[n], &vd) == TDM_REASON_OK;
+            cJSON *o = cJSON_GetObjectItemCaseSensitive(dv, di->name);
+            int fresh = !o;
+            if (!o && !(o = cJSON_AddObjectToObject(dv, di->name)))
+                goto nomem;
+            if (fresh)
+                cJSON_AddBoolToObject(o, "supported", ok);
+            metrics alone, chain, m;
+            memset(&alone, 0, sizeof alone);
+            memset(&chain, 0, sizeof chain);
+            if (ok && fresh) {
+                int mod = 0;
+                double est = di->dev.iface->estimate_ms ? di->dev.iface->estimate_ms(di->dev.ctx, &p->descs[n], &mod) : -1;
+                if (di->ext && di->kind != DEV_KIND_VNPU) {
+                    for (int r = 0; r < repeat; r++) {
+                        double t0 = now_ms();
+                        if ((st = run_node(&c, n, d, vals[cpu], owned[cpu], out2)) != TDM_OK)
+                            goto done;
+                        times[r] = now_ms() - t0;
+                        free_outs(out2, node->n_outputs);
+                    }
+                    qsort(times, (size_t)repeat, sizeof *times, cmp_double);
+                    cJSON_AddNumberToObject(o, "ms", times[repeat / 2]);
+                    cJSON_AddBoolToObject(o, "modeled", 0);
+                } else if (est >= 0 && isfinite(est)) {
+                    cJSON_AddNumberToObject(o, "ms", est);
+                    cJSON_AddBoolToObject(o, "modeled", mod != 0);
+                }
+            }
+            if (ok && di->ext) {
+                if ((st = run_node(&c, n, d, vals[cpu], owned[cpu], out2)) != TDM_OK)
+                    goto done;
+                for (int k = 0; k < node->n_outputs; k++) {
+                    compare(out[k], out2[k], &m);
+                    merge_metrics(&alone, &m);
+                }
+                free_outs(out2, node->n_outputs);
+                merge_entry(o, "error", &alone);
+            }
+            /* chain: on the device when it can, else cpu, from the chain's values */
+            int cd = ok && di->ext ? d : cpu;
+            if ((st = run_node(&c, n, cd, vals[d], owned[d], out2)) != TDM_OK)
+                goto done;
+            for (int k = 0; k < node->n_outputs; k++) {
+                compare(out[k], out2[k], &m);
+                merge_metrics(&chain, &m);
+            }
+            put_outs(node, vals[d], owned[d], out2);
+            if (chain.valid)
+                merge_entry(o, "chain", &chain);
+        }
+        put_outs(node, vals[cpu], owned[cpu], out);
+        /* release values after their last use */
+        for (int v = 0; v < V; v++)
+            if (last[v] == pos)
+                for (int d = 0; d < D; d++)
+                    if (owned[d][v]) {
+                        tdm_tensor_destroy(vals[d][v]);
+                        vals[d][v] = NULL;
+                        owned[d][v] = 0;
+                    }
+    }
+    if (fn)
+        fn(user, (size_t)N, (size_t)N, "");
+    {
+        char *text = cJSON_Print(root);
+        if (!text)
+            goto nomem;
+        *json = mem_strdup(text);
+        cJSON_free(text);
+        if (!*json)
+            goto nomem;
+    }
+    goto done;
+nomem:
+    st = err_set(e, TDM_E_NOMEM, "out of memory");
+done:
+    if (out)
+        free_outs(out, max_out);
+    if (out2)
+        free_outs(out2, max_out);
+    for (int d = 0; vals && owned && d < D; d++) {
+        for (int v = 0; vals[d] && owned[d] && v < V; v++)
+            if (owned[d][v])
+                tdm_tensor_destroy(vals[d][v]);
+        if (vals[d])
+            mem_free(vals[d]);
+        if (owned[d])
+            mem_free(owned[d]);
+    }
+    mem_free(vals);
+    mem_free(owned);
+    mem_free(last);
+    mem_free(times);
+    mem_free(out);
+    mem_free(out2);
+    cJSON_Delete(root);
+    return st;
+}
+
+/* ------------------------------------------------------------- files */
+
+struct calib_data {
+    cJSON *root;
+    cJSON *nodes;
+};
+
+tdm_status calib_load(tdm_err *e, const char *path, calib_data **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return err_set(e, TDM_E_IO, "cannot open the calibration file %s", path);
+    char *text = NULL;
+    size_t n = 0, cap = 0;
+    char buf[65536];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (mem_grow((void **)&text, &cap, n + got + 1, 1)) {
+            fclose(f);
+            mem_free(text);
+            return err_set(e, TDM_E_NOMEM, "out of memory");
+        }
+        memcpy(text + n, buf, got);
+        n += got;
+    }
+    fclose(f);
+    if (!text)
+        return err_set(e, TDM_E_INPUT, "the calibration file %s is empty", path);
+    text[n] = '\0';
+    cJSON *root = cJSON_ParseWithLength(text, n);
+    mem_free(text);
+    cJSON *nodes = root ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL;
+    if (!root || !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(root, "tandem_calibration")) || !cJSON_IsObject(nodes)) {
+        cJSON_Delete(root);
+        return err_set(e, TDM_E_INPUT, "%s is not a tandem calibration file (JSON with tandem_calibration and nodes)", path);
+    }
+    calib_data *c = mem_calloc(1, sizeof *c);
+    if (!c) {
+        cJSON_Delete(root);
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    }
+    c->root = root;
+    c->nodes = nodes;
+    *out = c;
+    return TDM_OK;
+}
+
+int calib_find(const calib_data *c, const char *key, const char *device, calib_figs *out)
+{
+    memset(out, 0, sizeof *out);
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(c->nodes, key);
+    const cJSON *dv = n ? cJSON_GetObjectItemCaseSensitive(n, "devices") : NULL;
+    const cJSON *o = dv ? cJSON_GetObjectItemCaseSensitive(dv, device) : NULL;
+    if (!o)
+        return 0;
+    const cJSON *er = cJSON_GetObjectItemCaseSensitive(o, "error"), *ch = cJSON_GetObjectItemCaseSensitive(o, "chain");
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "ms");
+    if (cJSON_IsObject(er)) {
+        out->has_error = 1;
+        out->cosine = jnum(er, "cosine", 1);
+        out->max_abs = jnum(er, "max_abs", 0);
+        out->rmse = jnum(er, "rmse", 0);
+    }
+    if (cJSON_IsObject(ch)) {
+        out->has_chain = 1;
+        out->chain_cosine = jnum(ch, "cosine", 1);
+        out->chain_max_abs = jnum(ch, "max_abs", 0);
+        out->chain_rmse = jnum(ch, "rmse", 0);
+    }
+    if (cJSON_IsNumber(ms)) {
+        out->has_ms = 1;
+        out->ms = ms->valuedouble;
+        out->measured = !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "modeled"));
+    }
+    return 1;
+}
+
+void calib_free(calib_data *c)
+{
+    if (!c)
+        return;
+    cJSON_Delete(c->root);
+    mem_free(c);
+}

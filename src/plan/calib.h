@@ -1,0 +1,74 @@
+/* Calibration (`tandem calibrate`, tdm_calibrate) and the precision trigger
+ * (--calibration FILE).
+ *
+ * Calibration runs the model once in the graph's order on cpu in fp32 (the
+ * reference), keeping each value until its last reader, and for every node:
+ *   time      cpu (and any device with a host path that is not modeled):
+ *             the median of `repeat` runs of the node on the reference
+ *             inputs; vnpu: its modeled estimate_ms; plugins: their
+ *             estimate_ms when they give one.
+ *   error     on every non-cpu device with a host path that supports the
+ *             node: the node run alone on the reference inputs, its outputs
+ *             against the reference outputs — max |diff|, RMSE, cosine;
+ *             non-finite device values where the reference is finite give
+ *             cosine 0 and max_abs null ("nonfinite": true).
+ *   chain     the same figures for the value the device computes when every
+ *             node it supports runs on it, fed by its own earlier outputs
+ *             (nodes it does not support run on cpu): the error that builds
+ *             up along the chain.
+ * and for every non-cpu device, the copy cost: per copy and per byte
+ * (vnpu: modeled from copy_ms; plugins: measured with 4 KiB and 4 MiB
+ * copies through buffer_alloc/copy_to_device/copy_to_host).
+ *
+ * The file (JSON): {"tandem_calibration": 1, "model", "machine": {hostname,
+ * os, cpu, cores}, "devices": [{name, kind, precision, copy: {per_copy_ms,
+ * per_byte_ms, modeled}}], "inputs": [{name, shape}], "repeat",
+ * "nodes": {KEY: {"op", "signature", "names": [...], "devices": {DEVICE:
+ * {"supported", "ms", "modeled", "error": {max_abs, rmse, cosine},
+ * "chain": {...}}}}}}. KEY is the node signature: op type, domain, opset,
+ * attributes, input dtypes and shapes and a hash of constant inputs (the
+ * weights), hashed (FNV-1a 64) as "OP:16hex" — it does not contain node
+ * names, so it survives renaming. Nodes with equal keys are merged keeping
+ * the worst figures.
+ *
+ * Precision trigger (plan.c, apply_precision): with a calibration file, a
+ * node whose figures on device D are outside the thresholds (cosine below
+ * min_cosine, default 0.99; max_abs above max_abs when set) is refused by D
+ * with reason PRECISION and the figures. A node within bounds alone whose
+ * chain figures cross the threshold while those of every producer on the
+ * chain are within is the point where accumulated error crosses it: it is
+ * refused too (PRECISION, "accumulated error"), and listed in the ledger's
+ * "precision" section. Nodes missing from the file are left alone and
+ * counted. */
+#ifndef TDM_PLAN_CALIB_H
+#define TDM_PLAN_CALIB_H
+
+#include "plan/plan.h"
+
+/* The node signature: *key "OP:16hex" (key_size >= 96) and, when readable
+ * is not NULL, the readable signature text (mem_alloc'ed). */
+tdm_status plan_node_signature(tdm_err *e, const tdm_node_desc *d, char *key, size_t key_size, char **readable);
+
+typedef void (*calib_progress_fn)(void *user, size_t done, size_t total, const char *what);
+
+/* Calibrates plan's graph on plan's devices (rules above). in[] has one
+ * entry per graph input (NULL: its initializer). repeat >= 1. *json is
+ * mem_alloc'ed. */
+tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int repeat, int threads,
+                          calib_progress_fn fn, void *user, char **json);
+
+/* Figures of one (node signature, device) from a file. */
+typedef struct calib_figs {
+    int has_error, has_chain, has_ms, measured;
+    double cosine, max_abs, rmse;       /* max_abs INFINITY: non-finite */
+    double chain_cosine, chain_max_abs, chain_rmse;
+    double ms;
+} calib_figs;
+
+typedef struct calib_data calib_data;
+tdm_status calib_load(tdm_err *e, const char *path, calib_data **out);
+/* 1 and *out filled when the file has figures for key on device. */
+int calib_find(const calib_data *c, const char *key, const char *device, calib_figs *out);
+void calib_free(calib_data *c);
+
+#endif
