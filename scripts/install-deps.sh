@@ -6,7 +6,7 @@ set -eu
 PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config \
 libprotobuf-c-dev protobuf-c-compiler libcjson-dev libopenblas-dev \
 python3-onnx python3-numpy python3-protobuf python3-torch python3-torchvision \
-nodejs npm ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo"
+nodejs npm ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo graphviz chromium"
 
 missing=""
 for p in $PKGS; do

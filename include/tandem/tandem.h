@@ -468,6 +468,22 @@ size_t tdm_plan_node_output_count(const tdm_plan *plan, size_t i);
 const char *tdm_plan_node_input(const tdm_plan *plan, size_t i, size_t k);
 const char *tdm_plan_node_output(const tdm_plan *plan, size_t i, size_t k);
 
+/* Minimal reproductions. Whether input k of node i is a constant of the
+ * model (an initializer or folded value: kept inside the reproduction). */
+int tdm_plan_node_input_is_constant(const tdm_plan *plan, size_t i, size_t k);
+/* Node i of plan as a one-node ONNX model (a serialized ModelProto): the
+ * node with its attributes, its constant inputs as initializers, its other
+ * inputs as graph inputs typed and shaped as inputs[k] (NULL entries or a
+ * NULL array: the static type), its outputs with their static types, and
+ * the opset of its domain. Nodes with subgraph, sparse or type attributes
+ * are refused (TDM_E_UNSUPPORTED). *bytes is freed with tdm_free(); on
+ * failure one sentence goes to why (may be NULL). */
+tdm_status tdm_plan_extract_node(const tdm_plan *plan, size_t i, const tdm_tensor *const *inputs, void **bytes,
+                                 size_t *size, char *why, size_t why_size);
+/* A tensor as a serialized ONNX TensorProto named name (raw_data, or
+ * string_data for strings; 4-bit types are refused). Freed with tdm_free(). */
+tdm_status tdm_tensor_to_proto(const tdm_tensor *t, const char *name, void **bytes, size_t *size);
+
 /* The counters in Prometheus text exposition format (version 0.0.4),
  * metric names prefixed "tandem_"; *text is freed with tdm_free(). */
 tdm_status tdm_metrics_prometheus(const tdm_metrics *metrics, char **text);
@@ -496,6 +512,18 @@ tdm_status tdm_session_options_set_calibration(tdm_session_options *opts, const 
 /* min_cosine (default 0.99; 0..1) and max_abs (< 0: no limit, the
  * default). */
 tdm_status tdm_session_options_set_precision(tdm_session_options *opts, double min_cosine, double max_abs);
+
+/* The circuit breaker of a long-lived session (off by default: faults 0).
+ * A run that hits a device fault (TDM_E_DEVICE) is re-executed at once on
+ * a plan with every node on cpu (reason DEVICE_FAULT) and returns its
+ * outputs; `faults` such faults within window_ms send every run to that
+ * plan; after cooldown_ms one run probes the devices again (half-open):
+ * success closes the breaker, a fault re-opens it. */
+tdm_status tdm_session_options_set_breaker(tdm_session_options *opts, int faults, double window_ms,
+                                           double cooldown_ms);
+/* The breaker's state and counters (runs, faults, re-executed runs, opens,
+ * probes) and the cpu plan's ledger once built, as JSON; tdm_free(). */
+tdm_status tdm_session_adaptation_json(tdm_session *session, char **json);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 #include "run/exec.h"
 #include "core/mem.h"
 #include "ops/op.h"
+#include "run/observe.h"
 
 #include <string.h>
 
@@ -52,6 +53,12 @@ static void release(exec_scope *s, int id)
 
 tdm_status exec_graph(tdm_err *e, const gr_graph *g, exec_scope *parent, const tdm_tensor *const *in,
                       tdm_tensor **out, int threads, uint64_t *rng)
+{
+    return exec_graph_obs(e, g, parent, in, out, threads, rng, NULL);
+}
+
+tdm_status exec_graph_obs(tdm_err *e, const gr_graph *g, exec_scope *parent, const tdm_tensor *const *in,
+                          tdm_tensor **out, int threads, uint64_t *rng, const obs_hook *obs)
 {
     tdm_status st = TDM_OK;
     exec_scope s = {g, NULL, NULL, parent, e, threads, rng};
@@ -144,6 +151,7 @@ tdm_status exec_graph(tdm_err *e, const gr_graph *g, exec_scope *parent, const t
             }
         }
         op_ctx ctx = {node, node->version, node->n_inputs, nin, node->n_outputs, nout, e, &s, threads, rng};
+        uint64_t t0 = obs && obs->fn ? obs_now_ns() : 0;
         st = op_table[node->op].run(&ctx);
         if (st) {
             err_prefix(e, "node %s: ", gr_node_label(node, label, sizeof label));
@@ -160,6 +168,8 @@ tdm_status exec_graph(tdm_err *e, const gr_graph *g, exec_scope *parent, const t
             }
             nout[i] = NULL;
         }
+        if (obs && obs->fn)
+            obs_node(obs, g->order[pos], (int)obs->plan->devs->n - 1, t0, s.vals);
         /* Free what this node was the last to use. */
         for (int i = 0; i < node->n_inputs; i++) {
             int v = node->inputs[i];

@@ -2,6 +2,7 @@
 #include "run/hexec.h"
 #include "core/mem.h"
 #include "run/exec.h"
+#include "run/observe.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -19,6 +20,7 @@ struct exec_prog {
     int *free_start, *frees; /* per pos (N + 1): residencies (v * D + d) released after the node */
     int max_in, max_out;
     pthread_mutex_t plugin_lock;
+    obs_hook obs;            /* the session observer (observe.h); fn NULL: none */
 };
 
 static int is_builtin(const exec_prog *p, int d) { return p->plan->devs->items[d].ext != NULL; }
@@ -481,8 +483,10 @@ tdm_status exec_prog_run(tdm_err *e, const exec_prog *p, const tdm_tensor *const
             return err_set(e, TDM_E_NOMEM, "out of memory");
         stats->n_devices = (size_t)D;
     }
+    uint64_t obs_t0 = p->obs.fn ? obs_now_ns() : 0;
     if (p->all_cpu) {
-        st = exec_graph(e, g, NULL, in, out, threads, &rng);
+        st = exec_graph_obs(e, g, NULL, in, out, threads, &rng, &p->obs);
+        obs_run(&p->obs, obs_t0, st);
         if (!st && stats) {
             stats->nodes = (size_t)N;
             stats->nodes_by_device[p->cpu] = (size_t)N;
@@ -527,18 +531,29 @@ tdm_status exec_prog_run(tdm_err *e, const exec_prog *p, const tdm_tensor *const
     }
     exec_scope scope = {g, r.vals, r.owned, NULL, e, threads, &rng};
     for (int pos = 0; pos <= N; pos++) {
-        for (int c = p->copy_start[pos]; c < p->copy_start[pos + 1]; c++)
+        for (int c = p->copy_start[pos]; c < p->copy_start[pos + 1]; c++) {
+            obs_mark om;
+            if (p->obs.fn)
+                obs_begin(&om, stats);
             if ((st = do_copy(&r, &plan->copies[c])) != TDM_OK)
                 goto done;
+            if (p->obs.fn)
+                obs_copy(&p->obs, &plan->copies[c], &om, stats);
+        }
         if (pos == N)
             break;
         int n = plan->order[pos], d = plan->nodes[n].device;
+        uint64_t node_t0 = p->obs.fn ? obs_now_ns() : 0;
         if (is_builtin(p, d))
             st = run_builtin_node(&r, &scope, nin, nout, n, d, threads, &rng);
         else
             st = run_plugin_node(&r, n, d);
+        if (st && st == TDM_E_DEVICE && p->obs.fn)
+            obs_fault(&p->obs, n, d, node_t0, e->msg);
         if (st)
             goto done;
+        if (p->obs.fn)
+            obs_node(&p->obs, n, d, node_t0, is_builtin(p, d) ? r.vals : NULL);
         if (stats) {
             stats->nodes++;
             stats->nodes_by_device[d]++;
@@ -613,6 +628,7 @@ done:
     mem_free(r.pbuf);
     mem_free((void *)nin);
     mem_free(nout);
+    obs_run(&p->obs, obs_t0, st);
     return st;
 }
 
@@ -657,4 +673,11 @@ char *exec_stats_json(const exec_stats *s, const tdm_plan *plan)
     char *r = mem_strdup(txt);
     cJSON_free(txt);
     return r;
+}
+
+void exec_prog_set_observer(exec_prog *p, tdm_observer_fn fn, void *user)
+{
+    p->obs.fn = fn;
+    p->obs.user = user;
+    p->obs.plan = p->plan;
 }

@@ -5,6 +5,8 @@
 #include "onnx/onnx.h"
 #include "run/exec.h"
 #include "run/hexec.h"
+#include "run/observe.h"
+#include "run/adapt.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -21,6 +23,7 @@ struct tdm_session_options {
     shape_override *shapes;
     size_t n_shapes, cap_shapes;
     plan_options po;
+    adapt_opts breaker;       /* the circuit breaker (run/adapt.h); faults 0: off */
 };
 
 struct tdm_session {
@@ -35,6 +38,7 @@ struct tdm_session {
     exec_prog *prog;
     exec_stats last;          /* figures of the last completed run (under lock) */
     int have_last;
+    adapt_state adapt;        /* the circuit breaker (run/adapt.h) */
 };
 
 tdm_status tdm_session_options_create(tdm_session_options **out)
@@ -107,6 +111,8 @@ tdm_status tdm_session_options_set_granularity(tdm_session_options *opts, const 
         opts->po.granularity = PLAN_GRAN_SUBGRAPH;
     else if (strcmp(granularity, "graph") == 0)
         opts->po.granularity = PLAN_GRAN_GRAPH;
+    else if (strcmp(granularity, "auto") == 0)
+        opts->po.granularity = PLAN_GRAN_AUTO;
     else
         return TDM_E_USAGE;
     return TDM_OK;
@@ -141,6 +147,45 @@ tdm_status tdm_session_options_set_max_boundary_bytes(tdm_session_options *opts,
     if (!opts)
         return TDM_E_USAGE;
     opts->po.max_boundary_bytes = bytes < 0 ? -1 : bytes;
+    return TDM_OK;
+}
+
+tdm_status tdm_session_options_set_breaker(tdm_session_options *opts, int faults, double window_ms, double cooldown_ms)
+{
+    if (!opts || faults < 0 || faults > 1000000 || !(window_ms >= 0) || !(cooldown_ms >= 0))
+        return TDM_E_USAGE;
+    opts->breaker.faults = faults;
+    opts->breaker.window_ms = window_ms;
+    opts->breaker.cooldown_ms = cooldown_ms;
+    return TDM_OK;
+}
+
+tdm_status tdm_session_adaptation_json(tdm_session *s, char **json)
+{
+    if (!s || !json)
+        return TDM_E_USAGE;
+    *json = adapt_json(&s->adapt);
+    return *json ? TDM_OK : TDM_E_NOMEM;
+}
+
+tdm_status tdm_session_options_set_calibration(tdm_session_options *opts, const char *path)
+{
+    if (!opts || !path || !*path)
+        return TDM_E_USAGE;
+    char *c = mem_strdup(path);
+    if (!c)
+        return TDM_E_NOMEM;
+    mem_free(opts->po.calibration);
+    opts->po.calibration = c;
+    return TDM_OK;
+}
+
+tdm_status tdm_session_options_set_precision(tdm_session_options *opts, double min_cosine, double max_abs)
+{
+    if (!opts || !(min_cosine >= 0 && min_cosine <= 1) || max_abs != max_abs)
+        return TDM_E_USAGE;
+    opts->po.min_cosine = min_cosine;
+    opts->po.max_abs = max_abs < 0 ? -1 : max_abs;
     return TDM_OK;
 }
 
@@ -347,6 +392,13 @@ tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_se
         tdm_session_destroy(s);
         return st;
     }
+    {
+        adapt_opts none = {0, 0, 0};
+        if ((st = adapt_init(e, &s->adapt, opts ? &opts->breaker : &none)) != TDM_OK) {
+            tdm_session_destroy(s);
+            return st;
+        }
+    }
     *out = s;
     return TDM_OK;
 }
@@ -358,6 +410,7 @@ void tdm_session_destroy(tdm_session *s)
     for (size_t i = 0; i < s->n_shapes; i++)
         mem_free(s->shapes[i].input);
     mem_free(s->shapes);
+    adapt_free(&s->adapt);
     exec_prog_free(s->prog);
     plan_free(s->plan);
     tdm_model_destroy(s->own_model);
@@ -472,7 +525,7 @@ static tdm_status run_inner(tdm_session *s, tdm_err *e, const tdm_tensor *const 
         for (size_t j = 0; j < rm->n_inputs; j++)
             if (rm->inputs[j].value == g->inputs[k])
                 gin[k] = inputs[j];
-    tdm_status st = exec_prog_run(e, s->prog, gin, outputs, s->threads, stats);
+    tdm_status st = adapt_run(e, &s->adapt, s->plan, s->prog, gin, outputs, s->threads, stats);
     mem_free(gin);
     return st;
 }
@@ -497,4 +550,12 @@ tdm_status tdm_session_run(tdm_session *s, const tdm_tensor *const *inputs, tdm_
     if (st)
         exec_stats_free(&stats);
     return st;
+}
+
+tdm_status tdm_session_set_observer(tdm_session *s, tdm_observer_fn fn, void *user)
+{
+    if (!s || !s->prog)
+        return TDM_E_USAGE;
+    exec_prog_set_observer(s->prog, fn, user);
+    return TDM_OK;
 }

@@ -33,6 +33,8 @@ typedef struct bench_args {
     long long warmup, iterations, rounds, threads; /* threads -1: not given */
     int json, paced;
     cli_runopts ro; /* --devices, --granularity, --fallback, --pin, … */
+    const char *metrics;    /* --metrics FILE: counters of every run (cmd_profile.c) */
+    tdm_metrics *metrics_m;
 } bench_args;
 
 /* The figures of one configuration. */
@@ -69,6 +71,8 @@ void usage_bench(FILE *f)
           "  --rounds N          rounds of timed runs (default 1); the figures cover all of them\n"
           "  --threads N         CPU worker threads (0: the default); without it the environment\n"
           "                      variable TANDEM_THREADS is read\n"
+          "  --metrics FILE      write the counters of every run (warm-up included) in Prometheus\n"
+          "                      text format; the event hook this needs adds a little overhead\n"
           "  --json              print one JSON document on stdout: model, devices, threads,\n"
           "                      warmup, iterations, rounds, shape, median_ms, p90_ms, p99_ms,\n"
           "                      min_ms, mean_ms, max_ms, stddev_ms, throughput_per_s, batch,\n"
@@ -175,6 +179,14 @@ static int parse_args(int argc, char **argv, bench_args *a)
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             usage_bench(stdout);
             return -1;
+        }
+        if ((r = opt_value(argc, argv, &i, "--metrics", &val)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            a->metrics = val;
+            if (!a->metrics_m && tdm_metrics_create(&a->metrics_m) != TDM_OK)
+                return cli_fail(TDM_E_NOMEM, NULL, "out of memory");
+            continue;
         }
         if (strcmp(arg, "--json") == 0) {
             a->json = 1;
@@ -829,6 +841,8 @@ int cmd_bench(int argc, char **argv)
             rc = cli_session_fail(ctx, m, so, st);
             goto done;
         }
+        if (a.metrics_m)
+            tdm_session_set_observer(s, tdm_metrics_observe, a.metrics_m);
         if ((rc = make_inputs(&a, m, c, files, cf[c].ins, random_names, sizeof random_names, &n_random)) != 0)
             goto done;
         if (c == 0 && n_random)
@@ -854,7 +868,10 @@ int cmd_bench(int argc, char **argv)
         cli_error("cannot write to standard output");
         rc = EXIT_IO;
     }
+    if (!rc && a.metrics)
+        rc = diag_write_metrics(a.metrics_m, a.metrics);
 done:
+    tdm_metrics_destroy(a.metrics_m);
     destroy_outputs(outs, outs ? n_out : 0);
     for (size_t c = 0; cf && c < n_cf; c++) {
         for (size_t i = 0; cf[c].ins && i < n_in; i++)

@@ -15,6 +15,7 @@ enum {
     EXIT_POLICY = 3,
     EXIT_DEVICE = 4,
     EXIT_IO = 5,
+    EXIT_ALERT = 6,    /* --alert-fallback-ratio exceeded (diagnostics) */
     EXIT_INTERNAL = 70 /* sysexits' EX_SOFTWARE */
 };
 
@@ -87,6 +88,9 @@ typedef struct cli_runopts {
     size_t n_pins;
     const char **plugins;
     size_t n_plugins;
+    const char *calibration;   /* --calibration FILE */
+    double min_cosine, max_abs; /* --min-cosine, --max-abs */
+    int has_min_cosine, has_max_abs;
 } cli_runopts;
 
 void cli_runopts_init(cli_runopts *o);
@@ -110,6 +114,151 @@ int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv); /* cmd_calibrate.c */
+void usage_calibrate(FILE *f);
+
+/* Diagnostics (cmd_profile.c): what profile, compare, extract and report
+ * share. Options: RUN OPTIONS, --input NAME=FILE, --shape NAME=DxD,
+ * --threads N; inputs not given are fixed-seed random (as run --random). */
+typedef struct diag_common {
+    const char *model;
+    cli_runopts ro;
+    const char **inputs, **shapes;
+    size_t n_inputs, n_shapes;
+    int threads;
+} diag_common;
+
+typedef struct diag_setup {
+    tdm_ctx *ctx;
+    tdm_model *model;
+    tdm_session_options *so;
+    tdm_session *s;        /* planned with the RUN OPTIONS */
+    tdm_tensor **ins;      /* model input order */
+    size_t n_in, n_out;
+} diag_setup;
+
+void diag_common_init(diag_common *d);
+void diag_common_free(diag_common *d);
+/* 1 when argv[*i] is a shared option (consumed; *rc 0 or an exit code). */
+int diag_common_opt(const char *cmd, int argc, char **argv, int *i, diag_common *d, int *rc);
+int diag_opt_value(const char *cmd, int argc, char **argv, int *i, const char *opt, const char **val);
+/* Loads the model, makes the inputs, creates x->s; 0 or an exit code. */
+int diag_open(const char *cmd, const diag_common *d, diag_setup *x);
+/* Another session on x's model and inputs: devices (NULL: the RUN OPTIONS). */
+int diag_session(const char *cmd, diag_setup *x, const diag_common *d, const char *devices, tdm_session **out);
+/* Runs s once on x's inputs, dropping the outputs; 0 or an exit code. */
+int diag_run(diag_setup *x, tdm_session *s);
+void diag_close(diag_setup *x);
+
+typedef struct diag_node {
+    uint64_t calls, ns, bytes_in, bytes_out;
+    double modeled_ms;
+    int modeled, fallback;
+} diag_node;
+typedef struct diag_dev {
+    uint64_t ns, nodes;
+    double modeled_ms;
+    int modeled;
+} diag_dev;
+typedef struct diag_trace_ev {
+    int copy, device, from;
+    size_t node;
+    char *tensor;
+    const char *direction;
+    uint64_t start_ns, end_ns, bytes_in, bytes_out;
+    double modeled_ms;
+} diag_trace_ev;
+typedef struct diag_fault {
+    char *node, *detail;
+    int device;
+    const char *reason;
+} diag_fault;
+
+/* Aggregates a session's events (diag_collect is the observer). */
+typedef struct diag_collector {
+    const tdm_plan *plan;
+    int recording, keep_trace;
+    size_t n_nodes, n_devs;
+    diag_node *nodes;
+    diag_dev *devs;
+    uint64_t runs, wall_ns, node_ns, fallback_ns, copies, copy_bytes, copy_ns, t_origin;
+    double copy_modeled_ms;
+    int copy_modeled;
+    double node_modeled_ms, fallback_modeled_ms; /* over nodes with a modeled figure */
+    uint64_t modeled_nodes, node_events;
+    diag_trace_ev *trace;
+    size_t n_trace, cap_trace;
+    diag_fault *faults;
+    size_t n_faults, cap_faults;
+    tdm_metrics *metrics;        /* fed too when not NULL */
+    tdm_observer_fn chain;       /* called too when not NULL */
+    void *chain_user;
+} diag_collector;
+
+int diag_collector_init(diag_collector *c, const tdm_plan *plan, int keep_trace);
+void diag_collector_free(diag_collector *c);
+void diag_collect(void *user, const tdm_event *ev);
+/* Chrome trace-event JSON, Prometheus text, JSON-lines fallback log. */
+int diag_write_trace(const diag_collector *c, const char *path);
+int diag_write_metrics(const tdm_metrics *m, const char *path);
+int diag_write_fallback_log(const diag_collector *c, const char *model, const char *path);
+void diag_json_str(FILE *f, const char *s);
+/* Fallback time on cpu over node time of the recorded runs. */
+double diag_fallback_ratio(const diag_collector *c);
+/* The same from the modeled figures; < 0 unless every node had one. */
+double diag_fallback_ratio_modeled(const diag_collector *c);
+/* Parses a ratio in [0, 1] for opt; 0 or EXIT_USAGE after an error. */
+int diag_parse_ratio(const char *cmd, const char *opt, const char *val, double *out);
+
+/* compare (cmd_compare.c): the plan against the cpu fp32 reference. */
+typedef struct diag_cmp_row {
+    size_t node;           /* plan node index */
+    size_t order;          /* execution position */
+    int compared;          /* outputs compared */
+    double max_abs, rmse, cosine;
+    int nonfinite;         /* NaN/Inf where the reference is finite */
+    int crosses;
+} diag_cmp_row;
+typedef struct diag_cmp {
+    diag_cmp_row *rows;    /* execution order */
+    size_t n_rows, skipped, crossing;
+    long first;            /* the first crossing row, -1: none */
+} diag_cmp;
+/* Runs x->s and a cpu session on x's inputs and compares every node
+ * output; 0 or an exit code. */
+int diag_compare(const char *cmd, diag_setup *x, const diag_common *d, double min_cos, int has_abs, double max_abs,
+                 diag_cmp *res);
+diag_cmp_row *diag_cmp_worst(const diag_cmp *r);
+void diag_cmp_free(diag_cmp *r);
+
+/* --trace FILE, --metrics FILE, --fallback-log FILE, --alert-fallback-ratio R
+ * on run (and bench: --metrics): parse, attach to a session before it runs,
+ * write the files (and check the alert: EXIT_ALERT) after, free. */
+typedef struct diag_flags {
+    const char *trace, *metrics, *fallback_log;
+    double alert;
+    int has_alert;
+    diag_collector *c;
+    tdm_metrics *m;
+} diag_flags;
+int diag_flags_parse(const char *cmd, int argc, char **argv, int *i, diag_flags *f, int *rc);
+int diag_flags_begin(diag_flags *f, tdm_session *s);
+int diag_flags_end(diag_flags *f, const char *model);
+void diag_flags_free(diag_flags *f, tdm_session *s);
+#define DIAG_FLAGS_USAGE                                                                           \
+    "  --trace FILE        Chrome trace-event JSON of the run(s) (Perfetto, chrome://tracing)\n"  \
+    "  --metrics FILE      the run counters in Prometheus text format\n"                          \
+    "  --fallback-log FILE JSON lines: one per fallback decision and per device fault\n"          \
+    "  --alert-fallback-ratio R  exit 6 when the measured fallback ratio exceeds R\n"
+
+int cmd_profile(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+void usage_profile(FILE *f);
+void usage_compare(FILE *f);
+int cmd_report(int argc, char **argv);
+int cmd_extract(int argc, char **argv);
+void usage_extract(FILE *f);
+void usage_report(FILE *f);
 
 /* Usage texts. */
 void usage_main(FILE *f);

@@ -14,7 +14,11 @@ void usage_main(FILE *f)
           "  help      [COMMAND]                    this text, or a command's\n"
           "  plan      MODEL [RUN OPTIONS] [--json] where every node runs, why, and what it costs\n"
           "  devices   [--json]                     the devices tandem knows, and why one is unavailable\n"
-          "  profile, compare, calibrate, report: not implemented yet\n"
+          "  profile   MODEL [RUN OPTIONS] [--json] where the time goes: per node, per device, per copy\n"
+          "  compare   MODEL --devices LIST [--json]  each node's error against the cpu fp32 reference\n"
+          "  report    MODEL --devices LIST --html FILE  one HTML page: graph, ledger, timeline, precision\n"
+          "  extract   MODEL --node NAME --out DIR  a one-node ONNX reproduction with its real inputs\n"
+          "  calibrate  measure per node and device: time, error against cpu fp32, copy cost\n"
           "\n"
           "`tandem COMMAND --help` describes a command. `tandem --version` prints the version.\n"
           "\n"
@@ -25,6 +29,7 @@ void usage_main(FILE *f)
           "  3   fallback policy violated\n"
           "  4   device error: a requested device is unavailable or failed\n"
           "  5   I/O error: a file missing, unreadable or unwritable\n"
+          "  6   alert: the fallback ratio exceeded --alert-fallback-ratio (profile, run)\n"
           "  70  internal error (a bug in tandem; please report it)\n"
           "Errors are one sentence on stderr, starting with \"tandem: \".\n",
           f);
@@ -62,6 +67,7 @@ void usage_run(FILE *f)
           "  --overwrite         replace existing files in DIR (never done otherwise)\n"
           "  --threads N         CPU worker threads (0: the default)\n"
           "  --ledger FILE       write the ledger (the plan, and the run's copies and bytes) as JSON\n"
+          DIAG_FLAGS_USAGE
           "The shapes of the given inputs fix the dynamic dimensions the plan sees, unless\n"
           "--shape sets them.\n"
           "\n",
@@ -69,7 +75,7 @@ void usage_run(FILE *f)
     usage_runopts(f);
 }
 
-static const char *const later[] = {"profile", "compare", "calibrate", "report"};
+static const char *const later[] = {"calibrate"};
 
 static int is_help(const char *s) { return strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0; }
 
@@ -104,6 +110,16 @@ int main(int argc, char **argv)
             usage_plan(stdout);
         else if (strcmp(argv[2], "devices") == 0)
             usage_devices(stdout);
+        else if (strcmp(argv[2], "profile") == 0)
+            usage_profile(stdout);
+        else if (strcmp(argv[2], "compare") == 0)
+            usage_compare(stdout);
+        else if (strcmp(argv[2], "report") == 0)
+            usage_report(stdout);
+        else if (strcmp(argv[2], "extract") == 0)
+            usage_extract(stdout);
+        else if (strcmp(argv[2], "calibrate") == 0)
+            usage_calibrate(stdout);
         else {
             for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
                 if (strcmp(argv[2], later[i]) == 0) {
@@ -125,6 +141,16 @@ int main(int argc, char **argv)
         return cmd_plan(argc - 1, argv + 1);
     if (strcmp(cmd, "devices") == 0)
         return cmd_devices(argc - 1, argv + 1);
+    if (strcmp(cmd, "profile") == 0)
+        return cmd_profile(argc - 1, argv + 1);
+    if (strcmp(cmd, "compare") == 0)
+        return cmd_compare(argc - 1, argv + 1);
+    if (strcmp(cmd, "report") == 0)
+        return cmd_report(argc - 1, argv + 1);
+    if (strcmp(cmd, "extract") == 0)
+        return cmd_extract(argc - 1, argv + 1);
+    if (strcmp(cmd, "calibrate") == 0)
+        return cmd_calibrate(argc - 1, argv + 1);
     for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
         if (strcmp(cmd, later[i]) == 0) {
             cli_error("'%s' is not implemented yet", cmd);

@@ -32,6 +32,7 @@ typedef struct run_args {
     const char *devices;
     cli_runopts ro;      /* RUN OPTIONS (runopts.c) */
     const char *ledger;  /* --ledger FILE */
+    diag_flags diag;     /* --trace, --metrics, --fallback-log, --alert-fallback-ratio (cmd_profile.c) */
 } run_args;
 
 /* One graph output's place in --output-dir. */
@@ -121,6 +122,11 @@ static int parse_args(int argc, char **argv, run_args *a)
         }
         if (strcmp(arg, "--overwrite") == 0) {
             a->overwrite = 1;
+            continue;
+        }
+        if (diag_flags_parse("run", argc, argv, &i, &a->diag, &r)) {
+            if (r)
+                return r;
             continue;
         }
         if ((r = opt_value(argc, argv, &i, "--input", &val)) != 0) {
@@ -946,6 +952,8 @@ int cmd_run(int argc, char **argv)
         if ((rc = name_outputs(m, ents, n_out)) != 0 || (rc = precheck_outputs(&a, ents, n_out)) != 0)
             goto done;
     }
+    if ((rc = diag_flags_begin(&a.diag, s)) != 0)
+        goto done;
     if ((st = tdm_session_run(s, (const tdm_tensor *const *)ins, outs)) != TDM_OK) {
         rc = cli_fail(st, NULL, tdm_session_error(s));
         goto done;
@@ -989,7 +997,10 @@ int cmd_run(int argc, char **argv)
         cli_error("cannot write to standard output");
         rc = EXIT_IO;
     }
+    if (!rc)
+        rc = diag_flags_end(&a.diag, a.model);
 done:
+    diag_flags_free(&a.diag, s);
     for (size_t i = 0; ins && i < n_in; i++)
         tdm_tensor_destroy(ins[i]);
     for (size_t i = 0; outs && i < n_out; i++)

@@ -1,5 +1,6 @@
 /* RUN OPTIONS shared by the commands that plan: --devices, --granularity,
- * --fallback, --max-fallback-ratio, --max-boundary-bytes, --pin, --plugin;
+ * --fallback, --max-fallback-ratio, --max-boundary-bytes, --pin, --plugin,
+ * --calibration, --min-cosine, --max-abs;
  * and the report of a fallback policy violation (exit 3). */
 #include "cli.h"
 
@@ -68,9 +69,10 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
         return 1;
     }
     if ((r = take_value(cmd, argc, argv, i, "--granularity", &val)) != 0) {
-        if (r < 0 || (strcmp(val, "op") != 0 && strcmp(val, "subgraph") != 0 && strcmp(val, "graph") != 0)) {
+        if (r < 0 || (strcmp(val, "op") != 0 && strcmp(val, "subgraph") != 0 && strcmp(val, "graph") != 0 &&
+                      strcmp(val, "auto") != 0)) {
             if (r > 0)
-                cli_error("%s: --granularity expects op, subgraph or graph, not '%s'", cmd, val);
+                cli_error("%s: --granularity expects op, subgraph, graph or auto, not '%s'", cmd, val);
             *rc = EXIT_USAGE;
             return 1;
         }
@@ -127,6 +129,38 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
         }
         return 1;
     }
+    if ((r = take_value(cmd, argc, argv, i, "--calibration", &val)) != 0) {
+        if (r < 0 || !*val) {
+            if (r > 0)
+                cli_error("%s: --calibration expects the path of a file written by `tandem calibrate`", cmd);
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        o->calibration = val;
+        return 1;
+    }
+    for (int which = 0; which < 2; which++) {
+        const char *opt = which == 0 ? "--min-cosine" : "--max-abs";
+        if ((r = take_value(cmd, argc, argv, i, opt, &val)) == 0)
+            continue;
+        char *end = NULL;
+        double d = r > 0 ? strtod(val, &end) : 0;
+        if (r < 0 || !*val || *end || !(d >= 0) || (which == 0 && d > 1)) {
+            if (r > 0)
+                cli_error("%s: %s expects %s, not '%s'", cmd, opt,
+                          which == 0 ? "a number from 0 to 1" : "a non-negative number", val);
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        if (which == 0) {
+            o->min_cosine = d;
+            o->has_min_cosine = 1;
+        } else {
+            o->max_abs = d;
+            o->has_max_abs = 1;
+        }
+        return 1;
+    }
     if ((r = take_value(cmd, argc, argv, i, "--plugin", &val)) != 0) {
         if (r < 0 || !*val) {
             if (r > 0)
@@ -150,6 +184,12 @@ int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so)
         return cli_fail(st, NULL, "--devices: the list is not accepted");
     if (o->granularity && (st = tdm_session_options_set_granularity(so, o->granularity)) != TDM_OK)
         return cli_fail(st, NULL, "--granularity: the value is not accepted");
+    if (o->calibration && (st = tdm_session_options_set_calibration(so, o->calibration)) != TDM_OK)
+        return cli_fail(st, NULL, "--calibration: the value is not accepted");
+    if ((o->has_min_cosine || o->has_max_abs) &&
+        (st = tdm_session_options_set_precision(so, o->has_min_cosine ? o->min_cosine : 0.99,
+                                                o->has_max_abs ? o->max_abs : -1)) != TDM_OK)
+        return cli_fail(st, NULL, "--min-cosine/--max-abs: the value is not accepted");
     if (o->fallback && (st = tdm_session_options_set_fallback(so, o->fallback)) != TDM_OK)
         return cli_fail(st, NULL, "--fallback: the value is not accepted");
     if (o->has_ratio && (st = tdm_session_options_set_max_fallback_ratio(so, o->max_ratio)) != TDM_OK)
@@ -217,7 +257,8 @@ void usage_runopts(FILE *f)
           "                         name, cpu; cpu is implied last (`tandem devices` lists them)\n"
           "  --granularity G        op (each node on its first able device), subgraph (the\n"
           "                         default: small islands join their neighbours), graph (all\n"
-          "                         on the first device that runs every node)\n"
+          "                         on the first device that runs every node), auto (the\n"
+          "                         placement of least estimated time, copies included)\n"
           "  --fallback P           allow (default), deny (any node off the first device is an\n"
           "                         error), deny-compute (only shape bookkeeping ops may fall\n"
           "                         back); the environment variable TANDEM_FALLBACK when absent\n"
@@ -226,6 +267,11 @@ void usage_runopts(FILE *f)
           "  --max-boundary-bytes B fail when copies between devices move more than B bytes\n"
           "  --pin OP_OR_NODE=DEV   run that node (or every node of that op type) on DEV\n"
           "  --plugin PATH          load a device plugin (also: TANDEM_PLUGINS=PATH:PATH)\n"
+          "  --calibration FILE     a file of `tandem calibrate`: nodes whose error on a device\n"
+          "                         is outside the thresholds run on cpu (PRECISION), also where\n"
+          "                         error accumulated along a chain crosses them\n"
+          "  --min-cosine C         the cosine threshold (default 0.99)\n"
+          "  --max-abs A            also refuse a node whose max |diff| exceeds A\n"
           "A policy violation exits 3 and lists every offending node on stderr.\n",
           f);
 }
