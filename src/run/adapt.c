@@ -1,6 +1,7 @@
 /* The circuit breaker (rules in adapt.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "run/adapt.h"
+#include "run/observe.h"
 #include "core/mem.h"
 
 #include <cjson/cJSON.h>
@@ -142,7 +143,26 @@ tdm_status adapt_run(tdm_err *e, adapt_state *a, const tdm_plan *plan, const exe
     pthread_mutex_lock(&a->lock);
     if (!a->fallback_prog && !a->last_fault[0])
         snprintf(a->last_fault, sizeof a->last_fault, "none yet");
+    int built = !a->fallback_prog;
     st = ensure_fallback(e, a, plan);
+    /* The fallback program reports to the same observer, and its creation
+     * is a re-plan. */
+    tdm_observer_fn obs_fn = NULL;
+    void *obs_user = NULL;
+    exec_prog_get_observer(prog, &obs_fn, &obs_user);
+    if (!st && built)
+        exec_prog_set_observer(a->fallback_prog, obs_fn, obs_user);
+    if (!st && built && obs_fn) {
+        tdm_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.kind = TDM_EVENT_REPLAN;
+        ev.name = ev.op_type = ev.device = ev.from = ev.direction = ev.reason = ev.preferred = "";
+        ev.detail = a->last_fault;
+        ev.device = "cpu";
+        ev.modeled_ms = -1;
+        ev.start_ns = ev.end_ns = (uint64_t)(now_ms() * 1e6);
+        obs_fn(obs_user, &ev);
+    }
     if (reexec)
         a->reexecuted++;
     else

@@ -675,6 +675,12 @@ char *exec_stats_json(const exec_stats *s, const tdm_plan *plan)
     return r;
 }
 
+void exec_prog_get_observer(const exec_prog *p, tdm_observer_fn *fn, void **user)
+{
+    *fn = p->obs.fn;
+    *user = p->obs.user;
+}
+
 void exec_prog_set_observer(exec_prog *p, tdm_observer_fn fn, void *user)
 {
     p->obs.fn = fn;

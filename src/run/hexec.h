@@ -40,6 +40,8 @@ typedef struct exec_stats {
 
 tdm_status exec_prog_build(tdm_err *e, const tdm_plan *plan, exec_prog **out);
 void exec_prog_free(exec_prog *p);
+/* The observer registered on p (NULL when none). */
+void exec_prog_get_observer(const exec_prog *p, tdm_observer_fn *fn, void **user);
 
 /* Runs the plan's graph. in[] has g->n_inputs entries (as exec_graph),
  * out[] receives g->n_outputs new values. stats (may be NULL) is filled

@@ -557,5 +557,7 @@ tdm_status tdm_session_set_observer(tdm_session *s, tdm_observer_fn fn, void *us
     if (!s || !s->prog)
         return TDM_E_USAGE;
     exec_prog_set_observer(s->prog, fn, user);
+    if (s->adapt.fallback_prog) /* the circuit breaker's cpu program, if built */
+        exec_prog_set_observer(s->adapt.fallback_prog, fn, user);
     return TDM_OK;
 }
