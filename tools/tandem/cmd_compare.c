@@ -151,8 +151,8 @@ static int cmp_tensor(const tdm_tensor *a, const tdm_tensor *r, double *max_abs,
     }
     *max_abs = mx;
     *rmse = n ? sqrt(se / (double)n) : 0;
-    if (na == 0 && nr == 0)
-        *cosine = 1;
+    if (mx == 0 || (na == 0 && nr == 0))
+        *cosine = 1; /* identical values: exactly 1, not 1 - rounding */
     else if (na == 0 || nr == 0)
         *cosine = 0;
     else
@@ -202,6 +202,9 @@ static int cmp_parse(int argc, char **argv, cmp_args *a)
         } else if ((r = diag_opt_value(cmd, argc, argv, &i, "--min-cosine", &val)) != 0) {
             if (r < 0 || diag_parse_ratio(cmd, "--min-cosine", val, &a->min_cos))
                 return EXIT_USAGE;
+            /* One meaning: also the precision trigger's threshold (--calibration). */
+            a->c.ro.min_cosine = a->min_cos;
+            a->c.ro.has_min_cosine = 1;
         } else if ((r = diag_opt_value(cmd, argc, argv, &i, "--max-abs", &val)) != 0) {
             char *end = NULL;
             double d = r > 0 ? strtod(val, &end) : 0;
@@ -212,6 +215,8 @@ static int cmp_parse(int argc, char **argv, cmp_args *a)
             }
             a->max_abs = d;
             a->has_abs = 1;
+            a->c.ro.max_abs = d;
+            a->c.ro.has_max_abs = 1;
         } else if (strcmp(argv[i], "--json") == 0) {
             a->json = 1;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
