@@ -18,11 +18,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-typedef struct bench_kv {
-    const char *name;
-    const char *value;
-    char *owned; /* the copy backing name */
-} bench_kv;
+typedef cli_kv bench_kv;
 
 typedef struct bench_args {
     const char *model;
@@ -104,50 +100,6 @@ static void args_free(bench_args *a)
     cli_runopts_free(&a->ro);
 }
 
-/* "--opt VALUE" or "--opt=VALUE": 1 and *val set when argv[*i] is opt, 0
- * when it is not, -1 when the value is missing. */
-static int opt_value(int argc, char **argv, int *i, const char *opt, const char **val)
-{
-    const char *a = argv[*i];
-    size_t l = strlen(opt);
-    if (strncmp(a, opt, l) != 0)
-        return 0;
-    if (a[l] == '=') {
-        *val = a + l + 1;
-        return 1;
-    }
-    if (a[l] != '\0')
-        return 0;
-    if (*i + 1 >= argc) {
-        cli_error("bench: option '%s' needs a value; see `tandem bench --help`", opt);
-        return -1;
-    }
-    *val = argv[++*i];
-    return 1;
-}
-
-/* Splits "NAME=VALUE" at the last '='. */
-static int split_kv(const char *opt, const char *s, bench_kv *out)
-{
-    const char *eq = strrchr(s, '=');
-    if (!eq || eq == s) {
-        cli_error("bench: %s expects NAME=%s, not '%s'", opt, strcmp(opt, "--shape") == 0 ? "DxD..." : "FILE", s);
-        return -1;
-    }
-    size_t nl = (size_t)(eq - s);
-    char *name = malloc(nl + 1);
-    if (!name) {
-        cli_error("out of memory");
-        return -1;
-    }
-    memcpy(name, s, nl);
-    name[nl] = '\0';
-    out->owned = name;
-    out->name = name;
-    out->value = eq + 1;
-    return 0;
-}
-
 static int parse_count(const char *opt, const char *val, long long lo, long long hi, long long *out)
 {
     if (cli_parse_i64(val, out) || *out < lo || *out > hi) {
@@ -180,7 +132,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
             usage_bench(stdout);
             return -1;
         }
-        if ((r = opt_value(argc, argv, &i, "--metrics", &val)) != 0) {
+        if ((r = cli_opt_value("bench", argc, argv, &i, "--metrics", &val)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
             a->metrics = val;
@@ -196,34 +148,34 @@ static int parse_args(int argc, char **argv, bench_args *a)
             a->paced = 1;
             continue;
         }
-        if ((r = opt_value(argc, argv, &i, "--input", &val)) != 0) {
-            if (r < 0 || split_kv("--input", val, &a->inputs[a->n_inputs]))
+        if ((r = cli_opt_value("bench", argc, argv, &i, "--input", &val)) != 0) {
+            if (r < 0 || cli_split_kv("bench", "--input", val, &a->inputs[a->n_inputs]))
                 return EXIT_USAGE;
             a->n_inputs++;
             continue;
         }
-        if ((r = opt_value(argc, argv, &i, "--shape", &val)) != 0) {
-            if (r < 0 || split_kv("--shape", val, &a->shapes[a->n_shapes]))
+        if ((r = cli_opt_value("bench", argc, argv, &i, "--shape", &val)) != 0) {
+            if (r < 0 || cli_split_kv("bench", "--shape", val, &a->shapes[a->n_shapes]))
                 return EXIT_USAGE;
             a->n_shapes++;
             continue;
         }
-        if ((r = opt_value(argc, argv, &i, "--warmup", &val)) != 0) {
+        if ((r = cli_opt_value("bench", argc, argv, &i, "--warmup", &val)) != 0) {
             if (r < 0 || parse_count("--warmup", val, 0, 1000000, &a->warmup))
                 return EXIT_USAGE;
             continue;
         }
-        if ((r = opt_value(argc, argv, &i, "--iterations", &val)) != 0) {
+        if ((r = cli_opt_value("bench", argc, argv, &i, "--iterations", &val)) != 0) {
             if (r < 0 || parse_count("--iterations", val, 1, 1000000, &a->iterations))
                 return EXIT_USAGE;
             continue;
         }
-        if ((r = opt_value(argc, argv, &i, "--rounds", &val)) != 0) {
+        if ((r = cli_opt_value("bench", argc, argv, &i, "--rounds", &val)) != 0) {
             if (r < 0 || parse_count("--rounds", val, 1, 10000, &a->rounds))
                 return EXIT_USAGE;
             continue;
         }
-        if ((r = opt_value(argc, argv, &i, "--threads", &val)) != 0) {
+        if ((r = cli_opt_value("bench", argc, argv, &i, "--threads", &val)) != 0) {
             if (r < 0 || parse_count("--threads", val, 0, 4096, &a->threads))
                 return EXIT_USAGE;
             continue;

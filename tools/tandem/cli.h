@@ -37,6 +37,21 @@ int cli_fail(tdm_status st, const char *what, const char *msg);
 
 /* Parses a non-negative decimal integer that fits in an int64; 0 on
  * success. */
+/* "NAME=VALUE" split at the last '=' (name copied into owned). */
+typedef struct cli_kv {
+    const char *name;
+    const char *value;
+    char *owned; /* the copy backing name */
+} cli_kv;
+
+/* "--opt VALUE" or "--opt=VALUE": 1 and *val set when argv[*i] is opt, 0
+ * when it is not, -1 (after a message) when the value is missing. */
+int cli_opt_value(const char *cmd, int argc, char **argv, int *i, const char *opt, const char **val);
+/* Splits s at its last '=' into out; -1 after a message when it has none. */
+int cli_split_kv(const char *cmd, const char *opt, const char *s, cli_kv *out);
+/* Appends v to the growable array *arr of *n entries; -1 when out of memory. */
+int cli_push_str(const char ***arr, size_t *n, const char *v);
+
 int cli_parse_i64(const char *s, long long *out);
 
 /* "float", "sequence<float>", "optional<float>"; into buf. */
@@ -141,7 +156,6 @@ void diag_common_init(diag_common *d);
 void diag_common_free(diag_common *d);
 /* 1 when argv[*i] is a shared option (consumed; *rc 0 or an exit code). */
 int diag_common_opt(const char *cmd, int argc, char **argv, int *i, diag_common *d, int *rc);
-int diag_opt_value(const char *cmd, int argc, char **argv, int *i, const char *opt, const char **val);
 /* Loads the model, makes the inputs, creates x->s; 0 or an exit code. */
 int diag_open(const char *cmd, const diag_common *d, diag_setup *x);
 /* Another session on x's model and inputs: devices (NULL: the RUN OPTIONS). */

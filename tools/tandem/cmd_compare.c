@@ -193,19 +193,19 @@ static int cmp_parse(int argc, char **argv, cmp_args *a)
     a->top = 10;
     a->min_cos = 0.999;
     for (int i = 1; i < argc; i++) {
-        if ((r = diag_opt_value(cmd, argc, argv, &i, "--top", &val)) != 0) {
+        if ((r = cli_opt_value(cmd, argc, argv, &i, "--top", &val)) != 0) {
             if (r < 0 || cli_parse_i64(val, &a->top) || a->top < 1) {
                 if (r > 0)
                     cli_error("compare: --top expects a whole number of at least 1, not '%s'", val);
                 return EXIT_USAGE;
             }
-        } else if ((r = diag_opt_value(cmd, argc, argv, &i, "--min-cosine", &val)) != 0) {
+        } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--min-cosine", &val)) != 0) {
             if (r < 0 || diag_parse_ratio(cmd, "--min-cosine", val, &a->min_cos))
                 return EXIT_USAGE;
             /* One meaning: also the precision trigger's threshold (--calibration). */
             a->c.ro.min_cosine = a->min_cos;
             a->c.ro.has_min_cosine = 1;
-        } else if ((r = diag_opt_value(cmd, argc, argv, &i, "--max-abs", &val)) != 0) {
+        } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--max-abs", &val)) != 0) {
             char *end = NULL;
             double d = r > 0 ? strtod(val, &end) : 0;
             if (r < 0 || !*val || *end || !(d >= 0) || isinf(d)) {

@@ -115,10 +115,10 @@ int cmd_extract(int argc, char **argv)
     char path[4096], why[512];
     int rc = 0, r;
     for (int i = 1; i < argc && !rc; i++) {
-        if ((r = diag_opt_value("extract", argc, argv, &i, "--node", &val)) != 0) {
+        if ((r = cli_opt_value("extract", argc, argv, &i, "--node", &val)) != 0) {
             node = val;
             rc = r < 0 ? EXIT_USAGE : 0;
-        } else if ((r = diag_opt_value("extract", argc, argv, &i, "--out", &val)) != 0) {
+        } else if ((r = cli_opt_value("extract", argc, argv, &i, "--out", &val)) != 0) {
             out = val;
             rc = r < 0 ? EXIT_USAGE : 0;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {

@@ -12,38 +12,6 @@
 
 /* ------------------------------------------------------ shared options */
 
-static int value_of(const char *cmd, int argc, char **argv, int *i, const char *opt, const char **val)
-{
-    const char *a = argv[*i];
-    size_t l = strlen(opt);
-    if (strncmp(a, opt, l) != 0 || (a[l] != '\0' && a[l] != '='))
-        return 0;
-    if (a[l] == '=') {
-        *val = a + l + 1;
-        return 1;
-    }
-    if (*i + 1 >= argc) {
-        cli_error("%s: %s needs a value", cmd, opt);
-        return -1;
-    }
-    *val = argv[++*i];
-    return 1;
-}
-
-int diag_opt_value(const char *cmd, int argc, char **argv, int *i, const char *opt, const char **val)
-{
-    return value_of(cmd, argc, argv, i, opt, val);
-}
-
-static int push_str(const char ***arr, size_t *n, const char *v)
-{
-    const char **a = realloc((void *)*arr, (*n + 1) * sizeof **arr);
-    if (!a)
-        return -1;
-    a[(*n)++] = v;
-    *arr = a;
-    return 0;
-}
 
 void diag_common_init(diag_common *d)
 {
@@ -66,29 +34,29 @@ int diag_common_opt(const char *cmd, int argc, char **argv, int *i, diag_common 
     *rc = 0;
     if (cli_runopts_parse(cmd, argc, argv, i, &d->ro, rc))
         return 1;
-    if ((r = value_of(cmd, argc, argv, i, "--input", &val)) != 0) {
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--input", &val)) != 0) {
         const char *eq = r > 0 ? strrchr(val, '=') : NULL;
         if (r < 0 || !eq || eq == val || !eq[1]) {
             if (r > 0)
                 cli_error("%s: --input expects NAME=FILE, not '%s'", cmd, val);
             *rc = EXIT_USAGE;
-        } else if (push_str(&d->inputs, &d->n_inputs, val)) {
+        } else if (cli_push_str(&d->inputs, &d->n_inputs, val)) {
             *rc = EXIT_INTERNAL;
         }
         return 1;
     }
-    if ((r = value_of(cmd, argc, argv, i, "--shape", &val)) != 0) {
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--shape", &val)) != 0) {
         const char *eq = r > 0 ? strrchr(val, '=') : NULL;
         if (r < 0 || !eq || eq == val) {
             if (r > 0)
                 cli_error("%s: --shape expects NAME=DxD..., not '%s'", cmd, val);
             *rc = EXIT_USAGE;
-        } else if (push_str(&d->shapes, &d->n_shapes, val)) {
+        } else if (cli_push_str(&d->shapes, &d->n_shapes, val)) {
             *rc = EXIT_INTERNAL;
         }
         return 1;
     }
-    if ((r = value_of(cmd, argc, argv, i, "--threads", &val)) != 0) {
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--threads", &val)) != 0) {
         long long t = 0;
         if (r < 0 || cli_parse_i64(val, &t) || t > 1024) {
             if (r > 0)
@@ -636,28 +604,28 @@ static int prof_parse(int argc, char **argv, prof_args *a)
     a->warmup = 10;
     a->iterations = 100;
     for (int i = 1; i < argc; i++) {
-        if ((r = diag_opt_value(cmd, argc, argv, &i, "--warmup", &val)) != 0) {
+        if ((r = cli_opt_value(cmd, argc, argv, &i, "--warmup", &val)) != 0) {
             if (r < 0 || (rc = parse_count(cmd, "--warmup", val, 0, &a->warmup)) != 0)
                 return EXIT_USAGE;
-        } else if ((r = diag_opt_value(cmd, argc, argv, &i, "--iterations", &val)) != 0) {
+        } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--iterations", &val)) != 0) {
             if (r < 0 || (rc = parse_count(cmd, "--iterations", val, 1, &a->iterations)) != 0)
                 return EXIT_USAGE;
-        } else if ((r = diag_opt_value(cmd, argc, argv, &i, "--top", &val)) != 0) {
+        } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--top", &val)) != 0) {
             if (r < 0 || (rc = parse_count(cmd, "--top", val, 1, &a->top)) != 0)
                 return EXIT_USAGE;
-        } else if ((r = diag_opt_value(cmd, argc, argv, &i, "--trace", &val)) != 0) {
+        } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--trace", &val)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
             a->trace = val;
-        } else if ((r = diag_opt_value(cmd, argc, argv, &i, "--metrics", &val)) != 0) {
+        } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--metrics", &val)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
             a->metrics = val;
-        } else if ((r = diag_opt_value(cmd, argc, argv, &i, "--fallback-log", &val)) != 0) {
+        } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--fallback-log", &val)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
             a->fallback_log = val;
-        } else if ((r = diag_opt_value(cmd, argc, argv, &i, "--alert-fallback-ratio", &val)) != 0) {
+        } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--alert-fallback-ratio", &val)) != 0) {
             if (r < 0 || diag_parse_ratio(cmd, "--alert-fallback-ratio", val, &a->alert))
                 return EXIT_USAGE;
             a->has_alert = 1;
@@ -942,13 +910,13 @@ int diag_flags_parse(const char *cmd, int argc, char **argv, int *i, diag_flags 
     const char *val;
     int r;
     *rc = 0;
-    if ((r = value_of(cmd, argc, argv, i, "--trace", &val)) != 0)
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--trace", &val)) != 0)
         f->trace = val;
-    else if ((r = value_of(cmd, argc, argv, i, "--metrics", &val)) != 0)
+    else if ((r = cli_opt_value(cmd, argc, argv, i, "--metrics", &val)) != 0)
         f->metrics = val;
-    else if ((r = value_of(cmd, argc, argv, i, "--fallback-log", &val)) != 0)
+    else if ((r = cli_opt_value(cmd, argc, argv, i, "--fallback-log", &val)) != 0)
         f->fallback_log = val;
-    else if ((r = value_of(cmd, argc, argv, i, "--alert-fallback-ratio", &val)) != 0) {
+    else if ((r = cli_opt_value(cmd, argc, argv, i, "--alert-fallback-ratio", &val)) != 0) {
         if (r > 0 && diag_parse_ratio(cmd, "--alert-fallback-ratio", val, &f->alert))
             r = -1;
         f->has_alert = 1;

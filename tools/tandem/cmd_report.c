@@ -244,26 +244,26 @@ static int rep_parse(int argc, char **argv, rep_args *a)
     a->iterations = 10;
     a->min_cos = 0.999;
     for (int i = 1; i < argc; i++) {
-        if ((r = diag_opt_value(cmd, argc, argv, &i, "--html", &val)) != 0) {
+        if ((r = cli_opt_value(cmd, argc, argv, &i, "--html", &val)) != 0) {
             if (r < 0 || !*val) {
                 if (r > 0)
                     cli_error("report: --html expects a file name");
                 return EXIT_USAGE;
             }
             a->html = val;
-        } else if ((r = diag_opt_value(cmd, argc, argv, &i, "--iterations", &val)) != 0) {
+        } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--iterations", &val)) != 0) {
             if (r < 0 || cli_parse_i64(val, &a->iterations) || a->iterations < 1 || a->iterations > 1000000) {
                 if (r > 0)
                     cli_error("report: --iterations expects a whole number of at least 1, not '%s'", val);
                 return EXIT_USAGE;
             }
-        } else if ((r = diag_opt_value(cmd, argc, argv, &i, "--min-cosine", &val)) != 0) {
+        } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--min-cosine", &val)) != 0) {
             if (r < 0 || diag_parse_ratio(cmd, "--min-cosine", val, &a->min_cos))
                 return EXIT_USAGE;
             /* One meaning: also the precision trigger's threshold (--calibration). */
             a->c.ro.min_cosine = a->min_cos;
             a->c.ro.has_min_cosine = 1;
-        } else if ((r = diag_opt_value(cmd, argc, argv, &i, "--max-abs", &val)) != 0) {
+        } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--max-abs", &val)) != 0) {
             char *end = NULL;
             a->max_abs = r > 0 ? strtod(val, &end) : 0;
             if (r < 0 || !*val || *end || !(a->max_abs >= 0)) {

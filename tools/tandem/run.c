@@ -14,11 +14,7 @@
 
 #define SHAPE_MAX_RANK CLI_MAX_RANK
 
-typedef struct kv {
-    const char *name;  /* points into argv (NUL-terminated copy for inputs) */
-    const char *value;
-    char *owned;       /* the copy backing name, freed at the end */
-} kv;
+typedef cli_kv kv;
 
 typedef struct run_args {
     const char *model;
@@ -54,50 +50,6 @@ static void run_args_free(run_args *a)
     cli_runopts_free(&a->ro);
 }
 
-/* "--opt VALUE" or "--opt=VALUE". Returns 1 and sets *val when argv[*i]
- * is opt, 0 when it is not, -1 when the value is missing. */
-static int opt_value(int argc, char **argv, int *i, const char *opt, const char **val)
-{
-    const char *a = argv[*i];
-    size_t l = strlen(opt);
-    if (strncmp(a, opt, l) != 0)
-        return 0;
-    if (a[l] == '=') {
-        *val = a + l + 1;
-        return 1;
-    }
-    if (a[l] != '\0')
-        return 0;
-    if (*i + 1 >= argc) {
-        cli_error("run: option '%s' needs a value; see `tandem run --help`", opt);
-        return -1;
-    }
-    *val = argv[++*i];
-    return 1;
-}
-
-/* Splits "NAME=VALUE" at the last '='. */
-static int split_kv(const char *opt, const char *s, kv *out)
-{
-    const char *eq = strrchr(s, '=');
-    if (!eq || eq == s) {
-        cli_error("run: %s expects NAME=%s, not '%s'", opt, strcmp(opt, "--shape") == 0 ? "DxD..." : "FILE", s);
-        return -1;
-    }
-    size_t nl = (size_t)(eq - s);
-    char *name = malloc(nl + 1);
-    if (!name) {
-        cli_error("out of memory");
-        return -1;
-    }
-    memcpy(name, s, nl);
-    name[nl] = '\0';
-    out->owned = name;
-    out->name = name;
-    out->value = eq + 1;
-    return 0;
-}
-
 static const char *const later_opts[] = {"--trace", "--calibration"};
 
 static int parse_args(int argc, char **argv, run_args *a)
@@ -129,19 +81,19 @@ static int parse_args(int argc, char **argv, run_args *a)
                 return r;
             continue;
         }
-        if ((r = opt_value(argc, argv, &i, "--input", &val)) != 0) {
-            if (r < 0 || split_kv("--input", val, &a->inputs[a->n_inputs]))
+        if ((r = cli_opt_value("run", argc, argv, &i, "--input", &val)) != 0) {
+            if (r < 0 || cli_split_kv("run", "--input", val, &a->inputs[a->n_inputs]))
                 return EXIT_USAGE;
             a->n_inputs++;
             continue;
         }
-        if ((r = opt_value(argc, argv, &i, "--shape", &val)) != 0) {
-            if (r < 0 || split_kv("--shape", val, &a->shapes[a->n_shapes]))
+        if ((r = cli_opt_value("run", argc, argv, &i, "--shape", &val)) != 0) {
+            if (r < 0 || cli_split_kv("run", "--shape", val, &a->shapes[a->n_shapes]))
                 return EXIT_USAGE;
             a->n_shapes++;
             continue;
         }
-        if ((r = opt_value(argc, argv, &i, "--output-dir", &val)) != 0) {
+        if ((r = cli_opt_value("run", argc, argv, &i, "--output-dir", &val)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
             if (!*val) {
@@ -151,7 +103,7 @@ static int parse_args(int argc, char **argv, run_args *a)
             a->output_dir = val;
             continue;
         }
-        if ((r = opt_value(argc, argv, &i, "--threads", &val)) != 0) {
+        if ((r = cli_opt_value("run", argc, argv, &i, "--threads", &val)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
             if (cli_parse_i64(val, &a->threads) || a->threads > 4096) {
@@ -165,7 +117,7 @@ static int parse_args(int argc, char **argv, run_args *a)
                 return r;
             continue;
         }
-        if ((r = opt_value(argc, argv, &i, "--ledger", &val)) != 0) {
+        if ((r = cli_opt_value("run", argc, argv, &i, "--ledger", &val)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
             if (!*val) {

@@ -16,40 +16,12 @@ void cli_runopts_free(cli_runopts *o)
     memset(o, 0, sizeof *o);
 }
 
-static int take_value(const char *cmd, int argc, char **argv, int *i, const char *opt, const char **val)
-{
-    const char *a = argv[*i];
-    size_t l = strlen(opt);
-    if (strncmp(a, opt, l) != 0 || (a[l] != '\0' && a[l] != '='))
-        return 0;
-    if (a[l] == '=') {
-        *val = a + l + 1;
-        return 1;
-    }
-    if (*i + 1 >= argc) {
-        cli_error("%s: %s needs a value", cmd, opt);
-        return -1;
-    }
-    *val = argv[++*i];
-    return 1;
-}
-
-static int push(const char ***arr, size_t *n, const char *v)
-{
-    const char **a = realloc((void *)*arr, (*n + 1) * sizeof **arr);
-    if (!a)
-        return -1;
-    a[(*n)++] = v;
-    *arr = a;
-    return 0;
-}
-
 int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopts *o, int *rc)
 {
     const char *val;
     int r;
     *rc = 0;
-    if ((r = take_value(cmd, argc, argv, i, "--devices", &val)) != 0) {
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--devices", &val)) != 0) {
         if (r < 0 || !*val) {
             if (r > 0)
                 cli_error("%s: --devices expects a comma-separated list such as 'vnpu:edge-npu,cpu'", cmd);
@@ -68,7 +40,7 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
         o->devices = val;
         return 1;
     }
-    if ((r = take_value(cmd, argc, argv, i, "--granularity", &val)) != 0) {
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--granularity", &val)) != 0) {
         if (r < 0 || (strcmp(val, "op") != 0 && strcmp(val, "subgraph") != 0 && strcmp(val, "graph") != 0 &&
                       strcmp(val, "auto") != 0)) {
             if (r > 0)
@@ -79,7 +51,7 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
         o->granularity = val;
         return 1;
     }
-    if ((r = take_value(cmd, argc, argv, i, "--fallback", &val)) != 0) {
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--fallback", &val)) != 0) {
         if (r < 0 ||
             (strcmp(val, "allow") != 0 && strcmp(val, "deny") != 0 && strcmp(val, "deny-compute") != 0)) {
             if (r > 0)
@@ -90,7 +62,7 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
         o->fallback = val;
         return 1;
     }
-    if ((r = take_value(cmd, argc, argv, i, "--max-fallback-ratio", &val)) != 0) {
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--max-fallback-ratio", &val)) != 0) {
         char *end = NULL;
         double d = r > 0 ? strtod(val, &end) : 0;
         if (r < 0 || !*val || *end || !(d >= 0 && d <= 1)) {
@@ -103,7 +75,7 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
         o->has_ratio = 1;
         return 1;
     }
-    if ((r = take_value(cmd, argc, argv, i, "--max-boundary-bytes", &val)) != 0) {
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--max-boundary-bytes", &val)) != 0) {
         long long b = 0;
         if (r < 0 || cli_parse_i64(val, &b)) {
             if (r > 0)
@@ -115,7 +87,7 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
         o->has_bytes = 1;
         return 1;
     }
-    if ((r = take_value(cmd, argc, argv, i, "--pin", &val)) != 0) {
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--pin", &val)) != 0) {
         const char *eq = r > 0 ? strrchr(val, '=') : NULL;
         if (r < 0 || !eq || eq == val || !eq[1]) {
             if (r > 0)
@@ -123,13 +95,13 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
             *rc = EXIT_USAGE;
             return 1;
         }
-        if (push(&o->pins, &o->n_pins, val)) {
+        if (cli_push_str(&o->pins, &o->n_pins, val)) {
             cli_error("out of memory");
             *rc = EXIT_INTERNAL;
         }
         return 1;
     }
-    if ((r = take_value(cmd, argc, argv, i, "--calibration", &val)) != 0) {
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--calibration", &val)) != 0) {
         if (r < 0 || !*val) {
             if (r > 0)
                 cli_error("%s: --calibration expects the path of a file written by `tandem calibrate`", cmd);
@@ -141,7 +113,7 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
     }
     for (int which = 0; which < 2; which++) {
         const char *opt = which == 0 ? "--min-cosine" : "--max-abs";
-        if ((r = take_value(cmd, argc, argv, i, opt, &val)) == 0)
+        if ((r = cli_opt_value(cmd, argc, argv, i, opt, &val)) == 0)
             continue;
         char *end = NULL;
         double d = r > 0 ? strtod(val, &end) : 0;
@@ -161,14 +133,14 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
         }
         return 1;
     }
-    if ((r = take_value(cmd, argc, argv, i, "--plugin", &val)) != 0) {
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--plugin", &val)) != 0) {
         if (r < 0 || !*val) {
             if (r > 0)
                 cli_error("%s: --plugin expects the path of a shared library", cmd);
             *rc = EXIT_USAGE;
             return 1;
         }
-        if (push(&o->plugins, &o->n_plugins, val)) {
+        if (cli_push_str(&o->plugins, &o->n_plugins, val)) {
             cli_error("out of memory");
             *rc = EXIT_INTERNAL;
         }

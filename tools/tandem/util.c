@@ -393,3 +393,52 @@ int cli_random_input(const tdm_value_info *vi, int shape_rank, const int64_t *sh
     *out = t;
     return 0;
 }
+
+int cli_opt_value(const char *cmd, int argc, char **argv, int *i, const char *opt, const char **val)
+{
+    const char *a = argv[*i];
+    size_t l = strlen(opt);
+    if (strncmp(a, opt, l) != 0 || (a[l] != '\0' && a[l] != '='))
+        return 0;
+    if (a[l] == '=') {
+        *val = a + l + 1;
+        return 1;
+    }
+    if (*i + 1 >= argc) {
+        cli_error("%s: option '%s' needs a value; see `tandem %s --help`", cmd, opt, cmd);
+        return -1;
+    }
+    *val = argv[++*i];
+    return 1;
+}
+
+int cli_split_kv(const char *cmd, const char *opt, const char *s, cli_kv *out)
+{
+    const char *eq = strrchr(s, '=');
+    if (!eq || eq == s) {
+        cli_error("%s: %s expects NAME=%s, not '%s'", cmd, opt, strcmp(opt, "--shape") == 0 ? "DxD..." : "FILE", s);
+        return -1;
+    }
+    size_t nl = (size_t)(eq - s);
+    char *name = malloc(nl + 1);
+    if (!name) {
+        cli_error("out of memory");
+        return -1;
+    }
+    memcpy(name, s, nl);
+    name[nl] = '\0';
+    out->owned = name;
+    out->name = name;
+    out->value = eq + 1;
+    return 0;
+}
+
+int cli_push_str(const char ***arr, size_t *n, const char *v)
+{
+    const char **a = realloc((void *)*arr, (*n + 1) * sizeof **arr);
+    if (!a)
+        return -1;
+    a[(*n)++] = v;
+    *arr = a;
+    return 0;
+}
