@@ -17,7 +17,7 @@ deps:
 
 build:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(BUILD) -j $(JOBS)
+	@MAKEFLAGS= cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 # Test data: models, onnxruntime reference outputs, ONNX node tests (cached).
 data:
@@ -28,7 +28,7 @@ data:
 # The ASan+UBSan build (clang) with the fuzz targets; runs the whole suite.
 test-asan:
 	@CC=clang cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTDM_SANITIZE=ON -DTDM_FUZZ=ON $(CMAKE_FLAGS) >/dev/null
-	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@MAKEFLAGS= cmake --build $(ASAN_BUILD) -j $(JOBS) -- --no-print-directory
 	@cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE noasan
 
 test: deps build data test-asan
