@@ -431,6 +431,10 @@ typedef struct tdm_event {
     int n_inputs, n_outputs;
     const tdm_tensor *const *inputs;
     const tdm_tensor *const *outputs;
+    /* node: the time the device itself measured (OpenCL profiling events),
+     * in milliseconds; < 0 when the device has no timer. The wall interval
+     * start_ns..end_ns then ends when the device finished the node. */
+    double device_ms;
 } tdm_event;
 
 /* Called from the thread that runs the session, once per event; concurrent

@@ -1,5 +1,6 @@
 /* The heterogeneous executor (see hexec.h). */
 #include "run/hexec.h"
+#include "devices/opencl/opencl.h"
 #include "core/mem.h"
 #include "run/exec.h"
 #include "run/observe.h"
@@ -552,8 +553,15 @@ tdm_status exec_prog_run(tdm_err *e, const exec_prog *p, const tdm_tensor *const
             obs_fault(&p->obs, n, d, node_t0, e->msg);
         if (st)
             goto done;
-        if (p->obs.fn)
-            obs_node(&p->obs, n, d, node_t0, is_builtin(p, d) ? r.vals : NULL);
+        if (p->obs.fn) {
+            /* OpenCL's run() only enqueues: wait for the kernels and take the
+             * time its profiling events measured, so profile and trace show
+             * the node's real duration. */
+            double dev_ms = -1;
+            if (!is_builtin(p, d) && ocl_is_device(&devi(&r, d)->dev))
+                dev_ms = ocl_last_run_ms(&devi(&r, d)->dev);
+            obs_node_timed(&p->obs, n, d, node_t0, is_builtin(p, d) ? r.vals : NULL, dev_ms);
+        }
         if (stats) {
             stats->nodes++;
             stats->nodes_by_device[d]++;

@@ -29,6 +29,7 @@ static void event_init(tdm_event *ev, tdm_event_kind kind)
     ev->kind = kind;
     ev->name = ev->op_type = ev->device = ev->from = ev->direction = ev->reason = ev->preferred = ev->detail = "";
     ev->modeled_ms = -1;
+    ev->device_ms = -1;
 }
 
 static void node_fields(const obs_hook *h, tdm_event *ev, int n, int d, uint64_t t0)
@@ -51,6 +52,11 @@ static void node_fields(const obs_hook *h, tdm_event *ev, int n, int d, uint64_t
 
 void obs_node(const obs_hook *h, int n, int d, uint64_t t0, tdm_tensor *const *vals)
 {
+    obs_node_timed(h, n, d, t0, vals, -1);
+}
+
+void obs_node_timed(const obs_hook *h, int n, int d, uint64_t t0, tdm_tensor *const *vals, double device_ms)
+{
     if (!h || !h->fn)
         return;
     const gr_graph *g = h->plan->g;
@@ -61,6 +67,7 @@ void obs_node(const obs_hook *h, int n, int d, uint64_t t0, tdm_tensor *const *v
     tdm_event ev;
     event_init(&ev, TDM_EVENT_NODE);
     node_fields(h, &ev, n, d, t0);
+    ev.device_ms = device_ms;
     if (need > sizeof small / sizeof small[0] && !(arr = mem_calloc(need, sizeof *arr)))
         arr = NULL;
     for (int i = 0; i < node->n_inputs + node->n_outputs; i++) {

@@ -32,6 +32,8 @@ void obs_begin(obs_mark *m, const exec_stats *st);
  * the host value of each value id (NULL when not on the host; vals itself
  * may be NULL, e.g. for a plugin node). */
 void obs_node(const obs_hook *h, int n, int d, uint64_t t0, tdm_tensor *const *vals);
+/* The same with the device's own measurement of the node (ms, < 0: none). */
+void obs_node_timed(const obs_hook *h, int n, int d, uint64_t t0, tdm_tensor *const *vals, double device_ms);
 /* Copy c ran since m (a copy that moved nothing is not reported). */
 void obs_copy(const obs_hook *h, const plan_copy *c, const obs_mark *m, const exec_stats *st);
 /* Node n failed on device d with the sentence msg (status TDM_E_DEVICE). */

@@ -356,6 +356,27 @@ def case_report_no_graphviz():
         chromium(html, d, shot)
 
 
+def case_profile_opencl():
+    """On OpenCL, a node's event carries the time its profiling events
+    measured (device_ms in the trace), and the copies are real."""
+    p = subprocess.run([tandem, "devices", "--json"], capture_output=True, text=True)
+    devs = json.loads(p.stdout)["devices"]
+    if not any(x["name"].startswith("opencl") and x["available"] for x in devs):
+        print("no OpenCL device")
+        sys.exit(77)
+    tr = os.path.join(tempfile.mkdtemp(), "ocl.trace.json")
+    run(["profile", SMALL, "--warmup", "1", "--iterations", "2", "--devices", "opencl,cpu", "--trace", tr])
+    with open(tr) as f:
+        evs = json.load(f)["traceEvents"]
+    ocl = [e for e in evs if e.get("ph") == "X" and e.get("args", {}).get("device") == "opencl"]
+    check(len(ocl) > 0, "opencl trace: nodes on opencl")
+    check(all(e["args"].get("device_ms", -1) >= 0 for e in ocl), "opencl trace: every node has device_ms")
+    check(all(e["args"]["device_ms"] * 1e3 <= e["dur"] + 1.0 for e in ocl),
+          "opencl trace: device time within the wall interval")
+    copies = [e for e in evs if e.get("ph") == "X" and e.get("cat") == "copy"]
+    check(len(copies) > 0 and all(e["dur"] > 0 for e in copies), "opencl trace: timed copies")
+
+
 globals()["case_" + case.replace("-", "_")]()
 if fails:
     print("%d checks failed" % len(fails), file=sys.stderr)

@@ -181,6 +181,7 @@ typedef struct diag_trace_ev {
     const char *direction;
     uint64_t start_ns, end_ns, bytes_in, bytes_out;
     double modeled_ms;
+    double device_ms; /* measured by the device (OpenCL events), < 0: none */
 } diag_trace_ev;
 typedef struct diag_fault {
     char *node, *detail;

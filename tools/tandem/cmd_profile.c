@@ -330,6 +330,7 @@ void diag_collect(void *user, const tdm_event *ev)
         t->bytes_in = ev->bytes_in;
         t->bytes_out = ev->bytes_out;
         t->modeled_ms = ev->modeled_ms;
+        t->device_ms = ev->device_ms;
         t->direction = ev->direction;  /* static strings */
         if (t->copy)
             t->tensor = strdup(ev->name);
@@ -445,6 +446,10 @@ int diag_write_trace(const diag_collector *c, const char *path)
             jw_uint(&w, t->bytes_in);
             jw_key(&w, "bytes_out");
             jw_uint(&w, t->bytes_out);
+        }
+        if (t->device_ms >= 0) {
+            jw_key(&w, "device_ms");
+            jw_num(&w, t->device_ms);
         }
         if (t->modeled_ms >= 0) {
             jw_key(&w, "modeled_ms");
