@@ -24,6 +24,19 @@ void op_ew_store(const void *src, op_ew_ct ct, void *dst, tdm_dtype ddt, size_t 
  * or NULL on out of memory. */
 void *op_ew_to_ct(const tdm_tensor *t, op_ew_ct ct);
 
+/* ---- AVX2 + FMA loops (elementwise_avx2.c; call only when
+ * gemm_avx2_usable() in ops/nn.h returns 1) ---- */
+
+/* y[i] = Sigmoid(x[i]) for i < n, the algorithm of the portable float
+ * loop (relative error below 2e-7); x == y allowed. */
+void op_ew_sigmoid_avx2(const float *x, float *y, size_t n);
+/* y[i] = erf(x[i]) for i < n by a rational approximation (error within a
+ * few float ulps); x == y allowed. */
+void op_ew_erf_avx2(const float *x, float *y, size_t n);
+/* y[i] = exp(x[i] - m) for i < n (about 1 ulp; 0 below -87.33, where
+ * the float result would be denormal); x == y allowed. */
+void op_ew_exp_shift_avx2(const float *x, float *y, size_t n, float m);
+
 /* ---- unary math and activations (elementwise_unary.c) ---- */
 tdm_status op_run_Abs(op_ctx *ctx);
 tdm_status op_run_Neg(op_ctx *ctx);

@@ -11,6 +11,7 @@
  * other types are converted first. */
 #include "ops/elementwise.h"
 #include "core/mem.h"
+#include "core/pool.h"
 
 #include <math.h>
 #include <string.h>
@@ -24,16 +25,27 @@ typedef struct bpar {
 
 typedef void (*kfn)(const void *const *in, const int *s, void *out, size_t n, bpar *p);
 
-/* Runs f over the output (shape r, od; count elements) with nin operands of
- * shapes (ranks[k], dims[k]), data[k] and element sizes es[k]. */
-static void bcast_exec(int r, const int64_t *od, size_t count, int nin, const int *ranks,
-                       const int64_t *const *dims, const void *const *data, const size_t *es, void *out, size_t eo,
-                       kfn f, bpar *p)
+/* The output of a broadcast op as nested loops: m merged dimensions d[]
+ * with per-operand strides cs[k][]; the innermost one (inner elements)
+ * is the kernel's run, s[k] the 0/1 stride flag of operand k in it. */
+typedef struct bc_lay {
+    int m, nin;
+    int64_t cs[NOPS][TDM_MAX_RANK], d[TDM_MAX_RANK];
+    int s[NOPS];
+    size_t inner;
+    const void *const *data;
+    const size_t *es;
+    void *out;
+    size_t eo;
+    kfn f;
+    bpar *p;
+} bc_lay;
+
+static void bc_layout(bc_lay *L, int r, const int64_t *od, int nin, const int *ranks, const int64_t *const *dims)
 {
-    int64_t st[NOPS][TDM_MAX_RANK], cs[NOPS][TDM_MAX_RANK], d[TDM_MAX_RANK], idx[TDM_MAX_RANK];
+    int64_t st[NOPS][TDM_MAX_RANK];
     int m = 0;
-    if (count == 0)
-        return;
+    L->nin = nin;
     for (int k = 0; k < nin; k++)
         op_bcast_strides(r, od, ranks[k], dims[k], st[k]);
     for (int i = 0; i < r; i++) {
@@ -41,45 +53,120 @@ static void bcast_exec(int r, const int64_t *od, size_t count, int nin, const in
             continue;
         int merge = m > 0;
         for (int k = 0; k < nin && merge; k++)
-            if (cs[k][m - 1] != st[k][i] * od[i])
+            if (L->cs[k][m - 1] != st[k][i] * od[i])
                 merge = 0;
         if (merge) {
-            d[m - 1] *= od[i];
+            L->d[m - 1] *= od[i];
             for (int k = 0; k < nin; k++)
-                cs[k][m - 1] = st[k][i];
+                L->cs[k][m - 1] = st[k][i];
         } else {
-            d[m] = od[i];
+            L->d[m] = od[i];
             for (int k = 0; k < nin; k++)
-                cs[k][m] = st[k][i];
+                L->cs[k][m] = st[k][i];
             m++;
         }
     }
-    size_t inner = m ? (size_t)d[m - 1] : 1;
-    int s[NOPS];
-    int64_t off[NOPS];
+    L->m = m;
+    L->inner = m ? (size_t)L->d[m - 1] : 1;
+    for (int k = 0; k < nin; k++)
+        L->s[k] = m ? L->cs[k][m - 1] != 0 : 0;
+}
+
+/* Output elements [e0, e1) of the layout. */
+static void bc_range(const bc_lay *L, size_t e0, size_t e1)
+{
+    int64_t idx[TDM_MAX_RANK], off[NOPS];
     const char *ptr[NOPS];
-    for (int k = 0; k < nin; k++) {
-        s[k] = m ? cs[k][m - 1] != 0 : 0;
+    const int m = L->m, nin = L->nin;
+    const size_t inner = L->inner;
+    size_t q = e0 / inner, o = e0 % inner;
+    for (int k = 0; k < nin; k++)
         off[k] = 0;
-    }
-    for (int j = 0; j < m; j++)
-        idx[j] = 0;
-    size_t outer = count / inner;
-    for (size_t q = 0; q < outer; q++) {
+    for (int j = m - 2; j >= 0; j--) {
+        idx[j] = (int64_t)(q % (size_t)L->d[j]);
+        q /= (size_t)L->d[j];
         for (int k = 0; k < nin; k++)
-            ptr[k] = (const char *)data[k] + (size_t)off[k] * es[k];
-        f((const void *const *)ptr, s, (char *)out + q * inner * eo, inner, p);
+            off[k] += idx[j] * L->cs[k][j];
+    }
+    for (size_t e = e0; e < e1;) {
+        size_t len = inner - o < e1 - e ? inner - o : e1 - e;
+        for (int k = 0; k < nin; k++)
+            ptr[k] = (const char *)L->data[k] + ((size_t)off[k] + (L->s[k] ? o : 0)) * L->es[k];
+        L->f((const void *const *)ptr, L->s, (char *)L->out + e * L->eo, len, L->p);
+        e += len;
+        o = 0;
         for (int j = m - 2; j >= 0; j--) {
             idx[j]++;
             for (int k = 0; k < nin; k++)
-                off[k] += cs[k][j];
-            if (idx[j] < d[j])
+                off[k] += L->cs[k][j];
+            if (idx[j] < L->d[j])
                 break;
             for (int k = 0; k < nin; k++)
-                off[k] -= cs[k][j] * d[j];
+                off[k] -= L->cs[k][j] * L->d[j];
             idx[j] = 0;
         }
     }
+}
+
+/* Runs f over the output (shape r, od; count elements) with nin operands of
+ * shapes (ranks[k], dims[k]), data[k] and element sizes es[k]. */
+static void bcast_exec(int r, const int64_t *od, size_t count, int nin, const int *ranks,
+                       const int64_t *const *dims, const void *const *data, const size_t *es, void *out, size_t eo,
+                       kfn f, bpar *p)
+{
+    bc_lay L;
+    if (count == 0)
+        return;
+    bc_layout(&L, r, od, nin, ranks, dims);
+    L.data = data;
+    L.es = es;
+    L.out = out;
+    L.eo = eo;
+    L.f = f;
+    L.p = p;
+    bc_range(&L, 0, count);
+}
+
+/* Elements a parallel task holds at least. */
+#define BC_TASK_MIN ((size_t)16384)
+
+typedef struct bc_job {
+    const bc_lay *L;
+    size_t count, per;
+} bc_job;
+
+static void bc_task(void *arg, size_t t)
+{
+    const bc_job *j = arg;
+    size_t e0 = t * j->per, e1 = j->count - e0 < j->per ? j->count : e0 + j->per;
+    bc_range(j->L, e0, e1);
+}
+
+/* bcast_exec split into tasks of disjoint output ranges on up to `threads`
+ * threads; for kernels that do not write *p (the float ones). */
+static void bcast_exec_par(int threads, int r, const int64_t *od, size_t count, int nin, const int *ranks,
+                           const int64_t *const *dims, const void *const *data, const size_t *es, void *out,
+                           size_t eo, kfn f, bpar *p)
+{
+    size_t tasks = pool_tasks(threads, count, BC_TASK_MIN);
+    if (tasks <= 1) {
+        bcast_exec(r, od, count, nin, ranks, dims, data, es, out, eo, f, p);
+        return;
+    }
+    bc_lay L;
+    bc_layout(&L, r, od, nin, ranks, dims);
+    L.data = data;
+    L.es = es;
+    L.out = out;
+    L.eo = eo;
+    L.f = f;
+    L.p = p;
+    bc_job j;
+    j.L = &L;
+    j.count = count;
+    j.per = (count + tasks - 1) / tasks;
+    j.per = (j.per + 15) / 16 * 16;
+    pool_run(threads, (count + j.per - 1) / j.per, bc_task, &j);
 }
 
 /* ---- kernels ---- */
@@ -382,7 +469,10 @@ static tdm_status binary_run(op_ctx *ctx, int k)
     int ranks[2] = {a->rank, b->rank};
     const int64_t *dd[2] = {a->dims, b->dims};
     bpar p = {0, 0};
-    bcast_exec(r, dims, y->count, 2, ranks, dd, data, es, dst, eo, f, &p);
+    if (!raw && (ct == EW_F32 || ct == EW_F64))
+        bcast_exec_par(ctx->threads, r, dims, y->count, 2, ranks, dd, data, es, dst, eo, f, &p);
+    else
+        bcast_exec(r, dims, y->count, 2, ranks, dd, data, es, dst, eo, f, &p);
     if (tmp)
         op_ew_store(tmp, ct, y->data, odt, 0, y->count);
     mem_free(own[0]);

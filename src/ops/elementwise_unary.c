@@ -6,6 +6,8 @@
  * types (for the ops that take them) compute in int64 / uint64. */
 #include "ops/elementwise.h"
 #include "core/mem.h"
+#include "core/pool.h"
+#include "ops/nn.h"
 
 #include <float.h>
 #include <math.h>
@@ -174,6 +176,37 @@ static uint32_t int_types(int k)
 
 #define CHUNK 1024
 
+/* Elements a parallel task holds at least: below this, waking a worker
+ * costs more than it saves. */
+#define UN_TASK_MIN ((size_t)16384)
+
+/* A float32 or double unary op split into tasks of `per` elements; each
+ * task writes only its own range. */
+typedef struct un_job {
+    int k;
+    const upar *p;
+    const void *x;
+    void *y;
+    size_t n, per;
+    int dbl, avx2;
+} un_job;
+
+static void un_task(void *arg, size_t t)
+{
+    const un_job *j = arg;
+    size_t i0 = t * j->per, m = j->n - i0 < j->per ? j->n - i0 : j->per;
+    if (j->dbl)
+        un_f64(j->k, (const double *)j->x + i0, (double *)j->y + i0, m, j->p);
+    else if (j->avx2 && j->k == U_ERF)
+        op_ew_erf_avx2((const float *)j->x + i0, (float *)j->y + i0, m);
+    else if (j->avx2)
+        op_ew_sigmoid_avx2((const float *)j->x + i0, (float *)j->y + i0, m);
+    else if (j->k == U_SIGMOID)
+        sigmoid_f32((const float *)j->x + i0, (float *)j->y + i0, m);
+    else
+        un_f32(j->k, (const float *)j->x + i0, (float *)j->y + i0, m, j->p);
+}
+
 static tdm_status unary_run(op_ctx *ctx, int k, const upar *p)
 {
     const tdm_tensor *x = ctx->n_in > 0 ? ctx->in[0] : NULL;
@@ -187,15 +220,21 @@ static tdm_status unary_run(op_ctx *ctx, int k, const upar *p)
         return st;
     tdm_tensor *y = ctx->out[0];
     size_t cnt = x->count;
-    if (x->dtype == TDM_FLOAT) {
-        if (k == U_SIGMOID)
-            sigmoid_f32(x->data, y->data, cnt);
-        else
-            un_f32(k, x->data, y->data, cnt, p);
+    if (!cnt)
         return TDM_OK;
-    }
-    if (x->dtype == TDM_DOUBLE) {
-        un_f64(k, x->data, y->data, cnt, p);
+    if (x->dtype == TDM_FLOAT || x->dtype == TDM_DOUBLE) {
+        un_job j;
+        j.k = k;
+        j.p = p;
+        j.x = x->data;
+        j.y = y->data;
+        j.n = cnt;
+        j.dbl = x->dtype == TDM_DOUBLE;
+        j.avx2 = !j.dbl && (k == U_SIGMOID || k == U_ERF) && gemm_avx2_usable();
+        size_t tasks = pool_tasks(ctx->threads, cnt, UN_TASK_MIN);
+        j.per = (cnt + tasks - 1) / tasks;
+        j.per = (j.per + 15) / 16 * 16; /* whole vectors per task */
+        pool_run(ctx->threads, (cnt + j.per - 1) / j.per, un_task, &j);
         return TDM_OK;
     }
     op_ew_ct ct = op_ew_ctype(x->dtype);

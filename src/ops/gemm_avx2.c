@@ -9,8 +9,11 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #include <math.h>
+#include <stdatomic.h>
 
-int gemm_avx2_usable(void)
+/* The check itself: cpuid traps to the hypervisor in virtual machines and
+ * costs microseconds, so gemm_avx2_usable caches its answer. */
+static int avx2_check(void)
 {
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d))
@@ -27,8 +30,20 @@ int gemm_avx2_usable(void)
     return (b >> 5) & 1; /* AVX2 */
 }
 
-/* c[6][16] (row stride ldc) = or += a-panel x b-panel over kc steps. */
-void gemm_ukr_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add)
+int gemm_avx2_usable(void)
+{
+    static atomic_int cached = -1; /* racing first calls store the same value */
+    int v = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (v < 0) {
+        v = avx2_check();
+        atomic_store_explicit(&cached, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+/* c[6][16] (row stride ldc) = or += a-panel x b-panel over kc steps; when
+ * storing (add == 0) and bias is set, bias[r] is added to row r. */
+void gemm_ukr_avx2_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias)
 {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
     __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
@@ -71,6 +86,25 @@ void gemm_ukr_avx2(size_t kc, const float *a, const float *b, float *c, size_t l
         c41 = _mm256_add_ps(c41, _mm256_loadu_ps(c + 4 * ldc + 8));
         c50 = _mm256_add_ps(c50, _mm256_loadu_ps(c + 5 * ldc));
         c51 = _mm256_add_ps(c51, _mm256_loadu_ps(c + 5 * ldc + 8));
+    } else if (bias) {
+        __m256 v = _mm256_broadcast_ss(bias + 0);
+        c00 = _mm256_add_ps(c00, v);
+        c01 = _mm256_add_ps(c01, v);
+        v = _mm256_broadcast_ss(bias + 1);
+        c10 = _mm256_add_ps(c10, v);
+        c11 = _mm256_add_ps(c11, v);
+        v = _mm256_broadcast_ss(bias + 2);
+        c20 = _mm256_add_ps(c20, v);
+        c21 = _mm256_add_ps(c21, v);
+        v = _mm256_broadcast_ss(bias + 3);
+        c30 = _mm256_add_ps(c30, v);
+        c31 = _mm256_add_ps(c31, v);
+        v = _mm256_broadcast_ss(bias + 4);
+        c40 = _mm256_add_ps(c40, v);
+        c41 = _mm256_add_ps(c41, v);
+        v = _mm256_broadcast_ss(bias + 5);
+        c50 = _mm256_add_ps(c50, v);
+        c51 = _mm256_add_ps(c51, v);
     }
     _mm256_storeu_ps(c + 0 * ldc, c00);
     _mm256_storeu_ps(c + 0 * ldc + 8, c01);
@@ -87,7 +121,8 @@ void gemm_ukr_avx2(size_t kc, const float *a, const float *b, float *c, size_t l
 }
 
 /* As gemm_ukr_avx2, A read unpacked: 6 rows of stride lda. */
-void gemm_ukr_avx2_rows(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add)
+void gemm_ukr_avx2_rows_bias(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
+                             const float *bias)
 {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
     __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
@@ -130,6 +165,25 @@ void gemm_ukr_avx2_rows(size_t kc, const float *a, size_t lda, const float *b, f
         c41 = _mm256_add_ps(c41, _mm256_loadu_ps(c + 4 * ldc + 8));
         c50 = _mm256_add_ps(c50, _mm256_loadu_ps(c + 5 * ldc));
         c51 = _mm256_add_ps(c51, _mm256_loadu_ps(c + 5 * ldc + 8));
+    } else if (bias) {
+        __m256 v = _mm256_broadcast_ss(bias + 0);
+        c00 = _mm256_add_ps(c00, v);
+        c01 = _mm256_add_ps(c01, v);
+        v = _mm256_broadcast_ss(bias + 1);
+        c10 = _mm256_add_ps(c10, v);
+        c11 = _mm256_add_ps(c11, v);
+        v = _mm256_broadcast_ss(bias + 2);
+        c20 = _mm256_add_ps(c20, v);
+        c21 = _mm256_add_ps(c21, v);
+        v = _mm256_broadcast_ss(bias + 3);
+        c30 = _mm256_add_ps(c30, v);
+        c31 = _mm256_add_ps(c31, v);
+        v = _mm256_broadcast_ss(bias + 4);
+        c40 = _mm256_add_ps(c40, v);
+        c41 = _mm256_add_ps(c41, v);
+        v = _mm256_broadcast_ss(bias + 5);
+        c50 = _mm256_add_ps(c50, v);
+        c51 = _mm256_add_ps(c51, v);
     }
     _mm256_storeu_ps(c + 0 * ldc, c00);
     _mm256_storeu_ps(c + 0 * ldc + 8, c01);
@@ -146,6 +200,41 @@ void gemm_ukr_avx2_rows(size_t kc, const float *a, size_t lda, const float *b, f
 }
 
 
+
+void gemm_ukr_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add)
+{
+    gemm_ukr_avx2_bias(kc, a, b, c, ldc, add, NULL);
+}
+
+void gemm_ukr_avx2_rows(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add)
+{
+    gemm_ukr_avx2_rows_bias(kc, a, lda, b, c, ldc, add, NULL);
+}
+
+/* sum_p a[p] b[p] over p < k: 32 partial sums (lane l of accumulator r
+ * takes p = 32 i + 8 r + l), added in a fixed order, then the tail in
+ * order. */
+float gemm_dot_avx2(const float *a, const float *b, size_t k)
+{
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps(), s2 = _mm256_setzero_ps(), s3 = _mm256_setzero_ps();
+    size_t p = 0;
+    for (; p + 32 <= k; p += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p), _mm256_loadu_ps(b + p), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 8), _mm256_loadu_ps(b + p + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 16), _mm256_loadu_ps(b + p + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p + 24), _mm256_loadu_ps(b + p + 24), s3);
+    }
+    for (; p + 8 <= k; p += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + p), _mm256_loadu_ps(b + p), s0);
+    __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    float r = _mm_cvtss_f32(h);
+    for (; p < k; p++)
+        r = fmaf(a[p], b[p], r);
+    return r;
+}
 
 /* Depthwise convolution, interior of one output row: for i in [0, n),
  * dst[i] += sum over taps t (in order) of w[t] * src[t][i * stride], all
@@ -185,6 +274,27 @@ void dw_row_avx2(float *dst, size_t n, const float *const *src, const float *w, 
 #else
 
 int gemm_avx2_usable(void) { return 0; }
+
+void gemm_ukr_avx2_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias)
+{
+    (void)bias;
+    gemm_ukr_avx2(kc, a, b, c, ldc, add);
+}
+
+void gemm_ukr_avx2_rows_bias(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
+                             const float *bias)
+{
+    (void)bias;
+    gemm_ukr_avx2_rows(kc, a, lda, b, c, ldc, add);
+}
+
+float gemm_dot_avx2(const float *a, const float *b, size_t k)
+{
+    (void)a;
+    (void)b;
+    (void)k;
+    return 0.0f;
+}
 
 void dw_row_avx2(float *dst, size_t n, const float *const *src, const float *w, int ntaps, int stride)
 {

@@ -90,6 +90,22 @@ void gemm_ukr_avx2(size_t kc, const float *a, const float *b, float *c, size_t l
 void dw_row_avx2(float *dst, size_t n, const float *const *src, const float *w, int ntaps, int stride);
 /* The same with A unpacked: row i of the tile at a + i * lda. */
 void gemm_ukr_avx2_rows(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add);
+/* The same two kernels with a bias: when add == 0 and bias is set, bias[r]
+ * (r < 6) is added to tile row r after the sum, before the store. */
+void gemm_ukr_avx2_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias);
+void gemm_ukr_avx2_rows_bias(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
+                             const float *bias);
+/* sum over p < k of a[p] b[p], in a fixed order of 32 partial sums. */
+float gemm_dot_avx2(const float *a, const float *b, size_t k);
+/* Depthwise kh x kw (both 1 to 7), dilation 1, strides sh, sw in {1, 2}
+ * (gemm_avx2_dw.c): the output plane y (oh x ow) of the input plane x
+ * (h x w) with top/left pads pt, pl (everything outside x reads zero) and
+ * kernel k[kh * kw], started at bias, taps in order, then clamped to
+ * [lo, hi] when clamp is set (NaN stays NaN). pad is scratch of
+ * dw_pad_floats(...) floats (0 when that overflows or oh or ow is 0). */
+size_t dw_pad_floats(size_t oh, size_t ow, int kh, int kw, int sh, int sw);
+void dw_plane_avx2(const float *x, size_t h, size_t w, float *y, size_t oh, size_t ow, int kh, int kw, int sh,
+                   int sw, size_t pt, size_t pl, const float *k, float bias, int clamp, float lo, float hi, float *pad);
 
 /* ---- helpers shared by the nn files (ops/nn_util.c) ---- */
 

@@ -183,6 +183,7 @@ typedef struct conv_job {
     float *y;
     op_act act;
     int avx2;        /* the AVX2 row kernel is usable */
+    size_t dw3;      /* depthwise by dw_plane_avx2: its scratch floats, else 0 */
 } conv_job;
 
 /* One panel (nr output columns from j0 + q * nr) of the packed im2col. */
@@ -233,10 +234,21 @@ static void pack_im2col_panel(const conv_job *j, size_t q)
                         }
                         const float *src = xc + (id * H + ih) * W;
                         int64_t iw = seg_ow[s] * sw + cw;
-                        if (sw == 1 && iw >= 0 && iw + (int64_t)len <= W) {
-                            src += iw;
-                            for (size_t t = 0; t < len; t++)
-                                ds[t] = src[t];
+                        if (sw == 1) {
+                            /* zeros left of the row, the row, zeros right of it */
+                            size_t t = 0, lo = iw < 0 ? (size_t)(-iw) : 0, hi = len;
+                            if (lo > len)
+                                lo = len;
+                            if (iw + (int64_t)len > W)
+                                hi = W > iw ? (size_t)(W - iw) : 0;
+                            if (hi < lo)
+                                hi = lo;
+                            for (; t < lo; t++)
+                                ds[t] = 0.0f;
+                            for (; t < hi; t++)
+                                ds[t] = src[iw + (int64_t)t];
+                            for (; t < len; t++)
+                                ds[t] = 0.0f;
                         } else {
                             for (size_t t = 0; t < len; t++, iw += sw)
                                 ds[t] = iw >= 0 && iw < W ? src[iw] : 0.0f;
@@ -266,6 +278,22 @@ static void task_depthwise(void *arg, size_t t)
     const float *xg = j->x + (n * (size_t)p->c + gi) * p->in_sz;
     float *ym = j->y + (n * (size_t)p->m + oc) * p->out_sz;
     float bv = j->bias ? j->bias[oc] : 0.0f;
+    if (j->dw3) {
+        const nn_geom *g = &p->g;
+        float *pad = pool_scratch_get(j->dw3 * sizeof(float));
+        if (pad) {
+            int clamp = j->act.kind == OP_ACT_RELU || j->act.kind == OP_ACT_CLIP;
+            float lo = j->act.kind == OP_ACT_CLIP ? j->act.a : 0.0f;
+            float hi = j->act.kind == OP_ACT_CLIP ? j->act.b : INFINITY;
+            dw_plane_avx2(xg, (size_t)g->in[1], (size_t)g->in[2], ym, (size_t)g->out[1], (size_t)g->out[2],
+                          (int)g->k[1], (int)g->k[2], (int)g->s[1], (int)g->s[2], (size_t)g->pb[1],
+                          (size_t)g->pb[2], j->w + oc * kk, bv, clamp, lo, hi, pad);
+            pool_scratch_put(pad);
+            if (!clamp)
+                op_act_apply(&j->act, ym, p->out_sz);
+            return;
+        }
+    }
     for (size_t i = 0; i < p->out_sz; i++)
         ym[i] = bv;
     conv_direct_plane(&p->g, xg, j->w + oc * kk, ym, j->avx2);
@@ -300,6 +328,11 @@ static tdm_status conv_f32(op_ctx *ctx, const conv_plan *p, const float *x, cons
         j.bias = bias;
         j.y = y;
         j.avx2 = gemm_avx2_usable();
+        if (j.avx2 && g->k[0] == 1 && g->k[1] >= 1 && g->k[1] <= 7 && g->k[2] >= 1 && g->k[2] <= 7 &&
+            g->in[0] == 1 && g->out[0] == 1 && g->d[1] == 1 && g->d[2] == 1 && (g->s[1] == 1 || g->s[1] == 2) &&
+            (g->s[2] == 1 || g->s[2] == 2) && g->pb[1] >= 0 && g->pb[2] >= 0)
+            j.dw3 = dw_pad_floats((size_t)g->out[1], (size_t)g->out[2], (int)g->k[1], (int)g->k[2], (int)g->s[1],
+                                  (int)g->s[2]);
         pool_run(threads, planes, task_depthwise, &j);
         return TDM_OK;
     }

@@ -29,10 +29,12 @@
 #define GEMM_MR_MAX 8
 #define GEMM_IN_PLACE_MAX_N 256
 
-typedef void (*gemm_ukr_fn)(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add);
+/* bias: (optional) MR values added to the tile's rows when add == 0. */
+typedef void (*gemm_ukr_fn)(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add,
+                            const float *bias);
 
 typedef void (*gemm_ukr_rows_fn)(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc,
-                                 int add);
+                                 int add, const float *bias);
 
 typedef struct gemm_kernel {
     size_t mr, nr;
@@ -51,7 +53,7 @@ typedef struct gemm_kernel {
 #define G_NR (2 * GV)
 
 static void ukr_generic(size_t kc, const float *restrict a, const float *restrict b, float *restrict c, size_t ldc,
-                        int add)
+                        int add, const float *bias)
 {
     float c0a[GV] = {0}, c1a[GV] = {0}, c2a[GV] = {0}, c3a[GV] = {0}, c4a[GV] = {0}, c5a[GV] = {0};
     float c0b[GV] = {0}, c1b[GV] = {0}, c2b[GV] = {0}, c3b[GV] = {0}, c4b[GV] = {0}, c5b[GV] = {0};
@@ -78,9 +80,10 @@ static void ukr_generic(size_t kc, const float *restrict a, const float *restric
     float *const rows[G_MR][2] = {{c0a, c0b}, {c1a, c1b}, {c2a, c2b}, {c3a, c3b}, {c4a, c4b}, {c5a, c5b}};
     for (int i = 0; i < G_MR; i++) {
         float *ci = c + (size_t)i * ldc;
+        const float bv = bias ? bias[i] : 0.0f;
         for (int h = 0; h < 2; h++)
             for (int j = 0; j < GV; j++)
-                ci[h * GV + j] = add ? ci[h * GV + j] + rows[i][h][j] : rows[i][h][j];
+                ci[h * GV + j] = add ? ci[h * GV + j] + rows[i][h][j] : bias ? rows[i][h][j] + bv : rows[i][h][j];
     }
 }
 
@@ -94,7 +97,7 @@ static gemm_kernel pick_kernel(void)
         atomic_store(&kernel_choice, k);
     }
     if (k == 2)
-        return (gemm_kernel){6, 16, gemm_ukr_avx2, gemm_ukr_avx2_rows};
+        return (gemm_kernel){6, 16, gemm_ukr_avx2_bias, gemm_ukr_avx2_rows_bias};
     return (gemm_kernel){G_MR, G_NR, ukr_generic, NULL};
 }
 
@@ -104,7 +107,7 @@ op_gemm_layout op_sgemm_layout(void)
     return (op_gemm_layout){GEMM_KC, k.nr};
 }
 
-const char *op_sgemm_kernel_name(void) { return pick_kernel().fn == gemm_ukr_avx2 ? "avx2-fma 6x16" : "portable"; }
+const char *op_sgemm_kernel_name(void) { return pick_kernel().fn == gemm_ukr_avx2_bias ? "avx2-fma 6x16" : "portable"; }
 
 /* ---- activations ---- */
 
@@ -253,11 +256,15 @@ static void task_compute(void *arg, size_t t)
     size_t q0 = sp * j->panels_per_split, q1 = q0 + j->panels_per_split < panels ? q0 + j->panels_per_split : panels;
     float tmp[GEMM_TILE_MAX];
     float aedge[GEMM_MR_MAX * GEMM_KC];
+    float bedge[GEMM_MR_MAX];
+    /* The bias goes into the first K block's stores (C is not accumulated
+     * into then), the activation after the last one. */
+    const int kbias = g->bias && !j->add_first;
     if (q0 >= q1)
         return;
     for (size_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
         size_t kcb = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
-        int add = p0 > 0 || j->add_first;
+        int add = p0 > 0 || j->add_first, last = p0 + kcb >= g->k;
         const float *ab = j->apack ? j->apack + p0 * j->mpad : NULL, *bb = j->bpack + p0 * j->npad;
         size_t edge_row = j->apack ? SIZE_MAX : (i1 - i0) / mr * mr + i0; /* first row of a partial panel */
         if (edge_row < i1) {
@@ -273,30 +280,41 @@ static void task_compute(void *arg, size_t t)
             for (size_t i = i0; i < i1; i += mr) {
                 size_t rows = i1 - i < mr ? i1 - i : mr;
                 float *cp = g->c + i * g->ldc + col;
+                const float *bias = NULL;
+                if (kbias && p0 == 0) {
+                    if (rows == mr) {
+                        bias = g->bias + i;
+                    } else {
+                        for (size_t r = 0; r < mr; r++)
+                            bedge[r] = r < rows ? g->bias[i + r] : 0.0f;
+                        bias = bedge;
+                    }
+                }
                 if (!ab && rows == mr) {
                     const float *ar = g->a + i * g->lda + p0;
                     if (cols == nr)
-                        j->kern.rows(kcb, ar, g->lda, bp, cp, g->ldc, add);
+                        j->kern.rows(kcb, ar, g->lda, bp, cp, g->ldc, add, bias);
                     else
-                        j->kern.rows(kcb, ar, g->lda, bp, tmp, nr, 0);
+                        j->kern.rows(kcb, ar, g->lda, bp, tmp, nr, 0, bias);
                 } else {
                     const float *ap = ab ? ab + (i / mr) * kcb * mr : aedge;
-                    if (rows == mr && cols == nr) {
-                        j->kern.fn(kcb, ap, bp, cp, g->ldc, add);
-                        continue;
-                    }
-                    j->kern.fn(kcb, ap, bp, tmp, nr, 0);
+                    if (rows == mr && cols == nr)
+                        j->kern.fn(kcb, ap, bp, cp, g->ldc, add, bias);
+                    else
+                        j->kern.fn(kcb, ap, bp, tmp, nr, 0, bias);
                 }
-                if (rows == mr && cols == nr)
-                    continue;
-                for (size_t r = 0; r < rows; r++)
-                    for (size_t c = 0; c < cols; c++)
-                        cp[r * g->ldc + c] = add ? cp[r * g->ldc + c] + tmp[r * nr + c] : tmp[r * nr + c];
+                if (rows != mr || cols != nr)
+                    for (size_t r = 0; r < rows; r++)
+                        for (size_t c = 0; c < cols; c++)
+                            cp[r * g->ldc + c] = add ? cp[r * g->ldc + c] + tmp[r * nr + c] : tmp[r * nr + c];
             }
+            if (last && !kbias) /* bias and activation while the panel's tiles are in cache */
+                epilogue(g, i0, i1, col, col + cols);
+            else if (last && g->act.kind != OP_ACT_NONE)
+                for (size_t i = i0; i < i1; i++)
+                    op_act_apply(&g->act, g->c + i * g->ldc + col, cols);
         }
     }
-    size_t c1 = q1 * nr < j->ncols ? q1 * nr : j->ncols;
-    epilogue(g, i0, i1, j->j0 + q0 * nr, j->j0 + c1);
 }
 
 static void scale_c(size_t m, size_t n, float beta, float *c, size_t ldc)
@@ -368,6 +386,100 @@ static int sgemm_gemv(const op_gemm *g)
     return 0;
 }
 
+/* Products with one output row (M == 1, op(B) stored transposed) or one
+ * output column (N == 1, A not transposed): every output element is a dot
+ * product of a contiguous row (of B, or of A) with the one vector v of the
+ * other operand. Split over the outputs; each dot product runs in a fixed
+ * order, whatever the split. */
+typedef struct dot_job {
+    const op_gemm *g;
+    const float *u; /* row c of the rows at u + c * su */
+    size_t su;
+    const float *v; /* contiguous, k floats */
+    float *y;       /* output c at y + c * sy */
+    size_t sy, cnt, per;
+    int avx2, by_rows; /* outputs are rows of C (N == 1), else columns */
+} dot_job;
+
+static float dot_portable(const float *a, const float *b, size_t k)
+{
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    size_t p = 0;
+    for (; p + 8 <= k; p += 8)
+        for (size_t l = 0; l < 8; l++)
+            acc[l] += a[p + l] * b[p + l];
+    for (size_t l = 0; p < k; p++, l++)
+        acc[l] += a[p] * b[p];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+static void task_dot(void *arg, size_t t)
+{
+    const dot_job *j = arg;
+    const op_gemm *g = j->g;
+    size_t c0 = t * j->per, c1 = c0 + j->per < j->cnt ? c0 + j->per : j->cnt;
+    for (size_t c = c0; c < c1; c++) {
+        const float *u = j->u + c * j->su;
+        float s = j->avx2 ? gemm_dot_avx2(u, j->v, g->k) : dot_portable(u, j->v, g->k);
+        float *y = j->y + c * j->sy;
+        *y = g->beta == 0.0f ? g->alpha * s : g->alpha * s + g->beta * *y;
+    }
+    if (j->by_rows)
+        epilogue(g, c0, c1, 0, 1);
+    else
+        epilogue(g, 0, 1, c0, c1);
+}
+
+/* 1 when g was computed by dot products, 0 when it does not fit them, -1
+ * when out of memory. */
+static int sgemm_dots(const op_gemm *g)
+{
+    dot_job j;
+    memset(&j, 0, sizeof j);
+    j.g = g;
+    const float *vsrc;
+    size_t sv;
+    if (g->m == 1 && g->trans_b) {
+        j.u = g->b;
+        j.su = g->ldb;
+        vsrc = g->a;
+        sv = g->trans_a ? g->lda : 1;
+        j.y = g->c;
+        j.sy = 1;
+        j.cnt = g->n;
+    } else if (g->n == 1 && !g->trans_a) {
+        j.u = g->a;
+        j.su = g->lda;
+        vsrc = g->b;
+        sv = g->trans_b ? 1 : g->ldb;
+        j.y = g->c;
+        j.sy = g->ldc;
+        j.cnt = g->m;
+        j.by_rows = 1;
+    } else {
+        return 0;
+    }
+    float *vbuf = NULL;
+    if (sv != 1) {
+        size_t bytes;
+        if (mem_mul(g->k, sizeof(float), &bytes) || !(vbuf = pool_scratch_get(bytes)))
+            return -1;
+        for (size_t p = 0; p < g->k; p++)
+            vbuf[p] = vsrc[p * sv];
+        vsrc = vbuf;
+    }
+    j.v = vsrc;
+    j.avx2 = pick_kernel().fn == gemm_ukr_avx2_bias;
+    size_t work;
+    if (mem_mul(j.cnt, g->k, &work))
+        work = SIZE_MAX;
+    size_t tasks = pool_tasks(g->threads, work, (size_t)1 << 15);
+    j.per = (j.cnt + tasks - 1) / tasks;
+    pool_run(g->threads, (j.cnt + j.per - 1) / j.per, task_dot, &j);
+    pool_scratch_put(vbuf);
+    return 1;
+}
+
 int op_sgemm_run(const op_gemm *g)
 {
     if (!g->m || !g->n)
@@ -376,6 +488,11 @@ int op_sgemm_run(const op_gemm *g)
         scale_c(g->m, g->n, g->beta, g->c, g->ldc);
         epilogue(g, 0, g->m, 0, g->n);
         return 0;
+    }
+    if ((g->m == 1 || g->n == 1) && !g->bpack) {
+        int r = sgemm_dots(g);
+        if (r)
+            return r < 0 ? -1 : 0;
     }
     if (g->m == 1 && !g->bpack)
         return sgemm_gemv(g);

@@ -7,6 +7,9 @@
  * in double and are rounded once per output element. */
 #include "ops/reduce.h"
 #include "core/mem.h"
+#include "core/pool.h"
+#include "ops/elementwise.h"
+#include "ops/nn.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -101,6 +104,42 @@ enum { SM_SOFTMAX, SM_LOGSOFTMAX, SM_HARDMAX };
 SOFTMAX_IMPL(softmax_f32, float, expf, log)
 SOFTMAX_IMPL(softmax_f64, double, exp, log)
 
+/* float32 Softmax along contiguous rows (inner == 1), split over the rows:
+ * the same steps as softmax_f32, the exponentials by the AVX2 loop when
+ * the CPU has it. */
+typedef struct sm_job {
+    const float *x;
+    float *y;
+    size_t n, rows, per;
+    int avx2;
+} sm_job;
+
+static void sm_task(void *arg, size_t t)
+{
+    const sm_job *j = arg;
+    const size_t n = j->n;
+    size_t r0 = t * j->per, r1 = r0 + j->per < j->rows ? r0 + j->per : j->rows;
+    for (size_t a = r0; a < r1; a++) {
+        const float *x = j->x + a * n;
+        float *y = j->y + a * n;
+        float m = x[0];
+        for (size_t i = 1; i < n; i++)
+            if (x[i] > m)
+                m = x[i];
+        if (j->avx2)
+            op_ew_exp_shift_avx2(x, y, n, m);
+        else
+            for (size_t i = 0; i < n; i++)
+                y[i] = expf(x[i] - m);
+        double s = 0;
+        for (size_t i = 0; i < n; i++)
+            s += y[i];
+        float r = (float)(1.0 / s);
+        for (size_t i = 0; i < n; i++)
+            y[i] *= r;
+    }
+}
+
 static tdm_status softmax_run(op_ctx *ctx, int mode)
 {
     tdm_status st = op_red_check(ctx, 0, DT_FLOATS);
@@ -128,6 +167,13 @@ static tdm_status softmax_run(op_ctx *ctx, int mode)
         return st;
     if (x->count == 0)
         return TDM_OK;
+    if (x->dtype == TDM_FLOAT && mode == SM_SOFTMAX && inner == 1 && n > 0) {
+        sm_job j = {x->data, ctx->out[0]->data, n, outer, 0, gemm_avx2_usable()};
+        size_t tasks = pool_tasks(ctx->threads, x->count, (size_t)1 << 13);
+        j.per = (outer + tasks - 1) / tasks;
+        pool_run(ctx->threads, (outer + j.per - 1) / j.per, sm_task, &j);
+        return TDM_OK;
+    }
     double *mx = NULL, *sm = NULL, *buf = NULL;
     if ((st = op_red_alloc_f64(ctx, inner, &mx)) || (st = op_red_alloc_f64(ctx, inner, &sm)))
         goto done;
