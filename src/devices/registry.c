@@ -419,8 +419,9 @@ tdm_status dev_list_known(tdm_err *e, const char *const *plugin_paths, size_t n_
             snprintf(di->name, sizeof di->name, "opencl:%d", ocl[i].index);
         snprintf(di->kind, sizeof di->kind, "opencl");
         di->available = 1;
-        snprintf(di->description, sizeof di->description, "%.100s (%.60s, %.80s)", ocl[i].name, ocl[i].platform,
-                 ocl[i].version);
+        snprintf(di->description, sizeof di->description, "%.60s (%.40s, %.60s; %.15s %s)", ocl[i].name,
+                 ocl[i].platform, ocl[i].version, ocl[i].type,
+                 ocl[i].fp16 ? "device, fp16 (cl_khr_fp16)" : "device, no fp16 (cl_khr_fp16 not reported)");
         di->memory_bytes = ocl[i].memory_bytes;
         snprintf(di->precision, sizeof di->precision, "fp32");
         snprintf(di->source, sizeof di->source, "builtin");
