@@ -138,24 +138,6 @@ void dev_plugin_unload(dev_plugin *p);
 
 /* ---- node descriptions ---- */
 
-/* A tdm_node_desc built from an IR node, with the storage it points into.
- * Tensor descs carry the inferred static type of each value (unknown dims
- * as -1) and data for initializers / folded constants; attributes of type
- * TENSORS, GRAPHS, SPARSE_* and TYPE_PROTO* are passed as their type with
- * no payload (n = 0). Borrowed pointers into g stay valid while g lives. */
-typedef struct dev_node_desc {
-    tdm_node_desc d;
-    /* storage (private) */
-    tdm_tensor_desc *tensors;   /* n_inputs + n_outputs + tensor attributes */
-    int64_t *dims;
-    tdm_attr_desc *attrs;
-    const char **strings;
-} dev_node_desc;
-
-/* Fills out for node n of graph g (free with dev_node_desc_free). */
-tdm_status dev_node_desc_init(tdm_err *e, const gr_graph *g, const gr_node *n, dev_node_desc *out);
-void dev_node_desc_free(dev_node_desc *d);
-
 /* ---- listing (`tandem devices [--json]`) ---- */
 
 typedef struct dev_info {

@@ -85,6 +85,21 @@ static int value_desc(plan_arena *a, const gr_graph *g, int v, tdm_tensor_desc *
     t->name = x->name;
     t->dtype = x->type.dtype;
     t->rank = x->type.rank;
+    const tdm_tensor *c = x->init && !x->is_input && x->init->kind == TDM_KIND_TENSOR ? x->init : NULL;
+    if (c) { /* a constant's own shape is exact, inferred or not */
+        t->dtype = c->dtype;
+        t->rank = c->rank;
+        if (c->rank > 0) {
+            int64_t *dims = plan_arena_array(a, (size_t)c->rank, sizeof *dims);
+            if (!dims)
+                return -1;
+            for (int d = 0; d < c->rank; d++)
+                dims[d] = c->dims[d];
+            t->dims = dims;
+        }
+        t->data = c->data;
+        return 0;
+    }
     if (x->type.rank > 0) {
         int64_t *dims = plan_arena_array(a, (size_t)x->type.rank, sizeof *dims);
         if (!dims)
@@ -93,8 +108,6 @@ static int value_desc(plan_arena *a, const gr_graph *g, int v, tdm_tensor_desc *
             dims[d] = x->type.dims[d].v >= 0 ? x->type.dims[d].v : -1;
         t->dims = dims;
     }
-    if (x->init && !x->is_input && x->init->kind == TDM_KIND_TENSOR)
-        t->data = x->init->data;
     return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "devices/opencl/opencl.h"
 #include "devices/vnpu/vnpu.h"
 #include "graph/graph.h"
+#include "plan/desc.h"
 #include "ops/op.h"
 
 #include <math.h>
@@ -925,8 +926,13 @@ static int t_desc(void)
     memset(g->values[wv].init->data, 0, g->values[wv].init->nbytes);
     MUST(gr_finalize(&err, m));
 
-    dev_node_desc d;
-    MUST(dev_node_desc_init(&err, g, &g->nodes[idx], &d));
+    /* the planner builds every description a device sees (plan/desc.h) */
+    plan_arena arena;
+    plan_arena_init(&arena);
+    struct {
+        tdm_node_desc d;
+    } d;
+    MUST(plan_desc_build(&err, &arena, g, &g->nodes[idx], &d.d));
     CHECK(strcmp(d.d.name, "conv1") == 0 && strcmp(d.d.op_type, "Conv") == 0 && d.d.opset == 13);
     CHECK(d.d.n_inputs == 2 && d.d.n_outputs == 1 && d.d.n_attrs == 2);
     CHECK(strcmp(d.d.inputs[0].name, "x") == 0 && d.d.inputs[0].rank == 4 && d.d.inputs[0].dims[0] == -1 &&
@@ -942,14 +948,12 @@ static int t_desc(void)
     CHECK(edge.dev.iface->supports(edge.dev.ctx, &d.d, &v) == TDM_REASON_SHAPE_UNSUPPORTED);
     fprintf(stderr, "  %s\n", v.detail);
     CHECK(cpu.dev.iface->supports(NULL, &d.d, &v) == TDM_REASON_OK);
-    dev_node_desc_free(&d);
     g->values[xv].type.dims[0].v = 1;
-    MUST(dev_node_desc_init(&err, g, &g->nodes[idx], &d));
+    MUST(plan_desc_build(&err, &arena, g, &g->nodes[idx], &d.d));
     CHECK(edge.dev.iface->supports(edge.dev.ctx, &d.d, &v) == TDM_REASON_ATTR_UNSUPPORTED);
     fprintf(stderr, "  %s\n", v.detail);
     CHECK_HAS(v.detail, "dilations");
-    dev_node_desc_free(&d);
-    dev_node_desc_free(&d); /* twice: harmless */
+    plan_arena_free(&arena);
     dev_instance_close(&edge);
     dev_instance_close(&cpu);
     gr_model_free(m);
