@@ -326,7 +326,6 @@ tdm_status plan_cost_solve(tdm_err *e, const plan_cost_problem *pr, int *dev, co
     for (int sweep = 0; sweep < 32; sweep++) {
         int improved = 0;
         for (int n = 0; n < N; n++) {
-            int keep = dev[n];
             for (int d = 0; d < D; d++) {
                 if (d == dev[n] || !allowed(pr, n, d))
                     continue;
@@ -340,7 +339,6 @@ tdm_status plan_cost_solve(tdm_err *e, const plan_cost_problem *pr, int *dev, co
                     dev[n] = was;
                 }
             }
-            (void)keep;
         }
         if (!improved)
             break;

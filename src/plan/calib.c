@@ -98,11 +98,10 @@ static void sb_tensor(sbuf *b, const tdm_tensor_desc *t)
         sb_add(b, "]");
     }
     if (t->data && t->rank >= 0 && t->dtype != TDM_STRING) {
-        size_t n = tdm_dtype_size(t->dtype), k;
+        size_t n = tdm_dtype_size(t->dtype);
         int ok = n > 0;
         for (int d = 0; ok && d < t->rank; d++)
             ok = t->dims[d] >= 0 && !mem_mul(n, (size_t)t->dims[d], &n);
-        (void)k;
         if (ok)
             sb_add(b, "#%08llx", (unsigned long long)(fnv(14695981039346656037ULL, t->data, n) & 0xffffffffULL));
     }
@@ -471,7 +470,6 @@ tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const
     tdm_tensor ***vals = mem_calloc((size_t)D, sizeof *vals);
     unsigned char **owned = mem_calloc((size_t)D, sizeof *owned);
     int *last = mem_alloc((size_t)V * sizeof *last + sizeof *last);
-    int *mx_out = NULL;
     double *times = mem_calloc((size_t)repeat + 1, sizeof *times);
     tdm_tensor **out = NULL, **out2 = NULL;
     cJSON *root = cJSON_CreateObject(), *nodes = NULL, *devs = NULL;
@@ -481,7 +479,6 @@ tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const
             max_out = g->nodes[n].n_outputs;
     out = mem_calloc((size_t)max_out, sizeof *out);
     out2 = mem_calloc((size_t)max_out, sizeof *out2);
-    (void)mx_out;
     if (!vals || !owned || !last || !times || !root || !out || !out2)
         goto nomem;
     for (int d = 0; d < D; d++) {

@@ -802,9 +802,7 @@ static tdm_status granularity_subgraph(pstate *s)
                 nbdev[d] = 0;
             int n_nb = 0;
             vstamp++;
-            size_t copy_bytes_known = 0;
             double copies = 0;
-            int copies_mod = 0;
             for (int q = 0; q < qt; q++) {
                 int n = queue[q];
                 for (int j = s->rd_start[n]; j < s->rd_start[n + 1]; j++) {
@@ -820,8 +818,6 @@ static tdm_status granularity_subgraph(pstate *s)
                         size_t b = plan_value_bytes(s->g, v, &known);
                         vmark[v] = vstamp;
                         copies += copy_est(s, pr >= 0 ? s->p->nodes[pr].device : s->cpu, dev, b, &m);
-                        copies_mod |= m;
-                        copy_bytes_known += b;
                     }
                 }
                 const gr_node *node = &s->g->nodes[n];
@@ -841,12 +837,9 @@ static tdm_status granularity_subgraph(pstate *s)
                         int known, m = 0;
                         size_t b = plan_value_bytes(s->g, v, &known);
                         copies += copy_est(s, dev, s->cpu, b, &m);
-                        copies_mod |= m;
                     }
                 }
             }
-            (void)copy_bytes_known;
-            (void)copies_mod;
             if (!n_nb)
                 continue;
             int target = -1;
@@ -909,12 +902,58 @@ done:
     return st;
 }
 
+/* The buffers of a cost problem (plan/auto.h) over the current graph. */
+typedef struct cost_bufs {
+    double *ms, *up, *down;
+    unsigned char *outs;
+    int *dev;
+} cost_bufs;
+
+static void cost_bufs_free(cost_bufs *b)
+{
+    mem_free(b->ms);
+    mem_free(b->up);
+    mem_free(b->down);
+    mem_free(b->outs);
+    mem_free(b->dev);
+}
+
+/* Allocates b and fills *pr with everything but node_ms's values: the
+ * host↔device copy estimates of each known value and the graph-output
+ * marks. Returns 0 on out of memory (b is then freed). */
+static int cost_bufs_init(pstate *s, cost_bufs *b, plan_cost_problem *pr)
+{
+    int N = s->N, D = s->D, V = s->V;
+    b->ms = mem_alloc((size_t)N * (size_t)D * sizeof *b->ms + sizeof *b->ms);
+    b->up = mem_calloc((size_t)V * (size_t)D + 1, sizeof *b->up);
+    b->down = mem_calloc((size_t)V * (size_t)D + 1, sizeof *b->down);
+    b->outs = mem_calloc((size_t)V + 1, 1);
+    b->dev = mem_alloc((size_t)N * sizeof *b->dev + sizeof *b->dev);
+    if (!b->ms || !b->up || !b->down || !b->outs || !b->dev) {
+        cost_bufs_free(b);
+        return 0;
+    }
+    for (int v = 0; v < V; v++)
+        for (int d = 0; d < D && s->vknown[v]; d++) {
+            int m = 0;
+            if (d == s->cpu) /* copy_est: cpu's copies are free */
+                continue;
+            b->up[(size_t)v * (size_t)D + (size_t)d] = copy_est(s, s->cpu, d, s->vbytes[v], &m);
+            b->down[(size_t)v * (size_t)D + (size_t)d] = copy_est(s, d, s->cpu, s->vbytes[v], &m);
+        }
+    for (int k = 0; k < s->g->n_outputs; k++)
+        if (s->g->outputs[k] >= 0)
+            b->outs[s->g->outputs[k]] = 1;
+    *pr = (plan_cost_problem){N, D, b->ms, V, s->prod, s->rd_start, s->rd, b->outs, b->up, b->down};
+    return 1;
+}
+
 /* Granularity auto (plan.h, plan/auto.h). Nodes stay excluded from the
  * devices the memory rule moved them off (over == MEMORY) and from those a
  * pin or a precision verdict keeps them off. */
 static tdm_status granularity_auto(pstate *s)
 {
-    int N = s->N, D = s->D, V = s->V;
+    int N = s->N, D = s->D;
     tdm_plan *p = s->p;
     tdm_status st = TDM_OK;
     /* COST marks of an earlier round are recomputed */
@@ -929,15 +968,12 @@ static tdm_status granularity_auto(pstate *s)
                 return granularity_subgraph(s);
             }
         }
-    double *ms = mem_alloc((size_t)N * (size_t)D * sizeof *ms + sizeof *ms);
-    double *up = mem_calloc((size_t)V * (size_t)D + 1, sizeof *up);
-    double *down = mem_calloc((size_t)V * (size_t)D + 1, sizeof *down);
-    unsigned char *outs = mem_calloc((size_t)V + 1, 1);
-    int *dev = mem_alloc((size_t)N * sizeof *dev + sizeof *dev);
-    if (!ms || !up || !down || !outs || !dev) {
-        st = err_set(s->e, TDM_E_NOMEM, "out of memory");
-        goto done;
-    }
+    cost_bufs cb;
+    plan_cost_problem pr;
+    if (!cost_bufs_init(s, &cb, &pr))
+        return err_set(s->e, TDM_E_NOMEM, "out of memory");
+    double *ms = cb.ms;
+    int *dev = cb.dev;
     for (int n = 0; n < N; n++)
         for (int d = 0; d < D; d++) {
             size_t k = (size_t)n * (size_t)D + (size_t)d;
@@ -952,40 +988,11 @@ static tdm_status granularity_auto(pstate *s)
         int any = 0;
         for (int d = 0; d < D; d++)
             any |= ms[(size_t)n * (size_t)D + (size_t)d] >= 0;
-        if (!any)
-            ms[(size_t)n * (size_t)D + (size_t)s->cpu] = node_est(s, n, s->cpu, NULL) >= 0 ? node_est(s, n, s->cpu, NULL) : 0;
-    }
-    for (int v = 0; v < V; v++) {
-        if (!s->vknown[v])
-            continue;
-        for (int d = 0; d < D; d++) {
-            int m = 0;
-            if (d == s->cpu)
-                continue;
-            const dev_instance *di = &p->devs->items[d];
-            if (!di->dev.iface->copy_ms)
-                continue;
-            double a = di->dev.iface->copy_ms(di->dev.ctx, s->vbytes[v], 1, &m);
-            double b = di->dev.iface->copy_ms(di->dev.ctx, s->vbytes[v], 0, &m);
-            up[(size_t)v * (size_t)D + (size_t)d] = a >= 0 && isfinite(a) ? a : 0;
-            down[(size_t)v * (size_t)D + (size_t)d] = b >= 0 && isfinite(b) ? b : 0;
+        if (!any) {
+            double c = node_est(s, n, s->cpu, NULL);
+            ms[(size_t)n * (size_t)D + (size_t)s->cpu] = c >= 0 ? c : 0;
         }
     }
-    for (int k = 0; k < s->g->n_outputs; k++)
-        if (s->g->outputs[k] >= 0)
-            outs[s->g->outputs[k]] = 1;
-    plan_cost_problem pr;
-    memset(&pr, 0, sizeof pr);
-    pr.n_nodes = N;
-    pr.n_dev = D;
-    pr.node_ms = ms;
-    pr.n_values = V;
-    pr.prod = s->prod;
-    pr.rd_start = s->rd_start;
-    pr.rd = s->rd;
-    pr.is_output = outs;
-    pr.up_ms = up;
-    pr.down_ms = down;
     if ((st = plan_cost_solve(s->e, &pr, dev, &p->auto_method, &p->auto_cut_ms)) != TDM_OK)
         goto done;
     p->auto_cost_ms = plan_cost_eval(&pr, dev);
@@ -1012,11 +1019,7 @@ static tdm_status granularity_auto(pstate *s)
             goto done;
     }
 done:
-    mem_free(ms);
-    mem_free(up);
-    mem_free(down);
-    mem_free(outs);
-    mem_free(dev);
+    cost_bufs_free(&cb);
     return st;
 }
 
@@ -1601,41 +1604,20 @@ static tdm_status snap_restore(pstate *s, const place_snap *x)
  * device's estimate: the plan's est_total when estimates are complete. */
 static double placement_cost(pstate *s)
 {
-    int N = s->N, D = s->D, V = s->V;
-    double *ms = mem_alloc((size_t)N * (size_t)D * sizeof *ms + sizeof *ms);
-    double *up = mem_calloc((size_t)V * (size_t)D + 1, sizeof *up);
-    double *down = mem_calloc((size_t)V * (size_t)D + 1, sizeof *down);
-    unsigned char *outs = mem_calloc((size_t)V + 1, 1);
-    int *dev = mem_alloc((size_t)N * sizeof *dev + sizeof *dev);
-    double c = INFINITY;
-    if (!ms || !up || !down || !outs || !dev)
-        goto done;
+    int N = s->N, D = s->D;
+    cost_bufs cb;
+    plan_cost_problem pr;
+    if (!cost_bufs_init(s, &cb, &pr))
+        return INFINITY;
     for (int n = 0; n < N; n++) {
-        dev[n] = s->p->nodes[n].device;
+        cb.dev[n] = s->p->nodes[n].device;
         for (int d = 0; d < D; d++) {
             double v = node_est(s, n, d, NULL);
-            ms[(size_t)n * (size_t)D + (size_t)d] = v >= 0 ? v : (d == dev[n] ? 0 : -1);
+            cb.ms[(size_t)n * (size_t)D + (size_t)d] = v >= 0 ? v : (d == cb.dev[n] ? 0 : -1);
         }
     }
-    for (int v = 0; v < V; v++)
-        for (int d = 0; d < D && s->vknown[v]; d++) {
-            int m = 0;
-            if (d == s->cpu) /* copy_est: cpu's copies are free */
-                continue;
-            up[(size_t)v * (size_t)D + (size_t)d] = copy_est(s, s->cpu, d, s->vbytes[v], &m);
-            down[(size_t)v * (size_t)D + (size_t)d] = copy_est(s, d, s->cpu, s->vbytes[v], &m);
-        }
-    for (int k = 0; k < s->g->n_outputs; k++)
-        if (s->g->outputs[k] >= 0)
-            outs[s->g->outputs[k]] = 1;
-    plan_cost_problem pr = {N, D, ms, V, s->prod, s->rd_start, s->rd, outs, up, down};
-    c = plan_cost_eval(&pr, dev);
-done:
-    mem_free(ms);
-    mem_free(up);
-    mem_free(down);
-    mem_free(outs);
-    mem_free(dev);
+    double c = plan_cost_eval(&pr, cb.dev);
+    cost_bufs_free(&cb);
     return c;
 }
 

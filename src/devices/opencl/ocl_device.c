@@ -430,27 +430,26 @@ tdm_status ocl_kernel(ocl_ctx *c, tdm_err *e, int prog, ocl_kid kid, cl_kernel *
     return TDM_OK;
 }
 
-void ocl_arg_mem(ocl_args *a, cl_mem m)
+/* Sets the next argument; the first error sticks (ocl_args). */
+static void arg_set(ocl_args *a, size_t size, const void *v)
 {
     if (!a->err)
-        a->err = clSetKernelArg(a->k, a->i, sizeof m, &m);
+        a->err = clSetKernelArg(a->k, a->i, size, v);
     a->i++;
 }
+
+void ocl_arg_mem(ocl_args *a, cl_mem m) { arg_set(a, sizeof m, &m); }
 
 void ocl_arg_int(ocl_args *a, int v)
 {
     cl_int x = v;
-    if (!a->err)
-        a->err = clSetKernelArg(a->k, a->i, sizeof x, &x);
-    a->i++;
+    arg_set(a, sizeof x, &x);
 }
 
 void ocl_arg_float(ocl_args *a, float v)
 {
     cl_float x = v;
-    if (!a->err)
-        a->err = clSetKernelArg(a->k, a->i, sizeof x, &x);
-    a->i++;
+    arg_set(a, sizeof x, &x);
 }
 
 void ocl_arg_int4(ocl_args *a, const int *v)
@@ -458,9 +457,7 @@ void ocl_arg_int4(ocl_args *a, const int *v)
     cl_int4 x;
     for (int i = 0; i < 4; i++)
         x.s[i] = v[i];
-    if (!a->err)
-        a->err = clSetKernelArg(a->k, a->i, sizeof x, &x);
-    a->i++;
+    arg_set(a, sizeof x, &x);
 }
 
 void ocl_arg_int8(ocl_args *a, const int *v)
@@ -468,9 +465,7 @@ void ocl_arg_int8(ocl_args *a, const int *v)
     cl_int8 x;
     for (int i = 0; i < 8; i++)
         x.s[i] = v[i];
-    if (!a->err)
-        a->err = clSetKernelArg(a->k, a->i, sizeof x, &x);
-    a->i++;
+    arg_set(a, sizeof x, &x);
 }
 
 static size_t kernel_wg(ocl_ctx *c, cl_kernel k)

@@ -203,8 +203,32 @@ static tdm_status out_new(orun *r, int i, tdm_dtype dt, int rank, const int64_t 
     return TDM_OK;
 }
 
-/* Integer values of a small input (shape, axes, starts …): its constant
- * value from the description, or a read of the device buffer. *v is
+/* The bytes of small input i (cnt values of es bytes): its constant value
+ * from the description, or a read of the device buffer. *raw is allocated
+ * (mem_free) with 8 spare bytes. */
+static tdm_status in_raw(orun *r, int i, size_t cnt, size_t es, void **raw)
+{
+    *raw = NULL;
+    if (cnt > (1u << 20))
+        return fail(r, TDM_E_UNSUPPORTED, "input %d has %zu values; at most 1048576 are read back", i, cnt);
+    void *buf = mem_alloc(cnt * es + 8);
+    if (!buf)
+        return fail(r, TDM_E_NOMEM, "out of memory");
+    const tdm_tensor_desc *td = &r->o->d->inputs[i];
+    tdm_status st = TDM_OK;
+    if (td->data)
+        memcpy(buf, td->data, cnt * es);
+    else
+        st = ocl_read(r->c, r->e, MEM(&r->in[i]), 0, buf, cnt * es);
+    if (st) {
+        mem_free(buf);
+        return st;
+    }
+    *raw = buf;
+    return TDM_OK;
+}
+
+/* Integer values of a small input (shape, axes, starts …). *v is
  * allocated (mem_free); *n = -1 when the input is omitted. */
 static tdm_status in_ints(orun *r, int i, int64_t **v, int64_t *n)
 {
@@ -213,32 +237,21 @@ static tdm_status in_ints(orun *r, int i, int64_t **v, int64_t *n)
     if (!in_present(r, i))
         return TDM_OK;
     const tdm_device_tensor *t = &r->in[i];
-    size_t cnt = tcount(t), es = tdm_dtype_size(t->dtype);
+    size_t cnt = tcount(t);
     if (t->dtype != TDM_INT64 && t->dtype != TDM_INT32)
         return fail(r, TDM_E_RUNTIME, "input %d must be int64 or int32, not %s", i, tdm_dtype_name(t->dtype));
-    if (cnt > (1u << 20))
-        return fail(r, TDM_E_UNSUPPORTED, "input %d has %zu values; at most 1048576 are read back", i, cnt);
-    void *raw = mem_alloc(cnt * es + 8);
+    void *raw;
+    tdm_status st = in_raw(r, i, cnt, tdm_dtype_size(t->dtype), &raw);
+    if (st)
+        return st;
     int64_t *out = mem_calloc(cnt + 1, sizeof *out);
-    if (!raw || !out) {
+    if (!out) {
         mem_free(raw);
-        mem_free(out);
         return fail(r, TDM_E_NOMEM, "out of memory");
     }
-    tdm_status st = TDM_OK;
-    const tdm_tensor_desc *td = &r->o->d->inputs[i];
-    if (td->data)
-        memcpy(raw, td->data, cnt * es);
-    else
-        st = ocl_read(r->c, r->e, MEM(t), 0, raw, cnt * es);
-    if (!st)
-        for (size_t k = 0; k < cnt; k++)
-            out[k] = t->dtype == TDM_INT64 ? ((const int64_t *)raw)[k] : ((const int32_t *)raw)[k];
+    for (size_t k = 0; k < cnt; k++)
+        out[k] = t->dtype == TDM_INT64 ? ((const int64_t *)raw)[k] : ((const int32_t *)raw)[k];
     mem_free(raw);
-    if (st) {
-        mem_free(out);
-        return st;
-    }
     *v = out;
     *n = (int64_t)cnt;
     return TDM_OK;
@@ -252,34 +265,23 @@ static tdm_status in_floats(orun *r, int i, double **v, int64_t *n)
     if (!in_present(r, i))
         return TDM_OK;
     const tdm_device_tensor *t = &r->in[i];
-    size_t cnt = tcount(t), es = tdm_dtype_size(t->dtype);
+    size_t cnt = tcount(t);
     if (t->dtype != TDM_FLOAT && t->dtype != TDM_FLOAT16 && t->dtype != TDM_DOUBLE)
         return fail(r, TDM_E_RUNTIME, "input %d must be a float tensor, not %s", i, tdm_dtype_name(t->dtype));
-    if (cnt > (1u << 20))
-        return fail(r, TDM_E_UNSUPPORTED, "input %d has %zu values; at most 1048576 are read back", i, cnt);
-    void *raw = mem_alloc(cnt * es + 8);
+    void *raw;
+    tdm_status st = in_raw(r, i, cnt, tdm_dtype_size(t->dtype), &raw);
+    if (st)
+        return st;
     double *out = mem_calloc(cnt + 1, sizeof *out);
-    if (!raw || !out) {
+    if (!out) {
         mem_free(raw);
-        mem_free(out);
         return fail(r, TDM_E_NOMEM, "out of memory");
     }
-    tdm_status st = TDM_OK;
-    const tdm_tensor_desc *td = &r->o->d->inputs[i];
-    if (td->data)
-        memcpy(raw, td->data, cnt * es);
-    else
-        st = ocl_read(r->c, r->e, MEM(t), 0, raw, cnt * es);
-    if (!st)
-        for (size_t k = 0; k < cnt; k++)
-            out[k] = t->dtype == TDM_FLOAT    ? ((const float *)raw)[k]
-                     : t->dtype == TDM_DOUBLE ? ((const double *)raw)[k]
-                                              : fp16_to_f32(((const uint16_t *)raw)[k]);
+    for (size_t k = 0; k < cnt; k++)
+        out[k] = t->dtype == TDM_FLOAT    ? ((const float *)raw)[k]
+                 : t->dtype == TDM_DOUBLE ? ((const double *)raw)[k]
+                                          : fp16_to_f32(((const uint16_t *)raw)[k]);
     mem_free(raw);
-    if (st) {
-        mem_free(out);
-        return st;
-    }
     *v = out;
     *n = (int64_t)cnt;
     return TDM_OK;
