@@ -20,9 +20,9 @@ import numpy as np
 import onnx
 import onnx.helper as h
 
-
-def sanitize(name):
-    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+# The same file names as ort_run.js and make_inputs.py (ASCII-only: str.isalnum
+# would keep non-ASCII letters that ort_run.js replaces).
+from make_inputs import sanitize
 
 
 def main():

@@ -12,7 +12,6 @@ if [ ! -f "$cache/models/$model.onnx" ] || [ ! -f "$refs/inputs.txt" ]; then
 fi
 out=$(mktemp -d "${TMPDIR:-/tmp}/tandem-model.XXXXXX")
 trap 'rm -rf "$out"' EXIT
-set --  "$@"
 args=""
 while IFS= read -r line; do
     [ -n "$line" ] && args="$args --input $line"

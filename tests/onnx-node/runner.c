@@ -802,17 +802,24 @@ int main(int argc, char **argv)
         free(mp);
         free(cd);
     }
+    /* A run that ran nothing (an empty folder, a -k that matches no case)
+     * proves nothing: it is an error, not a pass. */
+    if (passed + failed == 0) {
+        fprintf(stderr, "onnx-node: no case was run from %s%s%s\n", dir, filter ? " matching " : "",
+                filter ? filter : "");
+        errors++;
+    }
     qsort(gs, ng, sizeof *gs, cmp_group);
     for (size_t i = 0; i < ng; i++) {
         group *g = &gs[i];
-        if (!g->passed && !g->failed && !g->skipped)
-            continue;
-        printf("%s: %zu passed, %zu failed", g->op, g->passed, g->failed);
-        if (g->skipped)
-            printf(", %zu skipped", g->skipped);
-        if (g->failed)
-            printf(" (%s)", g->failures);
-        printf("\n");
+        if (g->passed || g->failed || g->skipped) {
+            printf("%s: %zu passed, %zu failed", g->op, g->passed, g->failed);
+            if (g->skipped)
+                printf(", %zu skipped", g->skipped);
+            if (g->failed)
+                printf(" (%s)", g->failures);
+            printf("\n");
+        }
         free(g->op);
         free(g->failures);
     }
