@@ -33,7 +33,8 @@ size_t pool_tasks(int threads, size_t work, size_t min_per_task);
 /* Scratch buffers for kernels (packing, im2col): a process-wide cache of
  * a few blocks kept between calls, so that large temporary buffers are not
  * mapped and faulted in again on every call. pool_scratch_get returns a
- * block of at least `bytes` (64-byte aligned) or NULL when out of memory;
+ * block of at least `bytes` (64-byte aligned, except the plain mem_alloc
+ * block handed out when every slot is in use) or NULL when out of memory;
  * pool_scratch_put gives it back (NULL is a no-op). Thread-safe. */
 void *pool_scratch_get(size_t bytes);
 void pool_scratch_put(void *p);

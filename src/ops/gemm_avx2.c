@@ -41,9 +41,12 @@ int gemm_avx2_usable(void)
     return v;
 }
 
-/* c[6][16] (row stride ldc) = or += a-panel x b-panel over kc steps; when
- * storing (add == 0) and bias is set, bias[r] is added to row r. */
-void gemm_ukr_avx2_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias)
+/* c[6][16] (row stride ldc) = or += A x b-panel over kc steps, row r of A at
+ * a + r * as, advancing by ap per step; when storing (add == 0) and bias is
+ * set, bias[r] is added to row r. as and ap are constants at every call, so
+ * each caller gets its own specialised copy. */
+static inline void ukr_6x16(size_t kc, const float *a, size_t as, size_t ap, const float *b, float *c, size_t ldc,
+                            int add, const float *bias)
 {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
     __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
@@ -53,24 +56,24 @@ void gemm_ukr_avx2_bias(size_t kc, const float *a, const float *b, float *c, siz
     __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
     for (size_t p = 0; p < kc; p++) {
         __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-        __m256 a0 = _mm256_broadcast_ss(a + 0), a1 = _mm256_broadcast_ss(a + 1);
+        __m256 a0 = _mm256_broadcast_ss(a), a1 = _mm256_broadcast_ss(a + as);
         c00 = _mm256_fmadd_ps(a0, b0, c00);
         c01 = _mm256_fmadd_ps(a0, b1, c01);
         c10 = _mm256_fmadd_ps(a1, b0, c10);
         c11 = _mm256_fmadd_ps(a1, b1, c11);
-        a0 = _mm256_broadcast_ss(a + 2);
-        a1 = _mm256_broadcast_ss(a + 3);
+        a0 = _mm256_broadcast_ss(a + 2 * as);
+        a1 = _mm256_broadcast_ss(a + 3 * as);
         c20 = _mm256_fmadd_ps(a0, b0, c20);
         c21 = _mm256_fmadd_ps(a0, b1, c21);
         c30 = _mm256_fmadd_ps(a1, b0, c30);
         c31 = _mm256_fmadd_ps(a1, b1, c31);
-        a0 = _mm256_broadcast_ss(a + 4);
-        a1 = _mm256_broadcast_ss(a + 5);
+        a0 = _mm256_broadcast_ss(a + 4 * as);
+        a1 = _mm256_broadcast_ss(a + 5 * as);
         c40 = _mm256_fmadd_ps(a0, b0, c40);
         c41 = _mm256_fmadd_ps(a0, b1, c41);
         c50 = _mm256_fmadd_ps(a1, b0, c50);
         c51 = _mm256_fmadd_ps(a1, b1, c51);
-        a += 6;
+        a += ap;
         b += 16;
     }
     if (add) {
@@ -120,95 +123,17 @@ void gemm_ukr_avx2_bias(size_t kc, const float *a, const float *b, float *c, siz
     _mm256_storeu_ps(c + 5 * ldc + 8, c51);
 }
 
-/* As gemm_ukr_avx2, A read unpacked: 6 rows of stride lda. */
+/* A packed: the 6 row values of each step stored together. */
+void gemm_ukr_avx2_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias)
+{
+    ukr_6x16(kc, a, 1, 6, b, c, ldc, add, bias);
+}
+
+/* A read unpacked: 6 rows of stride lda. */
 void gemm_ukr_avx2_rows_bias(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
                              const float *bias)
 {
-    __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
-    __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
-    __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();
-    __m256 c30 = _mm256_setzero_ps(), c31 = _mm256_setzero_ps();
-    __m256 c40 = _mm256_setzero_ps(), c41 = _mm256_setzero_ps();
-    __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
-    for (size_t p = 0; p < kc; p++) {
-        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-        __m256 a0 = _mm256_broadcast_ss(a), a1 = _mm256_broadcast_ss(a + lda);
-        c00 = _mm256_fmadd_ps(a0, b0, c00);
-        c01 = _mm256_fmadd_ps(a0, b1, c01);
-        c10 = _mm256_fmadd_ps(a1, b0, c10);
-        c11 = _mm256_fmadd_ps(a1, b1, c11);
-        a0 = _mm256_broadcast_ss(a + 2 * lda);
-        a1 = _mm256_broadcast_ss(a + 3 * lda);
-        c20 = _mm256_fmadd_ps(a0, b0, c20);
-        c21 = _mm256_fmadd_ps(a0, b1, c21);
-        c30 = _mm256_fmadd_ps(a1, b0, c30);
-        c31 = _mm256_fmadd_ps(a1, b1, c31);
-        a0 = _mm256_broadcast_ss(a + 4 * lda);
-        a1 = _mm256_broadcast_ss(a + 5 * lda);
-        c40 = _mm256_fmadd_ps(a0, b0, c40);
-        c41 = _mm256_fmadd_ps(a0, b1, c41);
-        c50 = _mm256_fmadd_ps(a1, b0, c50);
-        c51 = _mm256_fmadd_ps(a1, b1, c51);
-        a += 1;
-        b += 16;
-    }
-    if (add) {
-        c00 = _mm256_add_ps(c00, _mm256_loadu_ps(c + 0 * ldc));
-        c01 = _mm256_add_ps(c01, _mm256_loadu_ps(c + 0 * ldc + 8));
-        c10 = _mm256_add_ps(c10, _mm256_loadu_ps(c + 1 * ldc));
-        c11 = _mm256_add_ps(c11, _mm256_loadu_ps(c + 1 * ldc + 8));
-        c20 = _mm256_add_ps(c20, _mm256_loadu_ps(c + 2 * ldc));
-        c21 = _mm256_add_ps(c21, _mm256_loadu_ps(c + 2 * ldc + 8));
-        c30 = _mm256_add_ps(c30, _mm256_loadu_ps(c + 3 * ldc));
-        c31 = _mm256_add_ps(c31, _mm256_loadu_ps(c + 3 * ldc + 8));
-        c40 = _mm256_add_ps(c40, _mm256_loadu_ps(c + 4 * ldc));
-        c41 = _mm256_add_ps(c41, _mm256_loadu_ps(c + 4 * ldc + 8));
-        c50 = _mm256_add_ps(c50, _mm256_loadu_ps(c + 5 * ldc));
-        c51 = _mm256_add_ps(c51, _mm256_loadu_ps(c + 5 * ldc + 8));
-    } else if (bias) {
-        __m256 v = _mm256_broadcast_ss(bias + 0);
-        c00 = _mm256_add_ps(c00, v);
-        c01 = _mm256_add_ps(c01, v);
-        v = _mm256_broadcast_ss(bias + 1);
-        c10 = _mm256_add_ps(c10, v);
-        c11 = _mm256_add_ps(c11, v);
-        v = _mm256_broadcast_ss(bias + 2);
-        c20 = _mm256_add_ps(c20, v);
-        c21 = _mm256_add_ps(c21, v);
-        v = _mm256_broadcast_ss(bias + 3);
-        c30 = _mm256_add_ps(c30, v);
-        c31 = _mm256_add_ps(c31, v);
-        v = _mm256_broadcast_ss(bias + 4);
-        c40 = _mm256_add_ps(c40, v);
-        c41 = _mm256_add_ps(c41, v);
-        v = _mm256_broadcast_ss(bias + 5);
-        c50 = _mm256_add_ps(c50, v);
-        c51 = _mm256_add_ps(c51, v);
-    }
-    _mm256_storeu_ps(c + 0 * ldc, c00);
-    _mm256_storeu_ps(c + 0 * ldc + 8, c01);
-    _mm256_storeu_ps(c + 1 * ldc, c10);
-    _mm256_storeu_ps(c + 1 * ldc + 8, c11);
-    _mm256_storeu_ps(c + 2 * ldc, c20);
-    _mm256_storeu_ps(c + 2 * ldc + 8, c21);
-    _mm256_storeu_ps(c + 3 * ldc, c30);
-    _mm256_storeu_ps(c + 3 * ldc + 8, c31);
-    _mm256_storeu_ps(c + 4 * ldc, c40);
-    _mm256_storeu_ps(c + 4 * ldc + 8, c41);
-    _mm256_storeu_ps(c + 5 * ldc, c50);
-    _mm256_storeu_ps(c + 5 * ldc + 8, c51);
-}
-
-
-
-void gemm_ukr_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add)
-{
-    gemm_ukr_avx2_bias(kc, a, b, c, ldc, add, NULL);
-}
-
-void gemm_ukr_avx2_rows(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add)
-{
-    gemm_ukr_avx2_rows_bias(kc, a, lda, b, c, ldc, add, NULL);
+    ukr_6x16(kc, a, lda, 1, b, c, ldc, add, bias);
 }
 
 /* sum_p a[p] b[p] over p < k: 32 partial sums (lane l of accumulator r
@@ -277,15 +202,26 @@ int gemm_avx2_usable(void) { return 0; }
 
 void gemm_ukr_avx2_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias)
 {
+    (void)kc;
+    (void)a;
+    (void)b;
+    (void)c;
+    (void)ldc;
+    (void)add;
     (void)bias;
-    gemm_ukr_avx2(kc, a, b, c, ldc, add);
 }
 
 void gemm_ukr_avx2_rows_bias(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
                              const float *bias)
 {
+    (void)kc;
+    (void)a;
+    (void)lda;
+    (void)b;
+    (void)c;
+    (void)ldc;
+    (void)add;
     (void)bias;
-    gemm_ukr_avx2_rows(kc, a, lda, b, c, ldc, add);
 }
 
 float gemm_dot_avx2(const float *a, const float *b, size_t k)
@@ -304,27 +240,6 @@ void dw_row_avx2(float *dst, size_t n, const float *const *src, const float *w, 
     (void)w;
     (void)ntaps;
     (void)stride;
-}
-
-void gemm_ukr_avx2_rows(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add)
-{
-    (void)kc;
-    (void)a;
-    (void)lda;
-    (void)b;
-    (void)c;
-    (void)ldc;
-    (void)add;
-}
-
-void gemm_ukr_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add)
-{
-    (void)kc;
-    (void)a;
-    (void)b;
-    (void)c;
-    (void)ldc;
-    (void)add;
 }
 
 #endif

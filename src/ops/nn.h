@@ -80,18 +80,16 @@ int op_sgemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha
 /* "avx2-fma 6x16" or "portable": the micro-kernel op_sgemm_run uses. */
 const char *op_sgemm_kernel_name(void);
 
-/* The AVX2/FMA micro-kernel (ops/gemm_avx2.c): usable() checks the CPU and
- * the OS; the kernel computes a 6 x 16 tile over kc packed steps and stores
- * it into c (row stride ldc), adding to c's values when add is set. */
+/* The AVX2/FMA kernels (ops/gemm_avx2.c); usable() checks the CPU and the OS. */
 int gemm_avx2_usable(void);
-void gemm_ukr_avx2(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add);
 /* Depthwise row (see nn_conv.c): dst[i] += sum_t w[t] * src[t][i * stride]
  * for i < n, taps in order, stride 1 or 2 vectorised. */
 void dw_row_avx2(float *dst, size_t n, const float *const *src, const float *w, int ntaps, int stride);
-/* The same with A unpacked: row i of the tile at a + i * lda. */
-void gemm_ukr_avx2_rows(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add);
-/* The same two kernels with a bias: when add == 0 and bias is set, bias[r]
- * (r < 6) is added to tile row r after the sum, before the store. */
+/* The GEMM micro-kernel: a 6 x 16 tile over kc packed steps, stored into c
+ * (row stride ldc), or added to c's values when add is set; when add == 0
+ * and bias is set, bias[r] (r < 6) is added to tile row r after the sum,
+ * before the store. The _rows variant reads A unpacked: row i of the tile at
+ * a + i * lda. */
 void gemm_ukr_avx2_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias);
 void gemm_ukr_avx2_rows_bias(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
                              const float *bias);
@@ -139,6 +137,32 @@ typedef struct nn_geom {
  * sentence naming the attribute. e may be NULL (infer hooks). */
 tdm_status op_nn_geom(tdm_err *e, const gr_node *node, int nsp, const int64_t *in, const int64_t *kernel,
                       int use_dil, int use_ceil, nn_geom *g);
+
+/* Element i of an int8 or uint8 tensor (quantized ops; the inner loops need
+ * this narrower, inlined form of tensor_get_i64). */
+static inline int32_t nn_ld8(const tdm_tensor *t, size_t i)
+{
+    return t->dtype == TDM_INT8 ? (int32_t)((const int8_t *)t->data)[i] : (int32_t)((const uint8_t *)t->data)[i];
+}
+
+/* The first and one-past-last i in [0, n) for which i * s + c lies in
+ * [0, lim): output positions of a tap (s = stride) or taps of an output
+ * position (s = dilation). Inline: called per row in the window loops. */
+static inline void nn_index_range(int64_t n, int64_t lim, int64_t s, int64_t c, int64_t *lo, int64_t *hi)
+{
+    /* i >= ceil(-c / s) and i <= floor((lim - 1 - c) / s) */
+    int64_t l = -c <= 0 ? 0 : (-c + s - 1) / s;
+    int64_t top = lim - 1 - c;
+    int64_t h = top < 0 ? 0 : top / s + 1;
+    if (l > n)
+        l = n;
+    if (h > n)
+        h = n;
+    if (h < l)
+        h = l;
+    *lo = l;
+    *hi = h;
+}
 
 /* ---- run hooks ---- */
 

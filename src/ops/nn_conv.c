@@ -9,26 +9,8 @@
 #include <math.h>
 #include <string.h>
 
-
-/* The first and one-past-last output index o in [0, n_out) for which
- * o * s + c lies in [0, n_in). */
-static void valid_range(int64_t n_out, int64_t n_in, int64_t s, int64_t c, int64_t *lo, int64_t *hi)
-{
-    /* o >= ceil(-c / s) and o <= floor((n_in - 1 - c) / s) */
-    int64_t l = -c <= 0 ? 0 : (-c + s - 1) / s;
-    int64_t top = n_in - 1 - c;
-    int64_t h = top < 0 ? 0 : top / s + 1;
-    if (l > n_out)
-        l = n_out;
-    if (h > n_out)
-        h = n_out;
-    if (h < l)
-        h = l;
-    *lo = l;
-    *hi = h;
-}
-
-/* Input checks and geometry shared by Conv, ConvInteger and QLinearConv. */
+/* Input checks and geometry shared by Conv, ConvInteger, QLinearConv and
+ * ConvTranspose. */
 typedef struct conv_plan {
     nn_geom g;
     int64_t n, c, m, group, cg, mg;
@@ -36,6 +18,20 @@ typedef struct conv_plan {
     int64_t ydims[2 + NN_MAX_SP];
     int yrank;
 } conv_plan;
+
+/* The spatial sizes and output shape from p->g, p->n and p->m (shared by
+ * conv_prepare and convt_prepare). */
+static void conv_plan_sizes(conv_plan *p, int nsp)
+{
+    p->in_sz = (size_t)(p->g.in[0] * p->g.in[1] * p->g.in[2]);
+    p->out_sz = (size_t)(p->g.out[0] * p->g.out[1] * p->g.out[2]);
+    p->k_sz = (size_t)(p->g.k[0] * p->g.k[1] * p->g.k[2]);
+    p->yrank = 2 + nsp;
+    p->ydims[0] = p->n;
+    p->ydims[1] = p->m;
+    for (int i = 0; i < nsp; i++)
+        p->ydims[2 + i] = p->g.out[NN_MAX_SP - nsp + i];
+}
 
 static tdm_status conv_prepare(op_ctx *ctx, const tdm_tensor *x, const tdm_tensor *w, conv_plan *p)
 {
@@ -63,14 +59,7 @@ static tdm_status conv_prepare(op_ctx *ctx, const tdm_tensor *x, const tdm_tenso
     if (w->dims[1] != p->cg)
         return op_fail(ctx, TDM_E_RUNTIME, "input W has %lld channels per group, X has %lld", (long long)w->dims[1],
                        (long long)p->cg);
-    p->in_sz = (size_t)(p->g.in[0] * p->g.in[1] * p->g.in[2]);
-    p->out_sz = (size_t)(p->g.out[0] * p->g.out[1] * p->g.out[2]);
-    p->k_sz = (size_t)(p->g.k[0] * p->g.k[1] * p->g.k[2]);
-    p->yrank = x->rank;
-    p->ydims[0] = p->n;
-    p->ydims[1] = p->m;
-    for (int i = 0; i < nsp; i++)
-        p->ydims[2 + i] = p->g.out[NN_MAX_SP - nsp + i];
+    conv_plan_sizes(p, nsp);
     size_t tmp;
     if (shape_count(p->yrank, p->ydims, &tmp) || mem_mul(p->k_sz, (size_t)p->cg, &tmp) ||
         mem_mul(tmp, p->out_sz, &tmp))
@@ -92,7 +81,7 @@ static void conv_direct_plane(const nn_geom *g, const float *x, const float *w, 
     const int kw_n = g->k[2] <= 64 ? (int)g->k[2] : 0;
     int64_t in_lo = 0, in_hi = OW; /* outputs every kw tap covers */
     for (int kw = 0; kw < kw_n; kw++) {
-        valid_range(OW, W, sw, kw * g->d[2] - g->pb[2], &lo[kw], &hi[kw]);
+        nn_index_range(OW, W, sw, kw * g->d[2] - g->pb[2], &lo[kw], &hi[kw]);
         in_lo = lo[kw] > in_lo ? lo[kw] : in_lo;
         in_hi = hi[kw] < in_hi ? hi[kw] : in_hi;
     }
@@ -139,7 +128,7 @@ static void conv_direct_plane(const nn_geom *g, const float *x, const float *w, 
                             l = lo[kw];
                             h = hi[kw];
                         } else {
-                            valid_range(OW, W, sw, cw, &l, &h);
+                            nn_index_range(OW, W, sw, cw, &l, &h);
                         }
                         if (vec) {
                             /* the borders only */
@@ -513,14 +502,6 @@ tdm_status op_run_Conv(op_ctx *ctx)
 
 /* ---------------------------------------------------------- ConvTranspose */
 
-typedef struct convt_plan {
-    nn_geom g; /* in = input, out = output, pb/pe may be negative */
-    int64_t n, c, m, group, cg, mg;
-    size_t in_sz, out_sz, k_sz;
-    int64_t ydims[2 + NN_MAX_SP];
-    int yrank;
-} convt_plan;
-
 static int64_t floor_div2(int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); }
 
 /* Geometry of ConvTranspose; works on known or unknown (-1) input sizes
@@ -595,7 +576,9 @@ static tdm_status convt_geom(tdm_err *e, const gr_node *node, int nsp, const int
     return TDM_OK;
 }
 
-static tdm_status convt_prepare(op_ctx *ctx, const tdm_tensor *x, const tdm_tensor *w, convt_plan *p)
+/* ConvTranspose uses conv_plan too: g.in is the input, g.out the output, and
+ * pb/pe may be negative. */
+static tdm_status convt_prepare(op_ctx *ctx, const tdm_tensor *x, const tdm_tensor *w, conv_plan *p)
 {
     memset(p, 0, sizeof *p);
     if (x->rank < 3 || x->rank > 2 + NN_MAX_SP)
@@ -619,14 +602,7 @@ static tdm_status convt_prepare(op_ctx *ctx, const tdm_tensor *x, const tdm_tens
     p->mg = w->dims[1];
     if (mem_mul_i64(p->mg, p->group, &p->m))
         return op_fail(ctx, TDM_E_NOMEM, "the output is too large");
-    p->in_sz = (size_t)(p->g.in[0] * p->g.in[1] * p->g.in[2]);
-    p->out_sz = (size_t)(p->g.out[0] * p->g.out[1] * p->g.out[2]);
-    p->k_sz = (size_t)(p->g.k[0] * p->g.k[1] * p->g.k[2]);
-    p->yrank = x->rank;
-    p->ydims[0] = p->n;
-    p->ydims[1] = p->m;
-    for (int i = 0; i < nsp; i++)
-        p->ydims[2 + i] = p->g.out[NN_MAX_SP - nsp + i];
+    conv_plan_sizes(p, nsp);
     size_t tmp;
     if (shape_count(p->yrank, p->ydims, &tmp) || mem_mul(p->k_sz, (size_t)p->mg, &tmp) ||
         mem_mul(tmp, p->in_sz, &tmp))
@@ -648,9 +624,9 @@ static void col2im(const nn_geom *g, const float *col, size_t mg, float *y)
                     col += D * H * W;
                     /* output o = i * s + k * d - pb: valid input range */
                     int64_t dlo, dhi, hlo, hhi, wlo, whi;
-                    valid_range(D, OD, g->s[0], kd * g->d[0] - g->pb[0], &dlo, &dhi);
-                    valid_range(H, OH, g->s[1], kh * g->d[1] - g->pb[1], &hlo, &hhi);
-                    valid_range(W, OW, g->s[2], kw * g->d[2] - g->pb[2], &wlo, &whi);
+                    nn_index_range(D, OD, g->s[0], kd * g->d[0] - g->pb[0], &dlo, &dhi);
+                    nn_index_range(H, OH, g->s[1], kh * g->d[1] - g->pb[1], &hlo, &hhi);
+                    nn_index_range(W, OW, g->s[2], kw * g->d[2] - g->pb[2], &wlo, &whi);
                     for (int64_t id = dlo; id < dhi; id++) {
                         int64_t od = id * g->s[0] + kd * g->d[0] - g->pb[0];
                         for (int64_t ih = hlo; ih < hhi; ih++) {
@@ -666,7 +642,7 @@ static void col2im(const nn_geom *g, const float *col, size_t mg, float *y)
     }
 }
 
-static tdm_status convt_f32(op_ctx *ctx, const convt_plan *p, const float *x, const float *w, const float *bias,
+static tdm_status convt_f32(op_ctx *ctx, const conv_plan *p, const float *x, const float *w, const float *bias,
                             float *y)
 {
     const size_t cg = (size_t)p->cg, mg = (size_t)p->mg, rows = mg * p->k_sz;
@@ -705,7 +681,7 @@ tdm_status op_run_ConvTranspose(op_ctx *ctx)
         return op_fail(ctx, TDM_E_RUNTIME, "X, W and B must have one element type");
     if (!(DT_BIT(x->dtype) & DT_FLOATS))
         return op_fail(ctx, TDM_E_UNSUPPORTED, "ConvTranspose does not take %s", tdm_dtype_name(x->dtype));
-    convt_plan p;
+    conv_plan p;
     tdm_status st = convt_prepare(ctx, x, w, &p);
     if (st)
         return st;
@@ -737,11 +713,6 @@ tdm_status op_run_ConvTranspose(op_ctx *ctx)
 
 /* ------------------------------------------------- integer convolutions */
 
-static int32_t ld_q(const tdm_tensor *t, size_t i)
-{
-    return t->dtype == TDM_INT8 ? (int32_t)((const int8_t *)t->data)[i] : (int32_t)((const uint8_t *)t->data)[i];
-}
-
 /* acc[n, m, out] = sum (x - xzp)(w - wzp[m]); padding contributes 0. */
 static tdm_status conv_int_acc(op_ctx *ctx, const conv_plan *p, const tdm_tensor *x, const tdm_tensor *xzp,
                                const tdm_tensor *w, const tdm_tensor *wzp, int32_t *acc)
@@ -751,12 +722,12 @@ static tdm_status conv_int_acc(op_ctx *ctx, const conv_plan *p, const tdm_tensor
         return op_fail(ctx, TDM_E_RUNTIME, "the x zero point must be a scalar");
     if (wzp && wzp->count != 1 && wzp->count != (size_t)p->m)
         return op_fail(ctx, TDM_E_RUNTIME, "the w zero point must be a scalar or hold %lld values", (long long)p->m);
-    int32_t xz = xzp ? ld_q(xzp, 0) : 0;
+    int32_t xz = xzp ? nn_ld8(xzp, 0) : 0;
     const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
     size_t yi = 0;
     for (int64_t n = 0; n < p->n; n++)
         for (int64_t oc = 0; oc < p->m; oc++) {
-            int32_t wz = wzp ? ld_q(wzp, wzp->count > 1 ? (size_t)oc : 0) : 0;
+            int32_t wz = wzp ? nn_ld8(wzp, wzp->count > 1 ? (size_t)oc : 0) : 0;
             int64_t gi = oc / p->mg;
             size_t wk = (size_t)oc * (size_t)p->cg * p->k_sz;
             for (int64_t od = 0; od < g->out[0]; od++)
@@ -778,8 +749,8 @@ static tdm_status conv_int_acc(op_ctx *ctx, const conv_plan *p, const tdm_tensor
                                         int64_t iw = ow * g->s[2] + kw * g->d[2] - g->pb[2];
                                         if (iw < 0 || iw >= W)
                                             continue;
-                                        int64_t xv = ld_q(x, xc + (size_t)((id * H + ih) * W + iw)) - xz;
-                                        int64_t wv = ld_q(w, wc + (size_t)((kd * g->k[1] + kh) * g->k[2] + kw)) - wz;
+                                        int64_t xv = nn_ld8(x, xc + (size_t)((id * H + ih) * W + iw)) - xz;
+                                        int64_t wv = nn_ld8(w, wc + (size_t)((kd * g->k[1] + kh) * g->k[2] + kw)) - wz;
                                         s += xv * wv;
                                     }
                                 }
@@ -849,7 +820,7 @@ tdm_status op_run_QLinearConv(op_ctx *ctx)
         tdm_tensor *y = ctx->out[0];
         const float *pws = ws->data;
         float xsc = *(const float *)xs->data, ysc = *(const float *)ys->data;
-        int32_t yz = yzp ? ld_q(yzp, 0) : 0;
+        int32_t yz = yzp ? nn_ld8(yzp, 0) : 0;
         size_t i = 0;
         for (int64_t n = 0; n < p.n; n++)
             for (int64_t oc = 0; oc < p.m; oc++) {

@@ -856,11 +856,6 @@ tdm_status op_run_Gemm(op_ctx *ctx)
 
 static int is_int8(tdm_dtype dt) { return dt == TDM_INT8 || dt == TDM_UINT8; }
 
-static int32_t ld8(const tdm_tensor *t, size_t i)
-{
-    return t->dtype == TDM_INT8 ? (int32_t)((const int8_t *)t->data)[i] : (int32_t)((const uint8_t *)t->data)[i];
-}
-
 /* A zero point (or scale) that is a scalar or a 1-D tensor of len values:
  * checks it and returns its length (1 or len). */
 static tdm_status per_axis_len(op_ctx *ctx, const tdm_tensor *t, size_t len, const char *what, size_t *out)
@@ -896,14 +891,14 @@ static tdm_status mm_int(op_ctx *ctx, const mm_shape *s, const tdm_tensor *a, co
         mm_offsets(s, bi, &oa, &ob);
         int32_t *y = acc + bi * s->m * s->n;
         for (size_t j = 0; j < s->n; j++) {
-            int32_t zb = bzp ? ld8(bzp, nb > 1 ? j : 0) : 0;
+            int32_t zb = bzp ? nn_ld8(bzp, nb > 1 ? j : 0) : 0;
             for (size_t p = 0; p < s->k; p++)
-                bcol[p] = ld8(b, ob + p * s->n + j) - zb;
+                bcol[p] = nn_ld8(b, ob + p * s->n + j) - zb;
             for (size_t i = 0; i < s->m; i++) {
-                int32_t za = azp ? ld8(azp, na > 1 ? i : 0) : 0;
+                int32_t za = azp ? nn_ld8(azp, na > 1 ? i : 0) : 0;
                 int64_t sum = 0;
                 for (size_t p = 0; p < s->k; p++)
-                    sum += (int64_t)(ld8(a, oa + i * s->k + p) - za) * bcol[p];
+                    sum += (int64_t)(nn_ld8(a, oa + i * s->k + p) - za) * bcol[p];
                 y[i * s->n + j] = (int32_t)(uint32_t)(uint64_t)sum; /* wraps like int32 hardware */
             }
         }

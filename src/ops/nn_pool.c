@@ -8,22 +8,6 @@
 #include <math.h>
 #include <string.h>
 
-/* The k in [0, kn) with k * d + c in [0, n): [*lo, *hi). */
-static void tap_range(int64_t kn, int64_t n, int64_t d, int64_t c, int64_t *lo, int64_t *hi)
-{
-    int64_t l = -c <= 0 ? 0 : (-c + d - 1) / d;
-    int64_t top = n - 1 - c;
-    int64_t h = top < 0 ? 0 : top / d + 1;
-    if (l > kn)
-        l = kn;
-    if (h > kn)
-        h = kn;
-    if (h < l)
-        h = l;
-    *lo = l;
-    *hi = h;
-}
-
 typedef struct pool_plan {
     nn_geom g;
     size_t planes;        /* N * C */
@@ -65,13 +49,13 @@ static tdm_status pool_prepare(op_ctx *ctx, const tdm_tensor *x, int use_dil, in
         for (size_t pl = 0; pl < (p)->planes; pl++)                                                              \
             for (int64_t od = 0; od < g_->out[0]; od++) {                                                        \
                 int64_t cd = od * g_->s[0] - g_->pb[0], dlo, dhi;                                                \
-                tap_range(g_->k[0], g_->in[0], g_->d[0], cd, &dlo, &dhi);                                        \
+                nn_index_range(g_->k[0], g_->in[0], g_->d[0], cd, &dlo, &dhi);                                   \
                 for (int64_t oh = 0; oh < g_->out[1]; oh++) {                                                    \
                     int64_t ch = oh * g_->s[1] - g_->pb[1], hlo, hhi;                                            \
-                    tap_range(g_->k[1], g_->in[1], g_->d[1], ch, &hlo, &hhi);                                    \
+                    nn_index_range(g_->k[1], g_->in[1], g_->d[1], ch, &hlo, &hhi);                               \
                     for (int64_t ow = 0; ow < g_->out[2]; ow++, o++) {                                           \
                         int64_t cw = ow * g_->s[2] - g_->pb[2], wlo, whi;                                        \
-                        tap_range(g_->k[2], g_->in[2], g_->d[2], cw, &wlo, &whi);                                \
+                        nn_index_range(g_->k[2], g_->in[2], g_->d[2], cw, &wlo, &whi);                           \
                         __VA_ARGS__                                                                              \
                     }                                                                                            \
                 }                                                                                                \
@@ -136,7 +120,7 @@ static void maxpool_plane(const pool_plan *p, const float *x, float *y)
     }
     for (int64_t oh = 0; oh < OH; oh++) {
         int64_t ch = oh * sh - g->pb[1], hlo, hhi;
-        tap_range(kh, H, dh, ch, &hlo, &hhi);
+        nn_index_range(kh, H, dh, ch, &hlo, &hhi);
         float *yr = y + oh * OW;
         for (int64_t ow = 0; ow < OW; ow++) {
             if (ow == wlo_all && wlo_all < whi_all && hlo < hhi) {
@@ -144,7 +128,7 @@ static void maxpool_plane(const pool_plan *p, const float *x, float *y)
                 continue;
             }
             int64_t cw = ow * sw - g->pb[2], wlo, whi;
-            tap_range(kw, W, dw, cw, &wlo, &whi);
+            nn_index_range(kw, W, dw, cw, &wlo, &whi);
             float best = 0;
             int first = 1;
             for (int64_t a = hlo; a < hhi; a++) {
@@ -295,12 +279,12 @@ tdm_status op_run_MaxPool(op_ctx *ctx)
                 if (INCLUDE_PAD) {                                                                               \
                     /* the window clipped to the padded input */                                                  \
                     int64_t pdlo, pdhi, phlo, phhi, pwlo, pwhi;                                                  \
-                    tap_range(g_->k[0], g_->in[0] + g_->pb[0] + g_->pe[0], g_->d[0], cd + g_->pb[0], &pdlo,     \
-                              &pdhi);                                                                            \
-                    tap_range(g_->k[1], g_->in[1] + g_->pb[1] + g_->pe[1], g_->d[1], ch + g_->pb[1], &phlo,     \
-                              &phhi);                                                                            \
-                    tap_range(g_->k[2], g_->in[2] + g_->pb[2] + g_->pe[2], g_->d[2], cw + g_->pb[2], &pwlo,     \
-                              &pwhi);                                                                            \
+                    nn_index_range(g_->k[0], g_->in[0] + g_->pb[0] + g_->pe[0], g_->d[0], cd + g_->pb[0],        \
+                                   &pdlo, &pdhi);                                                                \
+                    nn_index_range(g_->k[1], g_->in[1] + g_->pb[1] + g_->pe[1], g_->d[1], ch + g_->pb[1],        \
+                                   &phlo, &phhi);                                                                \
+                    nn_index_range(g_->k[2], g_->in[2] + g_->pb[2] + g_->pe[2], g_->d[2], cw + g_->pb[2],        \
+                                   &pwlo, &pwhi);                                                                \
                     cnt_ = (pdhi - pdlo) * (phhi - phlo) * (pwhi - pwlo);                                        \
                 } else {                                                                                         \
                     cnt_ = (dhi - dlo) * (hhi - hlo) * (whi - wlo);                                              \

@@ -119,6 +119,20 @@ static void check(const char *what, const tdm_tensor *y, const double *want, siz
     }
 }
 
+/* check() after a run that returned st; a failed run counts as one failed
+ * case. Returns whether the run succeeded. */
+static int check_run(const char *what, tdm_status st, const tdm_tensor *y, const double *want, size_t n, double tol)
+{
+    if (st) {
+        printf("FAIL %s: %s\n", what, E.msg);
+        fails++;
+        cases++;
+        return 0;
+    }
+    check(what, y, want, n, tol);
+    return 1;
+}
+
 static void free_all(tdm_tensor **t, int n)
 {
     for (int i = 0; i < n; i++)
@@ -216,13 +230,7 @@ static void test_conv(const conv_case *cc)
     char what[128];
     snprintf(what, sizeof what, "Conv %dD c=%lld m=%lld g=%lld k=%lld s=%lld", cc->nsp, (long long)cc->c,
              (long long)cc->m, (long long)cc->group, (long long)cc->k[cc->nsp - 1], (long long)cc->s[cc->nsp - 1]);
-    if (st) {
-        printf("FAIL %s: %s\n", what, E.msg);
-        fails++;
-        cases++;
-    } else {
-        check(what, out[0], want, total, 1e-4);
-    }
+    check_run(what, st, out[0], want, total, 1e-4);
     free(want);
     free_all(out, 1);
     tdm_tensor_destroy(x);
@@ -273,13 +281,7 @@ static void test_convt(int64_t c, int64_t m, int64_t group, int64_t h, int64_t w
     char what[96];
     snprintf(what, sizeof what, "ConvTranspose c=%lld m=%lld g=%lld k=%lld s=%lld d=%lld", (long long)c,
              (long long)m, (long long)group, (long long)k, (long long)s, (long long)d);
-    if (stt) {
-        printf("FAIL %s: %s\n", what, E.msg);
-        fails++;
-        cases++;
-    } else {
-        check(what, out[0], want, total, 1e-4);
-    }
+    check_run(what, stt, out[0], want, total, 1e-4);
     free(want);
     free_all(out, 1);
     tdm_tensor_destroy(x);
@@ -458,15 +460,8 @@ static void test_pool(const char *op, int64_t h, int64_t w_, int64_t k, int64_t 
     char what[96];
     snprintf(what, sizeof what, "%s %lldx%lld k=%lld s=%lld d=%lld pads=%lld,%lld ceil=%d", op, (long long)h,
              (long long)w_, (long long)k, (long long)s, (long long)d, (long long)pb, (long long)pe, ceil_mode);
-    if (st) {
-        printf("FAIL %s: %s\n", what, E.msg);
-        fails++;
-        cases++;
-    } else {
-        check(what, out[0], want, total, 1e-5);
-        if (is_max)
-            check("MaxPool indices", out[1], wi, total, 0);
-    }
+    if (check_run(what, st, out[0], want, total, 1e-5) && is_max)
+        check("MaxPool indices", out[1], wi, total, 0);
     free(want);
     free(wi);
     free_all(out, is_max ? 2 : 1);
