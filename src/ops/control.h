@@ -26,14 +26,9 @@ tdm_status op_run_OptionalGetElement(op_ctx *ctx);
 
 /* Moves src's contents into the shell dst and frees src's shell. */
 void ctl_move(tdm_tensor *dst, tdm_tensor *src);
-/* Copies count elements (strings duplicated) from src[soff] to dst[doff]. */
-tdm_status ctl_copy_elems(op_ctx *ctx, tdm_tensor *dst, size_t doff, const tdm_tensor *src, size_t soff,
-                          size_t count);
 /* The slice of t at index i along axis, with that axis removed. */
 tdm_status ctl_take(op_ctx *ctx, const tdm_tensor *t, int axis, int64_t i, tdm_tensor **out);
 /* Stacks n tensors of one shape along a new axis (0..rank) into dst. */
 tdm_status ctl_stack(op_ctx *ctx, tdm_tensor *const *items, size_t n, int axis, tdm_tensor *dst);
-/* Concatenates n tensors along an existing axis into dst. */
-tdm_status ctl_concat(op_ctx *ctx, tdm_tensor *const *items, size_t n, int axis, tdm_tensor *dst);
 
 #endif

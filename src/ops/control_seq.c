@@ -1,17 +1,9 @@
 /* Sequence and optional ops. */
 #include "ops/control.h"
+#include "ops/tensor.h"
 #include "core/mem.h"
 
 #include <string.h>
-
-static tdm_status clone_into(op_ctx *ctx, tdm_tensor *dst, const tdm_tensor *src)
-{
-    tdm_tensor *c;
-    tdm_status st = tensor_clone(ctx->err, src, &c);
-    if (!st)
-        ctl_move(dst, c);
-    return st;
-}
 
 static tdm_status need_seq(op_ctx *ctx, int i)
 {
@@ -109,7 +101,7 @@ tdm_status op_run_SequenceAt(op_ctx *ctx)
     size_t pos;
     if (st || (st = seq_position(ctx, 1, ctx->in[0]->n_items, 0, 0, &pos)) != TDM_OK)
         return st;
-    return clone_into(ctx, ctx->out[0], ctx->in[0]->items[pos]);
+    return op_tensor_clone_into(ctx, ctx->out[0], ctx->in[0]->items[pos]);
 }
 
 tdm_status op_run_SequenceErase(op_ctx *ctx)
@@ -211,7 +203,7 @@ tdm_status op_run_SplitToSequence(op_ctx *ctx)
             break;
         size_t chunk = (size_t)sizes[k] * inner;
         for (size_t a = 0; a < outer && !st; a++)
-            st = ctl_copy_elems(ctx, item, a * chunk, x, (a * (size_t)len + (size_t)start) * inner, chunk);
+            st = op_tensor_copy(ctx, item, a * chunk, x, (a * (size_t)len + (size_t)start) * inner, chunk);
         if (st || tdm_sequence_append(o, item) != TDM_OK) {
             if (!st)
                 st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
@@ -238,7 +230,7 @@ tdm_status op_run_ConcatFromSequence(op_ctx *ctx)
         return st;
     if (new_axis)
         return ctl_stack(ctx, s->items, s->n_items, axis, ctx->out[0]);
-    return ctl_concat(ctx, s->items, s->n_items, axis, ctx->out[0]);
+    return op_tensor_concat(ctx, (const tdm_tensor *const *)s->items, s->n_items, axis, ctx->out[0]);
 }
 
 tdm_status op_run_SequenceMap(op_ctx *ctx)
@@ -293,7 +285,7 @@ tdm_status op_run_Optional(op_ctx *ctx)
         ctx->out[0]->kind = TDM_KIND_NONE;
         return TDM_OK;
     }
-    return clone_into(ctx, ctx->out[0], x);
+    return op_tensor_clone_into(ctx, ctx->out[0], x);
 }
 
 tdm_status op_run_OptionalHasElement(op_ctx *ctx)
@@ -311,5 +303,5 @@ tdm_status op_run_OptionalGetElement(op_ctx *ctx)
     const tdm_tensor *x = ctx->n_in > 0 ? ctx->in[0] : NULL;
     if (!x || x->kind == TDM_KIND_NONE)
         return op_fail(ctx, TDM_E_RUNTIME, "the optional input is empty");
-    return clone_into(ctx, ctx->out[0], x);
+    return op_tensor_clone_into(ctx, ctx->out[0], x);
 }

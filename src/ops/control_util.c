@@ -1,6 +1,7 @@
 /* Slicing, stacking and concatenation shared by the control-flow and
  * sequence ops. */
 #include "ops/control.h"
+#include "ops/tensor.h"
 #include "core/mem.h"
 
 #include <string.h>
@@ -11,26 +12,6 @@ void ctl_move(tdm_tensor *dst, tdm_tensor *src)
     *dst = *src;
     memset(src, 0, sizeof *src);
     mem_free(src);
-}
-
-tdm_status ctl_copy_elems(op_ctx *ctx, tdm_tensor *dst, size_t doff, const tdm_tensor *src, size_t soff,
-                          size_t count)
-{
-    if (dst->dtype == TDM_STRING) {
-        char **d = dst->data;
-        for (size_t k = 0; k < count; k++) {
-            char *s = mem_strdup(tensor_str(src, soff + k));
-            if (!s)
-                return op_fail(ctx, TDM_E_NOMEM, "out of memory");
-            mem_free(d[doff + k]);
-            d[doff + k] = s;
-        }
-        return TDM_OK;
-    }
-    size_t es = tdm_dtype_size(dst->dtype);
-    if (count)
-        memcpy((char *)dst->data + doff * es, (const char *)src->data + soff * es, count * es);
-    return TDM_OK;
 }
 
 tdm_status ctl_take(op_ctx *ctx, const tdm_tensor *t, int axis, int64_t i, tdm_tensor **out)
@@ -54,52 +35,12 @@ tdm_status ctl_take(op_ctx *ctx, const tdm_tensor *t, int axis, int64_t i, tdm_t
         inner *= (size_t)t->dims[d];
     size_t n = (size_t)t->dims[axis];
     for (size_t a = 0; a < outer; a++) {
-        if ((st = ctl_copy_elems(ctx, o, a * inner, t, (a * n + (size_t)i) * inner, inner)) != TDM_OK) {
+        if ((st = op_tensor_copy(ctx, o, a * inner, t, (a * n + (size_t)i) * inner, inner)) != TDM_OK) {
             tdm_tensor_destroy(o);
             return st;
         }
     }
     *out = o;
-    return TDM_OK;
-}
-
-tdm_status ctl_concat(op_ctx *ctx, tdm_tensor *const *items, size_t n, int axis, tdm_tensor *dst)
-{
-    if (n == 0)
-        return op_fail(ctx, TDM_E_RUNTIME, "nothing to concatenate");
-    const tdm_tensor *f = items[0];
-    if (axis < 0 || axis >= f->rank)
-        return op_fail(ctx, TDM_E_RUNTIME, "axis %d is out of range for rank %d", axis, f->rank);
-    int64_t dims[TDM_MAX_RANK];
-    memcpy(dims, f->dims, sizeof(int64_t) * (size_t)f->rank);
-    dims[axis] = 0;
-    for (size_t k = 0; k < n; k++) {
-        const tdm_tensor *t = items[k];
-        if (t->kind != TDM_KIND_TENSOR || t->rank != f->rank || t->dtype != f->dtype)
-            return op_fail(ctx, TDM_E_RUNTIME, "item %zu differs in rank or element type from item 0", k);
-        for (int d = 0; d < f->rank; d++)
-            if (d != axis && t->dims[d] != f->dims[d])
-                return op_fail(ctx, TDM_E_RUNTIME, "item %zu has dimension %d = %lld, item 0 has %lld", k, d,
-                               (long long)t->dims[d], (long long)f->dims[d]);
-        dims[axis] += t->dims[axis];
-    }
-    tdm_status st = tensor_alloc(ctx->err, dst, f->dtype, f->rank, dims);
-    if (st)
-        return st;
-    size_t outer = 1, inner = 1;
-    for (int d = 0; d < axis; d++)
-        outer *= (size_t)dims[d];
-    for (int d = axis + 1; d < f->rank; d++)
-        inner *= (size_t)dims[d];
-    size_t off = 0;
-    for (size_t a = 0; a < outer; a++) {
-        for (size_t k = 0; k < n; k++) {
-            size_t len = (size_t)items[k]->dims[axis] * inner;
-            if ((st = ctl_copy_elems(ctx, dst, off, items[k], a * len, len)) != TDM_OK)
-                return st;
-            off += len;
-        }
-    }
     return TDM_OK;
 }
 
@@ -128,7 +69,7 @@ tdm_status ctl_stack(op_ctx *ctx, tdm_tensor *const *items, size_t n, int axis, 
     size_t off = 0;
     for (size_t a = 0; a < outer; a++)
         for (size_t k = 0; k < n; k++) {
-            if ((st = ctl_copy_elems(ctx, dst, off, items[k], a * inner, inner)) != TDM_OK)
+            if ((st = op_tensor_copy(ctx, dst, off, items[k], a * inner, inner)) != TDM_OK)
                 return st;
             off += inner;
         }

@@ -523,10 +523,7 @@ tdm_status op_run_Dropout(op_ctx *ctx)
     if (sa && sa->type == GA_INT) {
         seed = (uint32_t)sa->i;
     } else {
-        uint64_t z = ctx->rng ? (*ctx->rng += 0x9e3779b97f4a7c15ull) : 0;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        seed = (uint32_t)(z ^ (z >> 31));
+        seed = ctx->rng ? (uint32_t)op_splitmix64(ctx->rng) : 0;
     }
     mt_seed(mt, seed);
     double scale = 1.0 / (1.0 - ratio);

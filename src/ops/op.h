@@ -113,8 +113,6 @@ tdm_status op_infer_same(op_infer_ctx *ctx);      /* output 0 has input 0's type
 tdm_status op_infer_broadcast(op_infer_ctx *ctx); /* output 0: broadcast of all inputs, dtype of input 0 */
 tdm_status op_infer_bool_broadcast(op_infer_ctx *ctx); /* as above, dtype bool */
 
-#endif
-
 /* ---- shared kernel utilities (ops/util.c) ---- */
 
 /* Strides (in elements) of an input of shape in_dims, aligned to an output
@@ -132,3 +130,9 @@ tdm_status op_axis(op_ctx *ctx, int64_t axis, int rank, const char *what, int *o
 /* Reads an integer tensor input (int32/int64/…) into a new int64 array the
  * caller frees with mem_free(); *n receives the element count. */
 tdm_status op_in_ints(op_ctx *ctx, int i, int64_t **vals, size_t *n);
+
+/* One splitmix64 step: advances *state and returns the next 64 random bits
+ * (the stream behind ctx->rng). */
+uint64_t op_splitmix64(uint64_t *state);
+
+#endif

@@ -20,13 +20,7 @@ typedef struct sig_rng {
     uint64_t own;
 } sig_rng;
 
-static uint64_t rng_next(sig_rng *r)
-{
-    uint64_t z = (*r->state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
+static uint64_t rng_next(sig_rng *r) { return op_splitmix64(r->state); }
 
 /* Uniform in [0, 1) with 53 random bits. */
 static double rng_uniform(sig_rng *r) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }

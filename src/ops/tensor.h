@@ -101,6 +101,22 @@ tdm_status op_tensor_opt_ints(op_ctx *ctx, int i, int64_t **vals, int64_t *n);
 tdm_status op_tensor_copy(op_ctx *ctx, tdm_tensor *dst, size_t doff, const tdm_tensor *src, size_t soff,
                           size_t n);
 
+/* Concatenates n tensors (all present, same dtype and rank, equal dims off
+ * axis) along axis, a normalised axis, into the empty shell dst. */
+tdm_status op_tensor_concat(op_ctx *ctx, const tdm_tensor *const *items, size_t n, int axis, tdm_tensor *dst);
+
+/* Replaces the contents of the shell dst with a deep copy of src (tensor,
+ * sequence or optional). */
+tdm_status op_tensor_clone_into(op_ctx *ctx, tdm_tensor *dst, const tdm_tensor *src);
+
+/* Slice of a dimension of size dim (Slice's rules): normalises *start and
+ * *step (nonzero) in place and returns the number of elements taken. */
+int64_t op_tensor_slice(int64_t dim, int64_t *start, int64_t end, int64_t *step);
+
+/* The [start, end) range of dimensions Shape returns for a tensor of the
+ * given rank (attributes start/end from opset 15), clamped to [0, rank]. */
+void op_tensor_shape_range(const gr_node *node, int version, int rank, int64_t *start, int64_t *end);
+
 /* Output i receives a copy of src's elements with the given shape. */
 tdm_status op_tensor_reshaped(op_ctx *ctx, int i, const tdm_tensor *src, int rank, const int64_t *dims);
 

@@ -259,17 +259,8 @@ tdm_status op_infer_Shape(op_infer_ctx *ctx)
     gr_type *o = out_tensor(ctx, 0, TDM_INT64, 1);
     if (!x)
         return TDM_OK;
-    int64_t start = 0, end = x->rank;
-    if (ctx->version >= 15) {
-        start = gr_attr_int(ctx->node, "start", 0);
-        end = gr_attr_int(ctx->node, "end", x->rank);
-        if (start < 0)
-            start += x->rank;
-        if (end < 0)
-            end += x->rank;
-        start = start < 0 ? 0 : start > x->rank ? x->rank : start;
-        end = end < 0 ? 0 : end > x->rank ? x->rank : end;
-    }
+    int64_t start, end;
+    op_tensor_shape_range(ctx->node, ctx->version, x->rank, &start, &end);
     o->dims[0] = known(end > start ? end - start : 0);
     return TDM_OK;
 }
@@ -492,24 +483,10 @@ tdm_status op_infer_Slice(op_infer_ctx *ctx)
         int a = axes_given ? norm_axis(ax[k], x->rank) : k;
         if (a < 0 || x->dims[a].v < 0)
             continue;
-        int64_t dim = x->dims[a].v, s = st[k], e = en[k], p = steps_given ? sp[k] : 1, n;
+        int64_t dim = x->dims[a].v, s = st[k], p = steps_given ? sp[k] : 1;
         if (p == 0)
             continue;
-        if (p < -INT64_MAX)
-            p = -INT64_MAX;
-        if (s < 0)
-            s = s < -dim ? 0 : s + dim;
-        if (e < 0)
-            e = e < -dim ? -1 : e + dim;
-        if (p > 0) {
-            s = s < 0 ? 0 : s > dim ? dim : s;
-            e = e < 0 ? 0 : e > dim ? dim : e;
-            n = e > s ? (e - s - 1) / p + 1 : 0;
-        } else {
-            s = s < 0 ? 0 : s > dim - 1 ? dim - 1 : s;
-            e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
-            n = s > e ? (s - e - 1) / (-p) + 1 : 0;
-        }
+        int64_t n = op_tensor_slice(dim, &s, en[k], &p);
         o->dims[a] = n == dim && p == 1 ? x->dims[a] : known(n);
     }
     return TDM_OK;

@@ -47,42 +47,12 @@ tdm_status op_run_Concat(op_ctx *ctx)
         return st;
     if (x0->rank == 0)
         return op_fail(ctx, TDM_E_RUNTIME, "cannot concatenate scalars");
-    int64_t dims[TDM_MAX_RANK];
-    memcpy(dims, x0->dims, sizeof dims[0] * (size_t)x0->rank);
-    dims[axis] = 0;
-    for (int i = 0; i < ctx->n_in; i++) {
+    for (int i = 1; i < ctx->n_in; i++) {
         const tdm_tensor *x;
         if ((st = op_tensor_in(ctx, i, "inputs", &x)) != TDM_OK)
             return st;
-        if (x->dtype != x0->dtype)
-            return op_fail(ctx, TDM_E_RUNTIME, "input %d is %s, input 0 %s", i, tdm_dtype_name(x->dtype),
-                           tdm_dtype_name(x0->dtype));
-        if (x->rank != x0->rank)
-            return op_fail(ctx, TDM_E_RUNTIME, "input %d has rank %d, input 0 rank %d", i, x->rank, x0->rank);
-        for (int d = 0; d < x->rank; d++)
-            if (d != axis && x->dims[d] != x0->dims[d])
-                return op_fail(ctx, TDM_E_RUNTIME, "input %d has %lld along dimension %d, input 0 has %lld", i,
-                               (long long)x->dims[d], d, (long long)x0->dims[d]);
-        dims[axis] += x->dims[axis]; /* bounded: all inputs exist in memory */
     }
-    if ((st = op_out(ctx, 0, x0->dtype, x0->rank, dims)) != TDM_OK)
-        return st;
-    size_t outer = 1, inner = 1;
-    for (int d = 0; d < axis; d++)
-        outer *= (size_t)dims[d];
-    for (int d = axis + 1; d < x0->rank; d++)
-        inner *= (size_t)dims[d];
-    size_t orow = (size_t)dims[axis] * inner, off = 0;
-    for (int i = 0; i < ctx->n_in; i++) {
-        const tdm_tensor *x = ctx->in[i];
-        size_t row = (size_t)x->dims[axis] * inner;
-        if (row)
-            for (size_t o = 0; o < outer; o++)
-                if ((st = op_tensor_copy(ctx, ctx->out[0], o * orow + off, x, o * row, row)) != TDM_OK)
-                    return st;
-        off += row;
-    }
-    return TDM_OK;
+    return op_tensor_concat(ctx, ctx->in, (size_t)ctx->n_in, axis, ctx->out[0]);
 }
 
 tdm_status op_run_Split(op_ctx *ctx)
@@ -231,30 +201,14 @@ tdm_status op_run_Slice(op_ctx *ctx)
             goto done;
         }
         seen[a] = 1;
-        int64_t dim = x->dims[a], s = starts[k], e = ends[k], p = nst >= 0 ? steps[k] : 1;
+        int64_t s = starts[k], p = nst >= 0 ? steps[k] : 1;
         if (p == 0) {
             st = op_fail(ctx, TDM_E_RUNTIME, "'steps' entry %lld is zero", (long long)k);
             goto done;
         }
-        if (p < -INT64_MAX)
-            p = -INT64_MAX; /* same slice, and -p stays representable */
-        if (s < 0)
-            s = s < -dim ? 0 : s + dim; /* INT64_MIN-safe: compare before adding */
-        if (e < 0)
-            e = e < -dim ? -1 : e + dim;
-        int64_t n;
-        if (p > 0) {
-            s = s < 0 ? 0 : s > dim ? dim : s;
-            e = e < 0 ? 0 : e > dim ? dim : e;
-            n = e > s ? (e - s - 1) / p + 1 : 0;
-        } else {
-            s = s < 0 ? 0 : s > dim - 1 ? dim - 1 : s;
-            e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
-            n = s > e ? (s - e - 1) / (-p) + 1 : 0;
-        }
+        dims[a] = op_tensor_slice(x->dims[a], &s, ends[k], &p);
         start[a] = s;
         step[a] = p;
-        dims[a] = n;
     }
     if ((st = op_out(ctx, 0, x->dtype, x->rank, dims)) != TDM_OK)
         goto done;

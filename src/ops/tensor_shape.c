@@ -9,7 +9,6 @@
 tdm_status op_run_Identity(op_ctx *ctx)
 {
     const tdm_tensor *x = op_tensor_opt(ctx, 0);
-    tdm_tensor *c;
     if (!x) {
         /* An empty optional stays empty. */
         tensor_reset(ctx->out[0]);
@@ -18,14 +17,7 @@ tdm_status op_run_Identity(op_ctx *ctx)
             ctx->out[0]->dtype = ctx->in[0]->dtype;
         return TDM_OK;
     }
-    tdm_status st = tensor_clone(ctx->err, x, &c);
-    if (st)
-        return st;
-    tensor_reset(ctx->out[0]);
-    *ctx->out[0] = *c;
-    memset(c, 0, sizeof *c);
-    tdm_tensor_destroy(c);
-    return TDM_OK;
+    return op_tensor_clone_into(ctx, ctx->out[0], x);
 }
 
 tdm_status op_run_Reshape(op_ctx *ctx)
@@ -218,17 +210,8 @@ tdm_status op_run_Shape(op_ctx *ctx)
     tdm_status st = op_tensor_in(ctx, 0, "data", &x);
     if (st)
         return st;
-    int64_t start = 0, end = x->rank;
-    if (ctx->version >= 15) {
-        start = gr_attr_int(ctx->node, "start", 0);
-        end = gr_attr_int(ctx->node, "end", x->rank);
-        if (start < 0)
-            start += x->rank;
-        if (end < 0)
-            end += x->rank;
-        start = start < 0 ? 0 : start > x->rank ? x->rank : start;
-        end = end < 0 ? 0 : end > x->rank ? x->rank : end;
-    }
+    int64_t start, end;
+    op_tensor_shape_range(ctx->node, ctx->version, x->rank, &start, &end);
     int64_t n = end > start ? end - start : 0;
     if ((st = op_out(ctx, 0, TDM_INT64, 1, &n)) != TDM_OK)
         return st;
@@ -321,14 +304,7 @@ tdm_status op_run_Constant(op_ctx *ctx)
         if (!strcmp(a->name, "value") || !strcmp(a->name, "sparse_value")) {
             if (!a->t)
                 return op_fail(ctx, TDM_E_MODEL, "attribute '%s' holds no tensor", a->name);
-            tdm_tensor *c;
-            if ((st = tensor_clone(ctx->err, a->t, &c)) != TDM_OK)
-                return st;
-            tensor_reset(ctx->out[0]);
-            *ctx->out[0] = *c;
-            memset(c, 0, sizeof *c);
-            tdm_tensor_destroy(c);
-            return TDM_OK;
+            return op_tensor_clone_into(ctx, ctx->out[0], a->t);
         } else if (!strcmp(a->name, "value_float")) {
             if ((st = op_out(ctx, 0, TDM_FLOAT, 0, NULL)) != TDM_OK)
                 return st;

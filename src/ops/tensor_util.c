@@ -63,6 +63,103 @@ tdm_status op_tensor_copy(op_ctx *ctx, tdm_tensor *dst, size_t doff, const tdm_t
     return TDM_OK;
 }
 
+int64_t op_tensor_slice(int64_t dim, int64_t *start, int64_t end, int64_t *step)
+{
+    int64_t s = *start, e = end, p = *step, n;
+    if (p < -INT64_MAX)
+        p = -INT64_MAX; /* same slice, and -p stays representable */
+    if (s < 0)
+        s = s < -dim ? 0 : s + dim; /* INT64_MIN-safe: compare before adding */
+    if (e < 0)
+        e = e < -dim ? -1 : e + dim;
+    if (p > 0) {
+        s = s < 0 ? 0 : s > dim ? dim : s;
+        e = e < 0 ? 0 : e > dim ? dim : e;
+        n = e > s ? (e - s - 1) / p + 1 : 0;
+    } else {
+        s = s < 0 ? 0 : s > dim - 1 ? dim - 1 : s;
+        e = e < -1 ? -1 : e > dim - 1 ? dim - 1 : e;
+        n = s > e ? (s - e - 1) / (-p) + 1 : 0;
+    }
+    *start = s;
+    *step = p;
+    return n;
+}
+
+void op_tensor_shape_range(const gr_node *node, int version, int rank, int64_t *start, int64_t *end)
+{
+    int64_t s = 0, e = rank;
+    if (version >= 15) {
+        s = gr_attr_int(node, "start", 0);
+        e = gr_attr_int(node, "end", rank);
+        if (s < 0)
+            s += rank;
+        if (e < 0)
+            e += rank;
+        s = s < 0 ? 0 : s > rank ? rank : s;
+        e = e < 0 ? 0 : e > rank ? rank : e;
+    }
+    *start = s;
+    *end = e;
+}
+
+tdm_status op_tensor_clone_into(op_ctx *ctx, tdm_tensor *dst, const tdm_tensor *src)
+{
+    tdm_tensor *c;
+    tdm_status st = tensor_clone(ctx->err, src, &c);
+    if (st)
+        return st;
+    tensor_reset(dst);
+    *dst = *c;
+    memset(c, 0, sizeof *c);
+    tdm_tensor_destroy(c);
+    return TDM_OK;
+}
+
+tdm_status op_tensor_concat(op_ctx *ctx, const tdm_tensor *const *items, size_t n, int axis, tdm_tensor *dst)
+{
+    if (n == 0)
+        return op_fail(ctx, TDM_E_RUNTIME, "nothing to concatenate");
+    const tdm_tensor *f = items[0];
+    if (axis < 0 || axis >= f->rank)
+        return op_fail(ctx, TDM_E_RUNTIME, "axis %d is out of range for rank %d", axis, f->rank);
+    int64_t dims[TDM_MAX_RANK];
+    memcpy(dims, f->dims, sizeof dims[0] * (size_t)f->rank);
+    dims[axis] = 0;
+    for (size_t k = 0; k < n; k++) {
+        const tdm_tensor *t = items[k];
+        if (t->kind != TDM_KIND_TENSOR)
+            return op_fail(ctx, TDM_E_RUNTIME, "input %zu must be a tensor, not a sequence", k);
+        if (t->dtype != f->dtype)
+            return op_fail(ctx, TDM_E_RUNTIME, "input %zu is %s, input 0 %s", k, tdm_dtype_name(t->dtype),
+                           tdm_dtype_name(f->dtype));
+        if (t->rank != f->rank)
+            return op_fail(ctx, TDM_E_RUNTIME, "input %zu has rank %d, input 0 rank %d", k, t->rank, f->rank);
+        for (int d = 0; d < t->rank; d++)
+            if (d != axis && t->dims[d] != f->dims[d])
+                return op_fail(ctx, TDM_E_RUNTIME, "input %zu has %lld along dimension %d, input 0 has %lld", k,
+                               (long long)t->dims[d], d, (long long)f->dims[d]);
+        dims[axis] += t->dims[axis]; /* bounded: all inputs exist in memory */
+    }
+    tdm_status st = tensor_alloc(ctx->err, dst, f->dtype, f->rank, dims);
+    if (st)
+        return st;
+    size_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; d++)
+        outer *= (size_t)dims[d];
+    for (int d = axis + 1; d < f->rank; d++)
+        inner *= (size_t)dims[d];
+    size_t orow = (size_t)dims[axis] * inner, off = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t row = (size_t)items[k]->dims[axis] * inner;
+        for (size_t o = 0; o < outer; o++)
+            if ((st = op_tensor_copy(ctx, dst, o * orow + off, items[k], o * row, row)) != TDM_OK)
+                return st;
+        off += row;
+    }
+    return TDM_OK;
+}
+
 tdm_status op_tensor_reshaped(op_ctx *ctx, int i, const tdm_tensor *src, int rank, const int64_t *dims)
 {
     size_t count;

@@ -55,3 +55,11 @@ tdm_status op_in_ints(op_ctx *ctx, int i, int64_t **vals, size_t *n)
     *n = t->count;
     return TDM_OK;
 }
+
+uint64_t op_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
