@@ -51,6 +51,43 @@ static void release(exec_scope *s, int id)
     s->owned[id] = 0;
 }
 
+tdm_status exec_hand_outputs(tdm_err *e, const gr_graph *g, tdm_tensor **vals, unsigned char *owned,
+                             tdm_tensor **out)
+{
+    tdm_status st = TDM_OK;
+    for (int k = 0; k < g->n_outputs; k++) {
+        int v = g->outputs[k];
+        if (!vals[v]) {
+            if (g->values[v].type.optional || g->values[v].type.kind == TDM_KIND_NONE) {
+                if ((st = tdm_none_create(&out[k])) != TDM_OK) {
+                    err_set(e, st, "out of memory");
+                    goto fail;
+                }
+                continue;
+            }
+            st = err_set(e, TDM_E_INTERNAL, "output '%s' was not computed", g->values[v].name);
+            goto fail;
+        }
+        int dup = 0;
+        for (int j = 0; j < k; j++)
+            dup |= g->outputs[j] == v;
+        if (owned[v] && !dup) {
+            out[k] = vals[v];
+            owned[v] = 0; /* ownership moves to the caller; the pointer stays for duplicates */
+        } else if ((st = tensor_clone(e, vals[v], &out[k])) != TDM_OK) {
+            goto fail;
+        }
+    }
+    return TDM_OK;
+fail:
+    for (int k = 0; k < g->n_outputs; k++) {
+        /* outputs handed over are owned by out[]; free them all */
+        tdm_tensor_destroy(out[k]);
+        out[k] = NULL;
+    }
+    return st;
+}
+
 tdm_status exec_graph(tdm_err *e, const gr_graph *g, exec_scope *parent, const tdm_tensor *const *in,
                       tdm_tensor **out, int threads, uint64_t *rng)
 {
@@ -190,37 +227,7 @@ tdm_status exec_graph_obs(tdm_err *e, const gr_graph *g, exec_scope *parent, con
         goto done;
     }
 
-    for (int k = 0; k < g->n_outputs; k++) {
-        int v = g->outputs[k];
-        if (!s.vals[v]) {
-            if (g->values[v].type.optional || g->values[v].type.kind == TDM_KIND_NONE) {
-                st = tdm_none_create(&out[k]);
-                if (st) {
-                    err_set(e, st, "out of memory");
-                    goto fail_out;
-                }
-                continue;
-            }
-            st = err_set(e, TDM_E_INTERNAL, "output '%s' was not computed", g->values[v].name);
-            goto fail_out;
-        }
-        int dup = 0;
-        for (int j = 0; j < k; j++)
-            dup |= g->outputs[j] == v;
-        if (s.owned[v] && !dup) {
-            out[k] = s.vals[v];
-            s.owned[v] = 0; /* ownership moves to the caller; the pointer stays for duplicates */
-        } else if ((st = tensor_clone(e, s.vals[v], &out[k])) != TDM_OK) {
-            goto fail_out;
-        }
-    }
-    goto done;
-fail_out:
-    for (int k = 0; k < g->n_outputs; k++) {
-        /* outputs handed over are owned by out[]; free them all */
-        tdm_tensor_destroy(out[k]);
-        out[k] = NULL;
-    }
+    st = exec_hand_outputs(e, g, s.vals, s.owned, out);
 done:
     if (s.vals)
         for (int v = 0; v < g->n_values; v++)

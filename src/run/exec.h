@@ -22,4 +22,11 @@ typedef struct exec_scope {
 tdm_status exec_graph(tdm_err *e, const gr_graph *g, exec_scope *parent, const tdm_tensor *const *in,
                       tdm_tensor **out, int threads, uint64_t *rng);
 
+/* Hands g's outputs from vals[] over to out[]: an owned value moves (its
+ * owned[] flag cleared), a borrowed or repeated one is cloned, a missing
+ * optional one becomes a none value. On failure out[] is destroyed and
+ * cleared. Shared by exec_graph and the heterogeneous executor. */
+tdm_status exec_hand_outputs(tdm_err *e, const gr_graph *g, tdm_tensor **vals, unsigned char *owned,
+                             tdm_tensor **out);
+
 #endif

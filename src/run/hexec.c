@@ -580,39 +580,11 @@ tdm_status exec_prog_run(tdm_err *e, const exec_prog *p, const tdm_tensor *const
             }
         }
     }
-    for (int k = 0; k < g->n_outputs; k++) {
-        int v = g->outputs[k];
-        if (!r.vals[v]) {
-            if (g->values[v].type.optional || g->values[v].type.kind == TDM_KIND_NONE) {
-                if ((st = tdm_none_create(&out[k])) != TDM_OK) {
-                    err_set(e, st, "out of memory");
-                    goto fail_out;
-                }
-                continue;
-            }
-            st = err_set(e, TDM_E_INTERNAL, "output '%s' was not computed", g->values[v].name);
-            goto fail_out;
-        }
-        int dup = 0;
-        for (int j = 0; j < k; j++)
-            dup |= g->outputs[j] == v;
-        if (r.owned[v] && !dup) {
-            out[k] = r.vals[v];
-            r.owned[v] = 0;
-        } else if ((st = tensor_clone(e, r.vals[v], &out[k])) != TDM_OK) {
-            goto fail_out;
-        }
-    }
-    goto done;
-fail_out:
-    for (int k = 0; k < g->n_outputs; k++) {
-        tdm_tensor_destroy(out[k]);
-        out[k] = NULL;
-    }
+    st = exec_hand_outputs(e, g, r.vals, r.owned, out);
 done:
     if (r.res) {
         for (size_t i = 0; i < nvd; i++) {
-            int v = (int)(i / (size_t)D), d = (int)(i % (size_t)D);
+            int d = (int)(i % (size_t)D);
             if (r.res[i] && d != p->cpu) {
                 const dev_instance *di = devi(&r, d);
                 if (di->ext) {
@@ -622,7 +594,6 @@ done:
                     di->dev.iface->buffer_free(di->dev.ctx, r.pbuf[i].buf);
                 }
             }
-            (void)v;
         }
     }
     if (r.vals)

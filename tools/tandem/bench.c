@@ -206,12 +206,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
         cli_error("bench: no MODEL given; see `tandem bench --help`");
         return EXIT_USAGE;
     }
-    for (size_t i = 0; i < a->n_inputs; i++)
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(a->inputs[i].name, a->inputs[j].name) == 0) {
-                cli_error("bench: input '%s' is given twice with --input", a->inputs[i].name);
-                return EXIT_USAGE;
-            }
+    if (cli_kv_unique("bench", "--input", a->inputs, a->n_inputs))
+        return EXIT_USAGE;
     if (a->threads < 0) {
         const char *env = getenv("TANDEM_THREADS");
         if (env && *env) {

@@ -35,8 +35,6 @@ void cli_error(const char *fmt, ...)
  * and returns the exit code. */
 int cli_fail(tdm_status st, const char *what, const char *msg);
 
-/* Parses a non-negative decimal integer that fits in an int64; 0 on
- * success. */
 /* "NAME=VALUE" split at the last '=' (name copied into owned). */
 typedef struct cli_kv {
     const char *name;
@@ -51,7 +49,12 @@ int cli_opt_value(const char *cmd, int argc, char **argv, int *i, const char *op
 int cli_split_kv(const char *cmd, const char *opt, const char *s, cli_kv *out);
 /* Appends v to the growable array *arr of *n entries; -1 when out of memory. */
 int cli_push_str(const char ***arr, size_t *n, const char *v);
+/* 0 when the n names of kv differ; else EXIT_USAGE after naming the first
+ * repeated one ("CMD: input 'X' is given twice with OPT"). */
+int cli_kv_unique(const char *cmd, const char *opt, const cli_kv *kv, size_t n);
 
+/* Parses a non-negative decimal integer that fits in an int64; 0 on
+ * success. */
 int cli_parse_i64(const char *s, long long *out);
 
 /* "float", "sequence<float>", "optional<float>"; into buf. */
@@ -243,6 +246,11 @@ typedef struct diag_cmp {
  * output; 0 or an exit code. */
 int diag_compare(const char *cmd, diag_setup *x, const diag_common *d, double min_cos, int has_abs, double max_abs,
                  diag_cmp *res);
+/* compare's and report's --min-cosine C and --max-abs A: 1 when argv[*i]
+ * is one (consumed; *rc 0 or EXIT_USAGE). Each also sets the RUN OPTION of
+ * that name in d->ro: one meaning, also for the precision trigger. */
+int diag_threshold_opt(const char *cmd, int argc, char **argv, int *i, diag_common *d, double *min_cos,
+                       int *has_abs, double *max_abs, int *rc);
 diag_cmp_row *diag_cmp_worst(const diag_cmp *r);
 void diag_cmp_free(diag_cmp *r);
 

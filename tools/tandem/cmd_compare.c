@@ -186,6 +186,39 @@ typedef struct cmp_args {
     double min_cos, max_abs;
 } cmp_args;
 
+int diag_threshold_opt(const char *cmd, int argc, char **argv, int *i, diag_common *d, double *min_cos,
+                       int *has_abs, double *max_abs, int *rc)
+{
+    const char *val;
+    int r;
+    *rc = 0;
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--min-cosine", &val)) != 0) {
+        if (r < 0 || diag_parse_ratio(cmd, "--min-cosine", val, min_cos)) {
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        d->ro.min_cosine = *min_cos;
+        d->ro.has_min_cosine = 1;
+        return 1;
+    }
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--max-abs", &val)) != 0) {
+        char *end = NULL;
+        double v = r > 0 ? strtod(val, &end) : 0;
+        if (r < 0 || !*val || *end || !(v >= 0) || isinf(v)) {
+            if (r > 0)
+                cli_error("%s: --max-abs expects a non-negative number, not '%s'", cmd, val);
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        *max_abs = v;
+        *has_abs = 1;
+        d->ro.max_abs = v;
+        d->ro.has_max_abs = 1;
+        return 1;
+    }
+    return 0;
+}
+
 static int cmp_parse(int argc, char **argv, cmp_args *a)
 {
     const char *cmd = "compare", *val;
@@ -199,24 +232,9 @@ static int cmp_parse(int argc, char **argv, cmp_args *a)
                     cli_error("compare: --top expects a whole number of at least 1, not '%s'", val);
                 return EXIT_USAGE;
             }
-        } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--min-cosine", &val)) != 0) {
-            if (r < 0 || diag_parse_ratio(cmd, "--min-cosine", val, &a->min_cos))
-                return EXIT_USAGE;
-            /* One meaning: also the precision trigger's threshold (--calibration). */
-            a->c.ro.min_cosine = a->min_cos;
-            a->c.ro.has_min_cosine = 1;
-        } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--max-abs", &val)) != 0) {
-            char *end = NULL;
-            double d = r > 0 ? strtod(val, &end) : 0;
-            if (r < 0 || !*val || *end || !(d >= 0) || isinf(d)) {
-                if (r > 0)
-                    cli_error("compare: --max-abs expects a non-negative number, not '%s'", val);
-                return EXIT_USAGE;
-            }
-            a->max_abs = d;
-            a->has_abs = 1;
-            a->c.ro.max_abs = d;
-            a->c.ro.has_max_abs = 1;
+        } else if (diag_threshold_opt(cmd, argc, argv, &i, &a->c, &a->min_cos, &a->has_abs, &a->max_abs, &rc)) {
+            if (rc)
+                return rc;
         } else if (strcmp(argv[i], "--json") == 0) {
             a->json = 1;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {

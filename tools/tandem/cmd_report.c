@@ -257,23 +257,9 @@ static int rep_parse(int argc, char **argv, rep_args *a)
                     cli_error("report: --iterations expects a whole number of at least 1, not '%s'", val);
                 return EXIT_USAGE;
             }
-        } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--min-cosine", &val)) != 0) {
-            if (r < 0 || diag_parse_ratio(cmd, "--min-cosine", val, &a->min_cos))
-                return EXIT_USAGE;
-            /* One meaning: also the precision trigger's threshold (--calibration). */
-            a->c.ro.min_cosine = a->min_cos;
-            a->c.ro.has_min_cosine = 1;
-        } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--max-abs", &val)) != 0) {
-            char *end = NULL;
-            a->max_abs = r > 0 ? strtod(val, &end) : 0;
-            if (r < 0 || !*val || *end || !(a->max_abs >= 0)) {
-                if (r > 0)
-                    cli_error("report: --max-abs expects a non-negative number, not '%s'", val);
-                return EXIT_USAGE;
-            }
-            a->has_abs = 1;
-            a->c.ro.max_abs = a->max_abs;
-            a->c.ro.has_max_abs = 1;
+        } else if (diag_threshold_opt(cmd, argc, argv, &i, &a->c, &a->min_cos, &a->has_abs, &a->max_abs, &rc)) {
+            if (rc)
+                return rc;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage_report(stdout);
             return -1;

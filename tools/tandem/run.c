@@ -148,19 +148,9 @@ static int parse_args(int argc, char **argv, run_args *a)
         cli_error("run: no MODEL given; see `tandem run --help`");
         return EXIT_USAGE;
     }
-    for (size_t i = 0; i < a->n_inputs; i++)
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(a->inputs[i].name, a->inputs[j].name) == 0) {
-                cli_error("run: input '%s' is given twice with --input", a->inputs[i].name);
-                return EXIT_USAGE;
-            }
-    for (size_t i = 0; i < a->n_shapes; i++)
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(a->shapes[i].name, a->shapes[j].name) == 0) {
-                cli_error("run: input '%s' is given twice with --shape", a->shapes[i].name);
-                return EXIT_USAGE;
-            }
-    return 0;
+    if (cli_kv_unique("run", "--input", a->inputs, a->n_inputs))
+        return EXIT_USAGE;
+    return cli_kv_unique("run", "--shape", a->shapes, a->n_shapes);
 }
 
 /* Checks --devices: only "cpu" exists for now. */

@@ -412,6 +412,17 @@ int cli_opt_value(const char *cmd, int argc, char **argv, int *i, const char *op
     return 1;
 }
 
+int cli_kv_unique(const char *cmd, const char *opt, const cli_kv *kv, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(kv[i].name, kv[j].name) == 0) {
+                cli_error("%s: input '%s' is given twice with %s", cmd, kv[i].name, opt);
+                return EXIT_USAGE;
+            }
+    return 0;
+}
+
 int cli_split_kv(const char *cmd, const char *opt, const char *s, cli_kv *out)
 {
     const char *eq = strrchr(s, '=');
