@@ -25,25 +25,6 @@
 /* Headers beyond this are not something numpy writes for a plain array. */
 #define NPY_HEADER_MAX (1u << 20)
 
-static int host_is_le(void)
-{
-    const uint16_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
-
-/* Reverses the bytes of each of n units of size w (w = 2, 4 or 8). */
-static void swap_units(unsigned char *p, size_t n, size_t w)
-{
-    for (size_t i = 0; i < n; i++, p += w)
-        for (size_t a = 0, b = w - 1; a < b; a++, b--) {
-            unsigned char c = p[a];
-            p[a] = p[b];
-            p[b] = c;
-        }
-}
-
 /* ------------------------------------------------------------ file reading */
 
 static tdm_status read_file(tdm_err *e, const char *path, unsigned char **out, size_t *size)
@@ -415,8 +396,7 @@ tdm_status npy_decode(tdm_err *e, const char *path, const void *bytes, size_t si
     } else if (t->nbytes) {
         memcpy(t->data, data, t->nbytes);
         if (swap)
-            swap_units(t->data, dt == TDM_COMPLEX64 || dt == TDM_COMPLEX128 ? count * 2 : count,
-                       dt == TDM_COMPLEX64 ? 4 : dt == TDM_COMPLEX128 ? 8 : esize);
+            tensor_swap_le(t->data, dt, count);
         if (dt == TDM_BOOL) {
             unsigned char *p = t->data;
             for (size_t i = 0; i < count; i++)
@@ -614,10 +594,7 @@ tdm_status npy_encode(tdm_err *e, const tdm_tensor *t, unsigned char **out, size
         }
     } else if (dbytes) {
         memcpy(data, t->data, dbytes);
-        if (!host_is_le() && esize > 1) {
-            int cx = t->dtype == TDM_COMPLEX64 || t->dtype == TDM_COMPLEX128;
-            swap_units(data, cx ? count * 2 : count, cx ? esize / 2 : esize);
-        }
+        tensor_swap_le(data, t->dtype, count);
         if (t->dtype == TDM_BOOL)
             for (size_t i = 0; i < count; i++)
                 data[i] = data[i] != 0;

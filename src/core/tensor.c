@@ -312,6 +312,32 @@ void tensor_set_i64(tdm_tensor *t, size_t i, int64_t v)
 
 /* ---- half precision ---- */
 
+int host_is_le(void)
+{
+    const uint16_t one = 1;
+    unsigned char b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+void tensor_swap_le(void *data, tdm_dtype dt, size_t count)
+{
+    size_t w = tdm_dtype_size(dt);
+    if (dt == TDM_COMPLEX64 || dt == TDM_COMPLEX128) {
+        w /= 2;
+        count *= 2;
+    }
+    if (host_is_le() || w < 2)
+        return;
+    unsigned char *p = data;
+    for (size_t i = 0; i < count; i++, p += w)
+        for (size_t a = 0, b = w - 1; a < b; a++, b--) {
+            unsigned char c = p[a];
+            p[a] = p[b];
+            p[b] = c;
+        }
+}
+
 float fp16_to_f32(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16;

@@ -67,6 +67,13 @@ void tensor_set_i64(tdm_tensor *t, size_t i, int64_t v);
 /* String element (never NULL: "" for an empty one). */
 const char *tensor_str(const tdm_tensor *t, size_t i);
 
+/* 1 when the host stores integers little-endian. */
+int host_is_le(void);
+/* Converts count elements of dt between little-endian (file) order and host
+ * order, in place: a no-op on little-endian hosts and for 1-byte types; each
+ * half of a complex value is swapped on its own. */
+void tensor_swap_le(void *data, tdm_dtype dt, size_t count);
+
 /* IEEE half and bfloat16 conversions (round to nearest even). */
 float fp16_to_f32(uint16_t h);
 uint16_t f32_to_fp16(float f);

@@ -17,20 +17,6 @@
 
 static int is_const(const gr_graph *g, int v) { return v >= 0 && g->values[v].init && !g->values[v].is_input; }
 
-static void node_clear(gr_node *n)
-{
-    mem_free(n->name);
-    mem_free(n->op_type);
-    mem_free(n->domain);
-    mem_free(n->inputs);
-    mem_free(n->outputs);
-    mem_free(n->doc);
-    for (int a = 0; a < n->n_attrs; a++)
-        gr_attr_clear(&n->attrs[a]);
-    mem_free(n->attrs);
-    memset(n, 0, sizeof *n);
-}
-
 /* Makes res[] (one per node output, NULL where the output is omitted) the
  * constant values of node ni's outputs. Takes ownership of res[] entries on
  * success; on a contradiction with a declared type nothing changes. */
@@ -223,7 +209,7 @@ static tdm_status compact(tdm_err *e, gr_graph *g, const unsigned char *removed)
     int k = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         if (removed[i]) {
-            node_clear(&g->nodes[i]);
+            gr_node_clear(&g->nodes[i]);
             newidx[i] = -1;
             continue;
         }

@@ -107,22 +107,26 @@ void gr_attr_clear(gr_attr *a)
     memset(a, 0, sizeof *a);
 }
 
+void gr_node_clear(gr_node *n)
+{
+    mem_free(n->name);
+    mem_free(n->op_type);
+    mem_free(n->domain);
+    mem_free(n->inputs);
+    mem_free(n->outputs);
+    mem_free(n->doc);
+    for (int a = 0; a < n->n_attrs; a++)
+        gr_attr_clear(&n->attrs[a]);
+    mem_free(n->attrs);
+    memset(n, 0, sizeof *n);
+}
+
 void gr_graph_free(gr_graph *g)
 {
     if (!g)
         return;
-    for (int i = 0; i < g->n_nodes; i++) {
-        gr_node *n = &g->nodes[i];
-        mem_free(n->name);
-        mem_free(n->op_type);
-        mem_free(n->domain);
-        mem_free(n->inputs);
-        mem_free(n->outputs);
-        mem_free(n->doc);
-        for (int a = 0; a < n->n_attrs; a++)
-            gr_attr_clear(&n->attrs[a]);
-        mem_free(n->attrs);
-    }
+    for (int i = 0; i < g->n_nodes; i++)
+        gr_node_clear(&g->nodes[i]);
     mem_free(g->nodes);
     for (int i = 0; i < g->n_values; i++) {
         mem_free(g->values[i].name);

@@ -175,6 +175,8 @@ tdm_status gr_node_add(tdm_err *e, gr_graph *g, const char *name, const char *op
 /* Appends an (empty) attribute to node idx and returns it for filling. */
 gr_attr *gr_attr_add(tdm_err *e, gr_graph *g, int node, const char *name);
 void gr_attr_clear(gr_attr *a);
+/* Frees what node n owns (names, value lists, attributes) and zeroes it. */
+void gr_node_clear(gr_node *n);
 
 /* Marks subgraph values with no producer that are not inputs or initializers
  * as `outer`, counts consumers, resolves ops and their versions against the

@@ -266,7 +266,8 @@ tdm_status model_build(tdm_err *e, gr_model *gm, const char *name, tdm_model **o
     if ((st = op_histogram(e, m)) != TDM_OK || (st = snapshot_flops(e, g, &fl, &n_fl)) != TDM_OK)
         goto fail;
 
-    if ((st = gr_fold_constants(e, gm->main)) != TDM_OK || (st = gr_infer(e, gm->main)) != TDM_OK)
+    /* Folding re-infers every node it does not fold: the types are final. */
+    if ((st = gr_fold_constants(e, gm->main)) != TDM_OK)
         goto fail;
 
     /* FLOPs of the file's compute nodes, with the shapes known at the end. */

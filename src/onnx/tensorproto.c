@@ -19,28 +19,6 @@ void onnx_ctx_free(onnx_ctx *c)
     c->rdir = NULL;
 }
 
-static int host_le(void)
-{
-    const uint16_t one = 1;
-    uint8_t b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
-
-/* Little-endian file bytes → host order, in place. */
-static void from_le(void *data, size_t count, size_t esize)
-{
-    if (host_le() || esize < 2)
-        return;
-    uint8_t *p = data;
-    for (size_t i = 0; i < count; i++, p += esize)
-        for (size_t a = 0, b = esize - 1; a < b; a++, b--) {
-            uint8_t t = p[a];
-            p[a] = p[b];
-            p[b] = t;
-        }
-}
-
 static int is_4bit(tdm_dtype dt) { return dt == TDM_INT4 || dt == TDM_UINT4; }
 
 /* Two 4-bit values per byte (low nibble first) → one per byte. */
@@ -368,11 +346,7 @@ tdm_status onnx_tensor_from_proto(onnx_ctx *c, Onnx__TensorProto *tp, const char
                            (long long)tp->dims[i], i);
     tdm_dtype dt = (tdm_dtype)tp->data_type;
     size_t esize = tdm_dtype_size(dt), count, need;
-    int64_t prod = 1;
-    int ovf = 0;
-    for (int i = 0; i < rank && !ovf; i++)
-        ovf = mem_mul_i64(prod, tp->dims[i], &prod);
-    if (ovf || shape_count(rank, tp->dims, &count) || mem_mul(count, dt == TDM_STRING ? sizeof(char *) : esize, &need))
+    if (shape_count(rank, tp->dims, &count) || mem_mul(count, dt == TDM_STRING ? sizeof(char *) : esize, &need))
         return err_set(e, TDM_E_MODEL, "%s: %s has dims %s, whose element count overflows", c->fname, what,
                        shape_str(rank, tp->dims, shp, sizeof shp));
     tdm_tensor *t = mem_calloc(1, sizeof *t);
@@ -405,8 +379,7 @@ tdm_status onnx_tensor_from_proto(onnx_ctx *c, Onnx__TensorProto *tp, const char
                     t->data = d;
                 }
             } else {
-                from_le(buf, count * (dt == TDM_COMPLEX64 || dt == TDM_COMPLEX128 ? 2 : 1),
-                        dt == TDM_COMPLEX64 ? 4 : dt == TDM_COMPLEX128 ? 8 : esize);
+                tensor_swap_le(buf, dt, count);
                 t->data = buf;
             }
         }
@@ -429,8 +402,7 @@ tdm_status onnx_tensor_from_proto(onnx_ctx *c, Onnx__TensorProto *tp, const char
             tp->raw_data.data = NULL;
             tp->raw_data.len = 0;
             tp->has_raw_data = 0;
-            from_le(t->data, count * (dt == TDM_COMPLEX64 || dt == TDM_COMPLEX128 ? 2 : 1),
-                    dt == TDM_COMPLEX64 ? 4 : dt == TDM_COMPLEX128 ? 8 : esize);
+            tensor_swap_le(t->data, dt, count);
             st = TDM_OK;
         } else {
             st = TDM_OK;
