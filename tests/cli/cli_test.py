@@ -230,6 +230,14 @@ def case_run_roundtrip():
     check(io.dtype == np.int64 and io.tolist() == [3, -1, 7, 0], "io: %r" % io)
     check(bo.dtype == np.bool_ and bo.tolist() == [[True, False], [False, True]], "bo: %r" % bo)
     run(["run", d("add.onnx"), "--threads", "2", "--devices", "cpu"] + ADD_IN, 0, out="z  float  2x3")
+    # one thread rule for every command: --threads, else TANDEM_THREADS, 0..4096
+    run(["run", d("add.onnx"), "--threads", "5000"] + ADD_IN, 1, err="--threads expects a number from 0 to 4096")
+    os.environ["TANDEM_THREADS"] = "abc"
+    try:
+        run(["run", d("add.onnx")] + ADD_IN, 1, err="TANDEM_THREADS expects a number")
+        run(["run", d("add.onnx"), "--threads", "1"] + ADD_IN, 0, out="z  float  2x3")
+    finally:
+        del os.environ["TANDEM_THREADS"]
 
 
 def case_run_sequence_optional():

@@ -26,7 +26,8 @@ typedef struct bench_args {
     size_t n_inputs;
     bench_kv *shapes;
     size_t n_shapes;
-    long long warmup, iterations, rounds, threads; /* threads -1: not given */
+    long long warmup, iterations, rounds, threads;
+    const char *threads_arg; /* --threads VALUE, or NULL: TANDEM_THREADS */
     int json, paced;
     cli_runopts ro; /* --devices, --granularity, --fallback, --pin, … */
     const char *metrics;    /* --metrics FILE: counters of every run (cmd_profile.c) */
@@ -117,7 +118,6 @@ static int parse_args(int argc, char **argv, bench_args *a)
     a->warmup = 10;
     a->iterations = 50;
     a->rounds = 1;
-    a->threads = -1;
     cli_runopts_init(&a->ro);
     a->inputs = calloc((size_t)argc, sizeof *a->inputs);
     a->shapes = calloc((size_t)argc, sizeof *a->shapes);
@@ -176,8 +176,9 @@ static int parse_args(int argc, char **argv, bench_args *a)
             continue;
         }
         if ((r = cli_opt_value("bench", argc, argv, &i, "--threads", &val)) != 0) {
-            if (r < 0 || parse_count("--threads", val, 0, 4096, &a->threads))
+            if (r < 0)
                 return EXIT_USAGE;
+            a->threads_arg = val;
             continue;
         }
         if (cli_runopts_parse("bench", argc, argv, &i, &a->ro, &r)) {
@@ -208,20 +209,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
     }
     if (cli_kv_unique("bench", "--input", a->inputs, a->n_inputs))
         return EXIT_USAGE;
-    if (a->threads < 0) {
-        const char *env = getenv("TANDEM_THREADS");
-        if (env && *env) {
-            if (cli_parse_i64(env, &a->threads) || a->threads > 4096) {
-                cli_error("bench: the environment variable TANDEM_THREADS expects a number from 0 to 4096, not "
-                          "'%s'",
-                          env);
-                return EXIT_USAGE;
-            }
-        } else {
-            a->threads = 0;
-        }
-    }
-    return 0;
+    return cli_threads("bench", a->threads_arg, &a->threads) ? EXIT_USAGE : 0;
 }
 
 /* ------------------------------------------------------------------ sweep */

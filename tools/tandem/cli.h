@@ -47,6 +47,10 @@ typedef struct cli_kv {
 int cli_opt_value(const char *cmd, int argc, char **argv, int *i, const char *opt, const char **val);
 /* Splits s at its last '=' into out; -1 after a message when it has none. */
 int cli_split_kv(const char *cmd, const char *opt, const char *s, cli_kv *out);
+/* The worker thread count from --threads VALUE (val) or, when val is NULL,
+ * from TANDEM_THREADS; 0 means the default. -1 after a message when the
+ * value is not a number from 0 to 4096. */
+int cli_threads(const char *cmd, const char *val, long long *out);
 /* Appends v to the growable array *arr of *n entries; -1 when out of memory. */
 int cli_push_str(const char ***arr, size_t *n, const char *v);
 /* 0 when the n names of kv differ; else EXIT_USAGE after naming the first
@@ -143,7 +147,7 @@ typedef struct diag_common {
     cli_runopts ro;
     const char **inputs, **shapes;
     size_t n_inputs, n_shapes;
-    int threads;
+    const char *threads_arg; /* --threads VALUE, or NULL: TANDEM_THREADS */
 } diag_common;
 
 typedef struct diag_setup {

@@ -57,13 +57,9 @@ int diag_common_opt(const char *cmd, int argc, char **argv, int *i, diag_common 
         return 1;
     }
     if ((r = cli_opt_value(cmd, argc, argv, i, "--threads", &val)) != 0) {
-        long long t = 0;
-        if (r < 0 || cli_parse_i64(val, &t) || t > 1024) {
-            if (r > 0)
-                cli_error("%s: --threads expects a number from 0 to 1024, not '%s'", cmd, val);
+        if (r < 0)
             *rc = EXIT_USAGE;
-        }
-        d->threads = (int)t;
+        d->threads_arg = val;
         return 1;
     }
     if (strcmp(argv[*i], "--random") == 0) /* the default: accepted for symmetry with run */
@@ -114,7 +110,10 @@ int diag_session(const char *cmd, diag_setup *x, const diag_common *d, const cha
     } else {
         rc = cli_runopts_apply(&d->ro, so);
     }
-    if (!rc && d->threads && (st = tdm_session_options_set_threads(so, d->threads)) != TDM_OK)
+    long long threads = 0;
+    if (!rc && cli_threads(cmd, d->threads_arg, &threads))
+        rc = EXIT_USAGE;
+    if (!rc && threads && (st = tdm_session_options_set_threads(so, (int)threads)) != TDM_OK)
         rc = cli_fail(st, NULL, "--threads: the value is not accepted");
     /* the inputs' shapes fix the dynamic dimensions the plan sees */
     for (size_t i = 0; !rc && i < x->n_in; i++) {

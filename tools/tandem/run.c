@@ -25,6 +25,7 @@ typedef struct run_args {
     int random, overwrite;
     const char *output_dir;
     long long threads;
+    const char *threads_arg; /* --threads VALUE, or NULL: TANDEM_THREADS */
     const char *devices;
     cli_runopts ro;      /* RUN OPTIONS (runopts.c) */
     const char *ledger;  /* --ledger FILE */
@@ -106,10 +107,7 @@ static int parse_args(int argc, char **argv, run_args *a)
         if ((r = cli_opt_value("run", argc, argv, &i, "--threads", &val)) != 0) {
             if (r < 0)
                 return EXIT_USAGE;
-            if (cli_parse_i64(val, &a->threads) || a->threads > 4096) {
-                cli_error("run: --threads expects a number from 0 to 4096, not '%s'", val);
-                return EXIT_USAGE;
-            }
+            a->threads_arg = val;
             continue;
         }
         if (cli_runopts_parse("run", argc, argv, &i, &a->ro, &r)) {
@@ -148,6 +146,8 @@ static int parse_args(int argc, char **argv, run_args *a)
         cli_error("run: no MODEL given; see `tandem run --help`");
         return EXIT_USAGE;
     }
+    if (cli_threads("run", a->threads_arg, &a->threads))
+        return EXIT_USAGE;
     if (cli_kv_unique("run", "--input", a->inputs, a->n_inputs))
         return EXIT_USAGE;
     return cli_kv_unique("run", "--shape", a->shapes, a->n_shapes);

@@ -453,3 +453,20 @@ int cli_push_str(const char ***arr, size_t *n, const char *v)
     *arr = a;
     return 0;
 }
+
+int cli_threads(const char *cmd, const char *val, long long *out)
+{
+    const char *what = "--threads";
+    *out = 0;
+    if (!val) {
+        val = getenv("TANDEM_THREADS");
+        what = "the environment variable TANDEM_THREADS";
+        if (!val || !*val)
+            return 0;
+    }
+    if (cli_parse_i64(val, out) || *out < 0 || *out > 4096) {
+        cli_error("%s: %s expects a number from 0 to 4096, not '%s'", cmd, what, val);
+        return -1;
+    }
+    return 0;
+}
