@@ -52,8 +52,8 @@ int main(int argc, char **argv)
     double ratio = (double)(peak - base) * 1024.0 / fsize;
     printf("%s: %.1f MB file, %zu initializers (%.1f MB), %d nodes; peak RSS %.1f MB above a %.1f MB baseline: "
            "%.3fx the file size (limit %.2fx)\n",
-           argv[1], fsize / 1e6, params, (double)bytes / 1e6, m->main->n_nodes, (double)(peak - base) / 1024.0,
-           (double)base / 1024.0, ratio, limit);
+           argv[1], fsize / 1e6, params, (double)bytes / 1e6, m->main->n_nodes, (double)(peak - base) * 1024.0 / 1e6,
+           (double)base * 1024.0 / 1e6, ratio, limit);
     gr_model_free(m);
     int ok = ratio <= limit && bytes > 0;
     printf("%s\n%d passed, %d failed\n", ok ? "PASS" : "FAIL: too much memory", ok, !ok);
