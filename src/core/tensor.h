@@ -25,7 +25,28 @@ struct tdm_tensor {
     /* sequence */
     struct tdm_tensor **items;
     size_t n_items, cap_items;
+    /* Derived forms of the data kernels cached (packed weights): a list,
+     * freed with the tensor. See tensor_aux_find. */
+    struct tensor_aux *aux;
 };
+
+/* A derived form of a tensor's data that a kernel computes once and keeps
+ * on the tensor (e.g. a weight matrix packed for the GEMM). Only ever
+ * attached to tensors whose data does not change while they live: graph
+ * initializers. key names the form (kernel and layout); free_fn releases
+ * the whole object (its first member is this header). */
+typedef struct tensor_aux {
+    struct tensor_aux *next;
+    uint64_t key;
+    void (*free_fn)(struct tensor_aux *a);
+} tensor_aux;
+
+/* The form with this key on t, or NULL. Safe from several threads. */
+tensor_aux *tensor_aux_find(const tdm_tensor *t, uint64_t key);
+/* Attaches a (complete) form to t and returns it; when another thread
+ * attached one with the same key first, a is freed and that one is
+ * returned. Safe from several threads. */
+tensor_aux *tensor_aux_attach(const tdm_tensor *t, tensor_aux *a);
 
 /* Bit for an element type in a dtype mask. */
 #define DT_BIT(dt) (1u << (dt))

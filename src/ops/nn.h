@@ -11,23 +11,6 @@
 
 /* ---- GEMM (ops/nn_gemm.c) ---- */
 
-/* An activation applied to a kernel's output in place (the fused
- * activations of Conv, see graph/optimize.c). Each computes exactly what
- * the standalone op computes in float. */
-typedef enum op_act_kind {
-    OP_ACT_NONE = 0,
-    OP_ACT_RELU,         /* x < 0 ? 0 : x */
-    OP_ACT_CLIP,         /* min(max(x, a), b) as Clip: a = min, b = max */
-    OP_ACT_LEAKY_RELU,   /* x < 0 ? a x : x */
-    OP_ACT_HARD_SIGMOID, /* max(0, min(1, a x + b)) */
-    OP_ACT_HARD_SWISH    /* x max(0, min(1, a x + b)), a = 1/6, b = 0.5 */
-} op_act_kind;
-
-typedef struct op_act {
-    int kind; /* op_act_kind */
-    float a, b;
-} op_act;
-
 void op_act_apply(const op_act *act, float *x, size_t n);
 
 /* Reads the fused activation recorded on a Conv node by the graph

@@ -19,6 +19,34 @@
 #include "core/tensor.h"
 #include "graph/graph.h"
 
+/* An activation applied to a kernel's output in place (the activations the executor fuses
+ * into Conv and Gemm, see op_fuse). Each computes exactly what
+ * the standalone op computes in float. */
+typedef enum op_act_kind {
+    OP_ACT_NONE = 0,
+    OP_ACT_RELU,         /* x < 0 ? 0 : x */
+    OP_ACT_CLIP,         /* min(max(x, a), b) as Clip: a = min, b = max */
+    OP_ACT_LEAKY_RELU,   /* x < 0 ? a x : x */
+    OP_ACT_HARD_SIGMOID, /* max(0, min(1, a x + b)) */
+    OP_ACT_HARD_SWISH    /* x max(0, min(1, a x + b)), a = 1/6, b = 0.5 */
+} op_act_kind;
+
+typedef struct op_act {
+    int kind; /* op_act_kind */
+    float a, b;
+} op_act;
+
+/* What the executor fused into a node (run/fuse.c): the node computes
+ * y = act(node(x) + sum) instead of node(x), where sum (NULL: none) has
+ * exactly the output's shape and dtype float32, and act is applied last.
+ * Only set on float32 Conv (act and sum) and Gemm / MatMul (act only)
+ * nodes running on cpu; a kernel that sees a fuse it cannot honour fails
+ * with a sentence. */
+typedef struct op_fuse {
+    op_act act;
+    const tdm_tensor *sum;
+} op_fuse;
+
 typedef struct op_ctx op_ctx;
 typedef struct op_infer_ctx op_infer_ctx;
 struct exec_scope;
@@ -37,6 +65,7 @@ struct op_ctx {
     struct exec_scope *scope;       /* for subgraphs (op_run_subgraph) */
     int threads;                    /* worker threads the kernel may use */
     uint64_t *rng;                  /* state for random ops (per session run) */
+    const op_fuse *fuse;            /* fused activation / residual sum, or NULL */
 };
 
 struct op_infer_ctx {

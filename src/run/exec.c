@@ -187,7 +187,7 @@ tdm_status exec_graph_obs(tdm_err *e, const gr_graph *g, exec_scope *parent, con
                 goto node_fail;
             }
         }
-        op_ctx ctx = {node, node->version, node->n_inputs, nin, node->n_outputs, nout, e, &s, threads, rng};
+        op_ctx ctx = {node, node->version, node->n_inputs, nin, node->n_outputs, nout, e, &s, threads, rng, NULL};
         uint64_t t0 = obs && obs->fn ? obs_now_ns() : 0;
         st = op_table[node->op].run(&ctx);
         if (st) {
