@@ -108,7 +108,7 @@ const char *shape_str(int rank, const int64_t *dims, char *buf, size_t size)
 
 tensor_aux *tensor_aux_find(const tdm_tensor *t, uint64_t key)
 {
-    tensor_aux *a = __atomic_load_n(&t->aux, __ATOMIC_ACQUIRE);
+    tensor_aux *a = atomic_load_explicit(&((tdm_tensor *)t)->aux, memory_order_acquire);
     for (; a; a = a->next)
         if (a->key == key)
             return a;
@@ -118,7 +118,7 @@ tensor_aux *tensor_aux_find(const tdm_tensor *t, uint64_t key)
 tensor_aux *tensor_aux_attach(const tdm_tensor *t, tensor_aux *a)
 {
     tdm_tensor *m = (tdm_tensor *)t; /* the cache is not part of the value */
-    tensor_aux *head = __atomic_load_n(&m->aux, __ATOMIC_ACQUIRE);
+    tensor_aux *head = atomic_load_explicit(&m->aux, memory_order_acquire);
     for (;;) {
         for (tensor_aux *o = head; o; o = o->next)
             if (o->key == a->key) {
@@ -126,7 +126,7 @@ tensor_aux *tensor_aux_attach(const tdm_tensor *t, tensor_aux *a)
                 return o;
             }
         a->next = head;
-        if (__atomic_compare_exchange_n(&m->aux, &head, a, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        if (atomic_compare_exchange_weak_explicit(&m->aux, &head, a, memory_order_acq_rel, memory_order_acquire))
             return a;
     }
 }
@@ -135,7 +135,7 @@ void tensor_reset(tdm_tensor *t)
 {
     if (!t)
         return;
-    for (tensor_aux *a = t->aux, *next; a; a = next) {
+    for (tensor_aux *a = atomic_load_explicit(&t->aux, memory_order_acquire), *next; a; a = next) {
         next = a->next;
         a->free_fn(a);
     }
@@ -209,7 +209,7 @@ tdm_status tensor_view(tdm_err *e, const tdm_tensor *src, tdm_tensor **out)
     *t = *src;
     t->items = NULL;
     t->n_items = t->cap_items = 0;
-    t->aux = NULL; /* the cache stays with the owner */
+    atomic_init(&t->aux, NULL); /* the cache stays with the owner */
     t->borrowed = 1;
     *out = t;
     return TDM_OK;

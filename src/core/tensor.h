@@ -6,6 +6,7 @@
 #include "tandem/tandem.h"
 #include "core/err.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,7 +28,7 @@ struct tdm_tensor {
     size_t n_items, cap_items;
     /* Derived forms of the data kernels cached (packed weights): a list,
      * freed with the tensor. See tensor_aux_find. */
-    struct tensor_aux *aux;
+    _Atomic(struct tensor_aux *) aux;
 };
 
 /* A derived form of a tensor's data that a kernel computes once and keeps
