@@ -36,16 +36,20 @@ typedef struct op_act {
     float a, b;
 } op_act;
 
-/* What the executor fused into a node (run/fuse.c): the node computes
- * y = act(node(x) + sum) instead of node(x), where sum (NULL: none) has
- * exactly the output's shape and dtype float32, and act is applied last.
- * Only set on float32 Conv (act and sum) and Gemm / MatMul (act only)
- * nodes running on cpu; a kernel that sees a fuse it cannot honour fails
- * with a sentence. */
-typedef struct op_fuse {
-    op_act act;
-    const tdm_tensor *sum;
-} op_fuse;
+/* An elementwise program the executor fused into a node (run/fuse.c):
+ * the consumers of a float32 Conv, ConvTranspose, Gemm or MatMul output
+ * that only apply elementwise ops (activations, Add/Mul/Div/Sub/Clip with
+ * constants or with other tensors of the run, e.g. a residual Add) are
+ * folded into the node, whose output becomes the chain's last value. */
+typedef struct op_fuse op_fuse;
+
+/* Applies the fused program in place to n consecutive float32 elements
+ * of the node's output, y[0..n), the first of which has flat index at in
+ * the output tensor. A kernel with ctx->fuse set calls it exactly once for
+ * every output element, after the element's own value (bias included) is
+ * final, preferably per tile while the tile is in cache. Thread-safe: pool
+ * workers may call it at once on disjoint ranges. */
+void op_fuse_apply(const op_fuse *f, float *y, size_t at, size_t n);
 
 typedef struct op_ctx op_ctx;
 typedef struct op_infer_ctx op_infer_ctx;
@@ -65,7 +69,7 @@ struct op_ctx {
     struct exec_scope *scope;       /* for subgraphs (op_run_subgraph) */
     int threads;                    /* worker threads the kernel may use */
     uint64_t *rng;                  /* state for random ops (per session run) */
-    const op_fuse *fuse;            /* fused activation / residual sum, or NULL */
+    const op_fuse *fuse;            /* fused elementwise consumers (see op_fuse_apply), or NULL */
 };
 
 struct op_infer_ctx {
