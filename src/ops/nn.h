@@ -113,6 +113,21 @@ typedef struct nn_geom {
     int64_t out[NN_MAX_SP];   /* output spatial size (-1 unknown) */
 } nn_geom;
 
+/* Input checks and geometry shared by Conv, ConvInteger, QLinearConv and
+ * ConvTranspose. */
+typedef struct conv_plan {
+    nn_geom g;
+    int64_t n, c, m, group, cg, mg;
+    size_t in_sz, out_sz, k_sz; /* spatial element counts */
+    int64_t ydims[2 + NN_MAX_SP];
+    int yrank;
+} conv_plan;
+
+/* The depthwise float32 Conv (nn_dwconv.c): cg == 1, mg <= 4, group > 1;
+ * y = act(conv(x, w) + bias). */
+tdm_status op_conv_depthwise_f32(op_ctx *ctx, const conv_plan *p, const float *x, const float *w, const float *bias,
+                                 const op_act *act, float *y);
+
 /* Fills g from the node's kernel_shape (or kernel, when kernel != NULL and
  * the attribute is absent), strides, dilations (when use_dil), pads,
  * auto_pad and (when use_ceil) ceil_mode, for spatial input sizes in[nsp]
