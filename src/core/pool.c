@@ -1,112 +1,234 @@
-/* The kernels' thread pool (see pool.h). One parallel region at a time:
- * the owner holds `busy`; workers sleep on `wake` until the generation
- * changes, claim task indices from an atomic counter, and the last one to
- * finish signals `done`. */
+/* The kernels' thread pool (see pool.h).
+ *
+ * One parallel region at a time: the caller that wins `busy` owns it. A
+ * region is published through one atomic word, `claim`, holding the
+ * region's generation, the number of workers that may take part and the
+ * index of the next unclaimed task. The caller writes the job (fn, arg, n)
+ * first, then stores a new generation with index 0; every participant
+ * (the caller included) takes tasks by compare-and-swap on `claim`, which
+ * fails as soon as the word no longer holds the generation it saw, and
+ * counts each finished task in `finished`. The caller returns once all n
+ * tasks have finished, without waiting for workers that never got a task:
+ * a worker that wakes late finds every task claimed (or a newer region) and
+ * goes back to waiting. Before the next region's job is written, the
+ * caller closes the old one (index CLOSED), so that a late worker's
+ * compare-and-swap can never succeed against a job that is being replaced.
+ * Every access to `claim`, the job fields and `finished` is sequentially
+ * consistent, which is what that argument needs (a worker's reads of the
+ * job precede its successful claim in the single total order, the caller's
+ * writes of the next job follow the close).
+ *
+ * Idle workers spin on `claim` for POOL_SPIN_NS, then sleep on a condition
+ * variable; the caller signals it only when some worker is asleep
+ * (`sleepers`, with the same store-then-load handshake on both sides, so no
+ * wake-up is lost). Nothing is allocated per region. */
+#define _POSIX_C_SOURCE 200809L
 #include "core/pool.h"
 #include "core/mem.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
-static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER; /* held by the region's owner */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* guards everything below */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#define cpu_relax() _mm_pause()
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* How long an idle worker spins before it sleeps; after the first
+ * POOL_PURE_SPIN_NS it yields between checks, which costs little when the
+ * CPU is otherwise idle and leaves it to other runnable threads when the
+ * machine is oversubscribed. */
+#ifndef POOL_SPIN_NS
+#define POOL_SPIN_NS 400000L
+#endif
+#define POOL_PURE_SPIN_NS 30000L
+
+/* claim = gen << GEN_SHIFT | workers << IDX_BITS | index */
+#define IDX_BITS 24
+#define IDX_MASK ((UINT64_C(1) << IDX_BITS) - 1)
+#define CLOSED IDX_MASK                /* index of a finished region */
+#define MAX_TASKS ((size_t)IDX_MASK - 1) /* tasks of one region */
+#define W_BITS 6                       /* POOL_MAX - 1 workers fit */
+#define GEN_SHIFT (IDX_BITS + W_BITS)
+#define GEN(c) ((c) >> GEN_SHIFT)
+#define WORKERS(c) ((int)(((c) >> IDX_BITS) & ((UINT64_C(1) << W_BITS) - 1)))
+#define INDEX(c) ((c) & IDX_MASK)
+
+static atomic_flag busy = ATOMIC_FLAG_INIT; /* held by the region's owner */
+static _Atomic uint64_t claim = CLOSED;      /* generation 0, closed */
+static _Atomic(pool_fn) job_fn;
+static _Atomic(void *) job_arg;
+static atomic_size_t job_n;
+static atomic_size_t finished; /* tasks of the current region done */
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* guards the sleep and n_workers */
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
-static pthread_cond_t done = PTHREAD_COND_INITIALIZER;
-static int n_workers;
-static unsigned long start_gen[POOL_MAX]; /* the generation a worker was created at */
-static unsigned long generation;
-static pool_fn job_fn;
-static void *job_arg;
-static size_t job_n;
-static int job_workers; /* workers taking part in the current region */
-static int pending;     /* of those, the ones not finished yet */
-static atomic_size_t next_task;
+static atomic_int sleepers;
+static int n_workers; /* written by the region owner under `lock` */
 
-static void run_tasks(pool_fn fn, void *arg, size_t n)
+/* Runs tasks of generation `gen` (job n tasks of fn) until none is left to
+ * claim or the region is no longer current. */
+static void run_tasks(uint64_t gen, pool_fn fn, void *arg, size_t n)
 {
+    uint64_t c = atomic_load(&claim);
     for (;;) {
-        size_t i = atomic_fetch_add(&next_task, 1);
-        if (i >= n)
+        if (GEN(c) != gen || INDEX(c) >= n)
             return;
-        fn(arg, i);
+        if (atomic_compare_exchange_weak(&claim, &c, c + 1)) {
+            fn(arg, (size_t)INDEX(c));
+            atomic_fetch_add(&finished, 1);
+            c = atomic_load(&claim);
+        }
     }
+}
+
+static long elapsed_ns(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long)(t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
+}
+
+/* Waits until claim holds a generation other than `seen`; returns it. */
+static uint64_t wait_region(uint64_t seen)
+{
+    uint64_t c;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int yield = 0;
+    for (unsigned k = 1;; k++) {
+        c = atomic_load(&claim);
+        if (GEN(c) != seen)
+            return c;
+        if (yield) {
+            sched_yield();
+        } else {
+            cpu_relax();
+        }
+        if (!(k & 63)) {
+            long t = elapsed_ns(&t0);
+            if (t > POOL_SPIN_NS)
+                break;
+            yield = t > POOL_PURE_SPIN_NS;
+        }
+    }
+    pthread_mutex_lock(&lock);
+    atomic_fetch_add(&sleepers, 1);
+    while (GEN(c = atomic_load(&claim)) == seen)
+        pthread_cond_wait(&wake, &lock);
+    atomic_fetch_sub(&sleepers, 1);
+    pthread_mutex_unlock(&lock);
+    return c;
 }
 
 static void *worker(void *p)
 {
     int idx = (int)(intptr_t)p;
-    pthread_mutex_lock(&lock);
-    unsigned long seen = start_gen[idx];
+    uint64_t seen = GEN(atomic_load(&claim));
     for (;;) {
-        while (generation == seen)
-            pthread_cond_wait(&wake, &lock);
-        seen = generation;
-        if (idx >= job_workers)
+        uint64_t c = wait_region(seen);
+        seen = GEN(c);
+        if (idx >= WORKERS(c) || INDEX(c) == CLOSED)
             continue;
-        pool_fn fn = job_fn;
-        void *arg = job_arg;
-        size_t n = job_n;
-        pthread_mutex_unlock(&lock);
-        run_tasks(fn, arg, n);
-        pthread_mutex_lock(&lock);
-        if (--pending == 0)
-            pthread_cond_signal(&done);
+        /* The job read here is the region's own as long as a claim of
+         * generation `seen` succeeds (see the top of the file). */
+        pool_fn fn = atomic_load(&job_fn);
+        void *arg = atomic_load(&job_arg);
+        size_t n = atomic_load(&job_n);
+        run_tasks(seen, fn, arg, n);
     }
     return NULL;
 }
 
 /* Grows the pool to `want` workers (as far as the system lets it). Called
- * with `lock` held. */
+ * by the region owner. */
 static void grow(int want)
 {
     if (want > POOL_MAX - 1)
         want = POOL_MAX - 1;
+    if (n_workers >= want)
+        return;
+    pthread_mutex_lock(&lock);
     while (n_workers < want) {
         pthread_t t;
         pthread_attr_t at;
         if (pthread_attr_init(&at))
-            return;
-        start_gen[n_workers] = generation;
+            break;
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
         int rc = pthread_create(&t, &at, worker, (void *)(intptr_t)n_workers);
         pthread_attr_destroy(&at);
         if (rc)
-            return;
+            break;
         n_workers++;
     }
+    pthread_mutex_unlock(&lock);
+}
+
+/* One region of n <= MAX_TASKS tasks on the caller and w workers. */
+static void region(int w, size_t n, pool_fn fn, void *arg)
+{
+    uint64_t gen = GEN(atomic_load(&claim)) + 1;
+    atomic_store(&job_fn, fn);
+    atomic_store(&job_arg, arg);
+    atomic_store(&job_n, n);
+    atomic_store(&finished, 0);
+    atomic_store(&claim, gen << GEN_SHIFT | (uint64_t)w << IDX_BITS);
+    if (atomic_load(&sleepers) > 0) {
+        pthread_mutex_lock(&lock);
+        pthread_cond_broadcast(&wake);
+        pthread_mutex_unlock(&lock);
+    }
+    run_tasks(gen, fn, arg, n);
+    /* Every task is claimed; wait for the ones still running. */
+    for (unsigned k = 1; atomic_load(&finished) < n; k++) {
+        cpu_relax();
+        if (!(k & 1023))
+            sched_yield();
+    }
+    atomic_store(&claim, gen << GEN_SHIFT | (uint64_t)w << IDX_BITS | CLOSED);
+}
+
+typedef struct chunk_job {
+    pool_fn fn;
+    void *arg;
+    size_t base;
+} chunk_job;
+
+static void chunk_task(void *arg, size_t i)
+{
+    const chunk_job *j = arg;
+    j->fn(j->arg, j->base + i);
 }
 
 void pool_run(int threads, size_t n, pool_fn fn, void *arg)
 {
     if (!n)
         return;
-    if (threads <= 1 || n == 1 || pthread_mutex_trylock(&busy) != 0) {
+    if (threads <= 1 || n == 1 || atomic_flag_test_and_set(&busy)) {
         for (size_t i = 0; i < n; i++)
             fn(arg, i);
         return;
     }
-    pthread_mutex_lock(&lock);
     grow(threads - 1);
     int w = threads - 1 < n_workers ? threads - 1 : n_workers;
     if ((size_t)w > n - 1)
         w = (int)(n - 1);
-    job_fn = fn;
-    job_arg = arg;
-    job_n = n;
-    job_workers = w;
-    pending = w;
-    atomic_store(&next_task, 0);
-    generation++;
-    if (w)
-        pthread_cond_broadcast(&wake);
-    pthread_mutex_unlock(&lock);
-    run_tasks(fn, arg, n);
-    pthread_mutex_lock(&lock);
-    while (pending)
-        pthread_cond_wait(&done, &lock);
-    pthread_mutex_unlock(&lock);
-    pthread_mutex_unlock(&busy);
+    if (!w) {
+        for (size_t i = 0; i < n; i++)
+            fn(arg, i);
+    } else if (n <= MAX_TASKS) {
+        region(w, n, fn, arg);
+    } else {
+        chunk_job j = {fn, arg, 0};
+        for (; j.base < n; j.base += MAX_TASKS)
+            region(w, n - j.base < MAX_TASKS ? n - j.base : MAX_TASKS, chunk_task, &j);
+    }
+    atomic_flag_clear(&busy);
 }
 
 size_t pool_tasks(int threads, size_t work, size_t min_per_task)
@@ -119,7 +241,6 @@ size_t pool_tasks(int threads, size_t work, size_t min_per_task)
         t = cap;
     return t ? t : 1;
 }
-
 /* ---- scratch cache ---- */
 
 #define SCRATCH_SLOTS 8

@@ -36,6 +36,29 @@ void op_ew_erf_avx2(const float *x, float *y, size_t n);
 /* y[i] = exp(x[i] - m) for i < n (about 1 ulp; 0 below -87.33, where
  * the float result would be denormal); x == y allowed. */
 void op_ew_exp_shift_avx2(const float *x, float *y, size_t n, float m);
+/* The largest of x[0..n), n >= 1, by the test x[i] > m from m = x[0]. */
+float op_ew_max_avx2(const float *x, size_t n);
+/* One Softmax row: y = exp(x - max) / sum, the sum in double (8 partial
+ * sums), the division as one multiplication by the float reciprocal. */
+void op_ew_softmax_row_avx2(const float *x, float *y, size_t n);
+/* Mean and (population) variance of x[0..n) in double, 8 partial sums. */
+void op_ew_stats_avx2(const float *x, size_t n, double *mean, double *var);
+
+/* Binary float32 loops (elementwise_binary_avx2.c): o[i] = a[i] op b[i]
+ * for i < n, where a stride flag of 0 holds the operand at element 0; the
+ * portable kernel's exact per-element result. Returns 0 (nothing done) for
+ * an op it does not have. */
+enum { EW_BIN_ADD, EW_BIN_SUB, EW_BIN_MUL, EW_BIN_DIV, EW_BIN_MAX, EW_BIN_MIN };
+int op_ew_binary_f32_avx2(int op, const float *a, int sa, const float *b, int sb, float *o, size_t n);
+/* Relu (v < 0 ? 0 : v) and Clip (v < lo ? lo : v, then v > hi ? hi : v)
+ * of n floats, as the portable loops; x == y allowed. */
+void op_ew_relu_avx2(const float *x, float *y, size_t n);
+void op_ew_clip_avx2(const float *x, float *y, size_t n, float lo, float hi);
+/* y[i] = (x[i] - m) * s * g[i] + b[i] (LayerNormalization's row; the last
+ * step may be fused into one rounding). */
+void op_ew_norm_row_avx2(const float *x, float *y, size_t n, float m, float s, const float *g, const float *b);
+/* y[i] = x[i] * a + b (may be fused into one rounding); x == y allowed. */
+void op_ew_affine_avx2(const float *x, float *y, size_t n, float a, float b);
 
 /* ---- unary math and activations (elementwise_unary.c) ---- */
 tdm_status op_run_Abs(op_ctx *ctx);

@@ -12,6 +12,7 @@
 #include "ops/elementwise.h"
 #include "core/mem.h"
 #include "core/pool.h"
+#include "ops/nn.h"
 
 #include <math.h>
 #include <string.h>
@@ -314,6 +315,38 @@ BK(k_xor_b, uint8_t, uint8_t, uint8_t, (x != 0) ^ (y != 0))
 typedef const char *cstr;
 BK(k_eq_str, cstr, cstr, uint8_t, strcmp(x ? x : "", y ? y : "") == 0)
 
+/* The float32 kernels of the AVX2 file (same results, 8 at a time). */
+#define KV(NAME, OP)                                                                                          \
+    static void NAME(const void *const *in, const int *s, void *o, size_t n, bpar *p)                         \
+    {                                                                                                         \
+        (void)p;                                                                                              \
+        op_ew_binary_f32_avx2(OP, in[0], s[0], in[1], s[1], o, n);                                            \
+    }
+KV(kv_add, EW_BIN_ADD)
+KV(kv_sub, EW_BIN_SUB)
+KV(kv_mul, EW_BIN_MUL)
+KV(kv_div, EW_BIN_DIV)
+KV(kv_max, EW_BIN_MAX)
+KV(kv_min, EW_BIN_MIN)
+
+/* x * x: Pow with the exponent 2. The double product of two floats is
+ * exact, so (float)pow(x, 2.0) and the float product x * x are the same
+ * correctly rounded value (NaN, infinities and zeros included). */
+static void k_square_f32(const void *const *in, const int *s, void *vo, size_t n, bpar *p)
+{
+    const float *a = in[0];
+    float *o = vo;
+    (void)p;
+    if (gemm_avx2_usable()) {
+        op_ew_binary_f32_avx2(EW_BIN_MUL, a, s[0], a, s[0], o, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        float x = a[s[0] ? i : 0];
+        o[i] = x * x;
+    }
+}
+
 enum bkind {
     B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MOD, B_FMOD, B_MAX, B_MIN, B_PRELU,
     B_EQ, B_LT, B_GT, B_LE, B_GE, B_SHL, B_SHR, B_AND, B_OR, B_XOR, B_COUNT
@@ -332,6 +365,15 @@ static const kfn ktab[B_COUNT][4] = {
 };
 
 static int is_compare(int k) { return k >= B_EQ && k <= B_GE; }
+
+/* The float32 kernel of op k: the AVX2 one when there is one and the CPU
+ * has AVX2. */
+static kfn kernel_f32(int k)
+{
+    static const kfn kv[B_COUNT] = {[B_ADD] = kv_add, [B_SUB] = kv_sub, [B_MUL] = kv_mul,
+                                    [B_DIV] = kv_div, [B_MAX] = kv_max, [B_MIN] = kv_min};
+    return kv[k] && gemm_avx2_usable() ? kv[k] : ktab[k][EW_F32];
+}
 
 /* The element type of a compute type's native storage. */
 static tdm_dtype ct_native(op_ew_ct ct)
@@ -422,7 +464,7 @@ static tdm_status binary_run(op_ctx *ctx, int k)
         if ((k == B_SHL || k == B_SHR) && ct == EW_I64)
             ct = EW_U64; /* shifts of signed integers act on their bits */
     }
-    if (!raw && !(f = ktab[k][ct]))
+    if (!raw && !(f = ct == EW_F32 ? kernel_f32(k) : ktab[k][ct]))
         return op_fail(ctx, TDM_E_UNSUPPORTED, "%s does not take element type %s", opn, tdm_dtype_name(a->dtype));
 
     int r;
@@ -469,6 +511,8 @@ static tdm_status binary_run(op_ctx *ctx, int k)
     int ranks[2] = {a->rank, b->rank};
     const int64_t *dd[2] = {a->dims, b->dims};
     bpar p = {0, 0};
+    if (k == B_POW && ct == EW_F32 && b->dtype == TDM_FLOAT && b->count == 1 && ((const float *)b->data)[0] == 2.0f)
+        f = k_square_f32; /* (float)pow(x, 2) is x * x exactly */
     if (!raw && (ct == EW_F32 || ct == EW_F64))
         bcast_exec_par(ctx->threads, r, dims, y->count, 2, ranks, dd, data, es, dst, eo, f, &p);
     else
@@ -545,7 +589,7 @@ static tdm_status variadic_run(op_ctx *ctx, int k, int mean)
     op_ew_ct ct = op_ew_ctype(x0->dtype);
     int native = x0->dtype == ct_native(ct);
     size_t es = op_ew_ct_size(ct);
-    kfn f = (unsigned)ct < 4 ? ktab[k][ct] : NULL;
+    kfn f = ct == EW_F32 ? kernel_f32(k) : (unsigned)ct < 4 ? ktab[k][ct] : NULL;
     if (!f)
         return op_fail(ctx, TDM_E_UNSUPPORTED, "%s does not take element type %s", ctx->node->op_type,
                        tdm_dtype_name(x0->dtype));

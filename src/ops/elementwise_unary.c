@@ -199,6 +199,10 @@ static void un_task(void *arg, size_t t)
         un_f64(j->k, (const double *)j->x + i0, (double *)j->y + i0, m, j->p);
     else if (j->avx2 && j->k == U_ERF)
         op_ew_erf_avx2((const float *)j->x + i0, (float *)j->y + i0, m);
+    else if (j->avx2 && j->k == U_RELU)
+        op_ew_relu_avx2((const float *)j->x + i0, (float *)j->y + i0, m);
+    else if (j->avx2 && j->k == U_CLIP)
+        op_ew_clip_avx2((const float *)j->x + i0, (float *)j->y + i0, m, (float)j->p->a, (float)j->p->b);
     else if (j->avx2)
         op_ew_sigmoid_avx2((const float *)j->x + i0, (float *)j->y + i0, m);
     else if (j->k == U_SIGMOID)
@@ -230,8 +234,11 @@ static tdm_status unary_run(op_ctx *ctx, int k, const upar *p)
         j.y = y->data;
         j.n = cnt;
         j.dbl = x->dtype == TDM_DOUBLE;
-        j.avx2 = !j.dbl && (k == U_SIGMOID || k == U_ERF) && gemm_avx2_usable();
-        size_t tasks = pool_tasks(ctx->threads, cnt, UN_TASK_MIN);
+        j.avx2 = !j.dbl && (k == U_SIGMOID || k == U_ERF || k == U_RELU || k == U_CLIP) && gemm_avx2_usable();
+        /* cheap ops stream memory: split by bytes; the costly ones by elements */
+        size_t tasks = k == U_RELU || k == U_CLIP || k == U_NEG || k == U_ABS
+                           ? pool_tasks(ctx->threads, cnt * 2 * (j.dbl ? 8 : 4), POOL_MIN_BYTES)
+                           : pool_tasks(ctx->threads, cnt, UN_TASK_MIN);
         j.per = (cnt + tasks - 1) / tasks;
         j.per = (j.per + 15) / 16 * 16; /* whole vectors per task */
         pool_run(ctx->threads, (cnt + j.per - 1) / j.per, un_task, &j);

@@ -4,6 +4,7 @@
 #include "ops/nn.h"
 #include "core/mem.h"
 #include "core/pool.h"
+#include "ops/nn_pool_avx2.h"
 
 #include <math.h>
 #include <string.h>
@@ -100,9 +101,10 @@ typedef struct maxpool_job {
     const float *x;
     float *y;
     size_t per;
+    int avx2;
 } maxpool_job;
 
-static void maxpool_plane(const pool_plan *p, const float *x, float *y)
+static void maxpool_plane(const pool_plan *p, const float *x, float *y, int avx2)
 {
     const nn_geom *g = &p->g;
     const int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
@@ -152,7 +154,10 @@ static void maxpool_plane(const pool_plan *p, const float *x, float *y)
             const float *row = x + (ch + a * dh) * W + base;
             for (int64_t b = 0; b < kw; b++) {
                 const float *src = row + b * dw;
-                if (first) {
+                if (avx2) {
+                    op_maxpool_tap_avx2(src, yi, n, sw, first);
+                    first = 0;
+                } else if (first) {
                     for (int64_t i = 0; i < n; i++)
                         yi[i] = src[i * sw];
                     first = 0;
@@ -172,7 +177,7 @@ static void task_maxpool(void *arg, size_t t)
 {
     const maxpool_job *j = arg;
     for (size_t pl = t * j->per; pl < j->p->planes && pl < (t + 1) * j->per; pl++)
-        maxpool_plane(j->p, j->x + pl * j->p->in_sz, j->y + pl * j->p->out_sz);
+        maxpool_plane(j->p, j->x + pl * j->p->in_sz, j->y + pl * j->p->out_sz, j->avx2);
 }
 
 tdm_status op_run_MaxPool(op_ctx *ctx)
@@ -198,8 +203,12 @@ tdm_status op_run_MaxPool(op_ctx *ctx)
     tdm_tensor *y = ctx->out[0];
     if (x->dtype == TDM_FLOAT && !idx && p.g.in[0] == 1 && p.g.k[0] == 1 && p.g.out[0] == 1 && p.planes) {
         int threads = ctx->threads > 0 ? ctx->threads : 1;
-        maxpool_job j = {&p, x->data, y->data, 0};
-        size_t tasks = pool_tasks(threads, p.planes, 1);
+        maxpool_job j = {&p, x->data, y->data, 0, gemm_avx2_usable()};
+        size_t bytes = (p.in_sz + p.out_sz) * sizeof(float), tasks = pool_tasks(threads, p.planes, 1);
+        if (bytes * p.planes < 2 * POOL_MIN_BYTES)
+            tasks = 1;
+        else if (tasks > p.planes * bytes / POOL_MIN_BYTES)
+            tasks = p.planes * bytes / POOL_MIN_BYTES;
         j.per = (p.planes + tasks - 1) / tasks;
         pool_run(threads, (p.planes + j.per - 1) / j.per, task_maxpool, &j);
         return TDM_OK;

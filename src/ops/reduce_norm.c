@@ -6,6 +6,9 @@
  * rounded once per output element. */
 #include "ops/reduce.h"
 #include "core/mem.h"
+#include "core/pool.h"
+#include "ops/elementwise.h"
+#include "ops/nn.h"
 
 #include <math.h>
 #include <string.h>
@@ -61,6 +64,34 @@ static void stats_f64(const double *x, size_t n, double *mean, double *var)
 }
 
 /* ---- BatchNormalization ---- */
+
+/* Inference BatchNormalization of float32 planes (y = x * a + b per
+ * channel), split over the planes. */
+typedef struct bn_job {
+    const float *x;
+    float *y;
+    const double *a, *b;
+    size_t c, inner, planes, per;
+    int avx2;
+} bn_job;
+
+static void bn_task(void *arg, size_t t)
+{
+    const bn_job *j = arg;
+    size_t p0 = t * j->per, p1 = p0 + j->per < j->planes ? p0 + j->per : j->planes;
+    for (size_t p = p0; p < p1; p++) {
+        size_t ch = p % j->c;
+        const float *px = j->x + p * j->inner;
+        float *py = j->y + p * j->inner;
+        float fa = (float)j->a[ch], fb = (float)j->b[ch];
+        if (j->avx2) {
+            op_ew_affine_avx2(px, py, j->inner, fa, fb);
+        } else {
+            for (size_t k = 0; k < j->inner; k++)
+                py[k] = px[k] * fa + fb;
+        }
+    }
+}
 
 tdm_status op_run_BatchNormalization(op_ctx *ctx)
 {
@@ -137,7 +168,12 @@ tdm_status op_run_BatchNormalization(op_ctx *ctx)
         a[k] = sc[k] / sqrt(vr[k] + eps);
         b[k] = bi[k] - mn[k] * a[k];
     }
-    if (!xb) {
+    if (!xb && !per_elem && nb * c > 0) {
+        bn_job j = {x->data, ctx->out[0]->data, a, b, c, inner, nb * c, 0, gemm_avx2_usable()};
+        size_t tasks = pool_tasks(ctx->threads, x->count * sizeof(float) * 2, POOL_MIN_BYTES);
+        j.per = (j.planes + tasks - 1) / tasks;
+        pool_run(ctx->threads, (j.planes + j.per - 1) / j.per, bn_task, &j);
+    } else if (!xb) {
         const float *px = x->data;
         float *py = ctx->out[0]->data;
         for (size_t n = 0; n < nb; n++) {
@@ -280,6 +316,41 @@ static tdm_dtype ln_stash_dtype(const gr_node *n)
     return t == TDM_BFLOAT16 || t == TDM_DOUBLE || t == TDM_FLOAT16 ? (tdm_dtype)t : TDM_FLOAT;
 }
 
+/* float32 LayerNormalization split over rows. */
+typedef struct ln_job {
+    const float *x;
+    float *y;
+    const float *fs, *fbias;
+    double *mean, *inv, eps;
+    size_t cols, rows, per;
+    int avx2;
+} ln_job;
+
+static void ln_task(void *arg, size_t t)
+{
+    const ln_job *j = arg;
+    const size_t cols = j->cols;
+    size_t r0 = t * j->per, r1 = r0 + j->per < j->rows ? r0 + j->per : j->rows;
+    for (size_t r = r0; r < r1; r++) {
+        const float *px = j->x + r * cols;
+        float *py = j->y + r * cols;
+        double m, v;
+        if (j->avx2)
+            op_ew_stats_avx2(px, cols, &m, &v);
+        else
+            stats_f32(px, cols, &m, &v);
+        double iv = 1.0 / sqrt(v + j->eps);
+        j->mean[r] = m;
+        j->inv[r] = iv;
+        float fm = (float)m, fi = (float)iv;
+        if (j->avx2)
+            op_ew_norm_row_avx2(px, py, cols, fm, fi, j->fs, j->fbias);
+        else
+            for (size_t k = 0; k < cols; k++)
+                py[k] = (px[k] - fm) * fi * j->fs[k] + j->fbias[k];
+    }
+}
+
 tdm_status op_run_LayerNormalization(op_ctx *ctx)
 {
     tdm_status st = op_red_check(ctx, 0, DT_FLOATS);
@@ -325,18 +396,11 @@ tdm_status op_run_LayerNormalization(op_ctx *ctx)
             fs[k] = (float)sc[k];
             fbias[k] = (float)bi[k];
         }
-        const float *px = x->data;
-        float *py = ctx->out[0]->data;
-        for (size_t r = 0; r < rows; r++, px += cols, py += cols) {
-            double m, v;
-            stats_f32(px, cols, &m, &v);
-            double iv = 1.0 / sqrt(v + eps);
-            mean[r] = m;
-            inv[r] = iv;
-            float fm = (float)m, fi = (float)iv;
-            for (size_t k = 0; k < cols; k++)
-                py[k] = (px[k] - fm) * fi * fs[k] + fbias[k];
-        }
+        ln_job j = {x->data, ctx->out[0]->data, fs, fbias, mean, inv, eps, cols, rows, 0, gemm_avx2_usable()};
+        size_t tasks = pool_tasks(ctx->threads, rows * cols * sizeof(float) * 2, POOL_MIN_BYTES);
+        j.per = (rows + tasks - 1) / tasks;
+        if (rows)
+            pool_run(ctx->threads, (rows + j.per - 1) / j.per, ln_task, &j);
     } else {
         if ((st = op_red_load_f64(ctx, x, &xb)))
             goto done;

@@ -122,6 +122,10 @@ static void sm_task(void *arg, size_t t)
     for (size_t a = r0; a < r1; a++) {
         const float *x = j->x + a * n;
         float *y = j->y + a * n;
+        if (j->avx2) {
+            op_ew_softmax_row_avx2(x, y, n);
+            continue;
+        }
         float m = x[0];
         for (size_t i = 1; i < n; i++)
             if (x[i] > m)

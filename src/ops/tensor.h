@@ -135,4 +135,14 @@ tdm_status op_tensor_gather_map(op_ctx *ctx, tdm_tensor *out, const tdm_tensor *
 /* Output i = src permuted by perm (of src's rank). */
 tdm_status op_tensor_transpose(op_ctx *ctx, int i, const tdm_tensor *src, const int *perm);
 
+/* The fast mover for non-string tensors: out (allocated, contiguous, rank
+ * out->rank) receives at each index (i0, …, ir-1) src's element at
+ * base + i0 * strides[0] + … + ir-1 * strides[r-1] (element strides, any
+ * sign, all in range). Dimensions that stay contiguous are merged into long
+ * copies, a permutation that moves the stride-1 dimension runs as tiled 2-D
+ * transposes, and large copies are split over ctx->threads. Returns 0, or
+ * -1 (nothing done) for strings. */
+int op_tensor_strided_copy(const op_ctx *ctx, tdm_tensor *out, const tdm_tensor *src, int64_t base,
+                           const int64_t *strides);
+
 #endif

@@ -1,6 +1,8 @@
 /* Data movement: Transpose, Concat, Split, Slice, Expand, Tile, Pad,
- * DepthToSpace, SpaceToDepth, Trilu, ReverseSequence, Compress. Most reduce
- * to op_tensor_gather_map with per-dimension offset tables. */
+ * DepthToSpace, SpaceToDepth, Trilu, ReverseSequence, Compress. Transpose,
+ * Slice and Split are strided views (op_tensor_strided_copy: merged,
+ * tiled and threaded copies); most others reduce to op_tensor_gather_map
+ * with per-dimension offset tables. */
 #include "ops/tensor.h"
 #include "core/mem.h"
 
@@ -129,6 +131,14 @@ tdm_status op_run_Split(op_ctx *ctx)
         if (op_out_wanted(ctx, i)) {
             if ((st = op_out(ctx, i, x->dtype, x->rank, dims)) != TDM_OK)
                 goto done;
+            tdm_tensor view = *ctx->out[i]; /* the output as [outer, row] */
+            int64_t vd[2] = {(int64_t)outer, (int64_t)row}, vs[2] = {(int64_t)irow, 1};
+            view.rank = 2;
+            memcpy(view.dims, vd, sizeof vd);
+            if (op_tensor_strided_copy(ctx, &view, x, (int64_t)off, vs) == 0) {
+                off += row;
+                continue;
+            }
             for (size_t o = 0; o < outer && row; o++)
                 if ((st = op_tensor_copy(ctx, ctx->out[i], o * row, x, o * irow + off, row)) != TDM_OK)
                     goto done;
@@ -212,12 +222,22 @@ tdm_status op_run_Slice(op_ctx *ctx)
     }
     if ((st = op_out(ctx, 0, x->dtype, x->rank, dims)) != TDM_OK)
         goto done;
+    int64_t strides[TDM_MAX_RANK];
+    shape_strides(x->rank, x->dims, strides);
+    {
+        int64_t vs[TDM_MAX_RANK], base = 0;
+        for (int d = 0; d < x->rank; d++) {
+            vs[d] = step[d] * strides[d];
+            if (dims[d] > 0)
+                base += start[d] * strides[d];
+        }
+        if (op_tensor_strided_copy(ctx, ctx->out[0], x, base, vs) == 0)
+            goto done;
+    }
     if (!(offs = op_tensor_offs_new(x->rank, dims))) {
         st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
         goto done;
     }
-    int64_t strides[TDM_MAX_RANK];
-    shape_strides(x->rank, x->dims, strides);
     for (int d = 0; d < x->rank; d++)
         for (int64_t i = 0; i < dims[d]; i++)
             offs[d][i] = (start[d] + i * step[d]) * strides[d];

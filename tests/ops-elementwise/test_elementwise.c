@@ -91,6 +91,8 @@ static tdm_tensor *tf32(int rank, const int64_t *dims, const float *v)
     return t;
 }
 
+static int run_threads = 1; /* ctx.threads of run() */
+
 /* Runs node (op type from the graph) at opset 13 (or version if > 0). */
 static tdm_status run(int node, int version, int n_in, tdm_tensor **in, int n_out, tdm_tensor **out)
 {
@@ -116,7 +118,7 @@ static tdm_status run(int node, int version, int n_in, tdm_tensor **in, int n_ou
     ctx.n_out = n_out;
     ctx.out = out;
     ctx.err = &err;
-    ctx.threads = 1;
+    ctx.threads = run_threads;
     ctx.rng = &rng;
     err_clear(&err);
     return op_table[op].run(&ctx);
@@ -627,6 +629,130 @@ static int case_infer(void)
     return failures;
 }
 
+/* ---- the vector kernels against scalar references, bit for bit, 1 and 2 threads ---- */
+
+static float special(uint32_t k)
+{
+    static const float v[] = {0.0f, -0.0f, 1.0f, -1.5f, 3.0e38f, -3.0e38f, 1.0e-40f, -1.0e-40f, 7.25f, -0.125f};
+    uint32_t r = k % 14;
+    if (r < 10)
+        return v[r];
+    if (r == 10)
+        return NAN;
+    if (r == 11)
+        return INFINITY;
+    if (r == 12)
+        return -INFINITY;
+    return (float)((int)(rnd() % 2000) - 1000) / 7.0f;
+}
+
+static int same_bits(float a, float b) { return !memcmp(&a, &b, sizeof a); }
+
+static int case_simd(void)
+{
+    const char *ops[] = {"Add", "Sub", "Mul", "Div", "Max", "Min"};
+    /* b's shape: same, scalar, per channel, per row (a is [2, 19, 23, 7]) */
+    const int64_t ad[4] = {2, 19, 23, 7};
+    const int64_t bds[4][4] = {{2, 19, 23, 7}, {1, 1, 1, 1}, {1, 19, 1, 1}, {1, 1, 1, 7}};
+    for (int threads = 1; threads <= 2; threads++) {
+        run_threads = threads;
+        for (int o = 0; o < 6; o++)
+            for (int bs = 0; bs < 4; bs++)
+                for (int swap = 0; swap < 2; swap++) {
+                    tdm_tensor *x = tens(TDM_FLOAT, 4, ad), *y = tens(TDM_FLOAT, 4, bds[bs]), *out[1];
+                    for (size_t i = 0; i < x->count; i++)
+                        ((float *)x->data)[i] = special(rnd());
+                    for (size_t i = 0; i < y->count; i++)
+                        ((float *)y->data)[i] = special(rnd());
+                    tdm_tensor *in[2] = {swap ? y : x, swap ? x : y};
+                    int nd = make_node(ops[o], 2, 1);
+                    tdm_status st = run(nd, 0, 2, in, 1, out);
+                    CHECK(st == TDM_OK);
+                    for (size_t i = 0; st == TDM_OK && i < x->count; i++) {
+                        size_t c = (i / (23 * 7)) % 19, w = i % 7;
+                        size_t j = bs == 0 ? i : bs == 1 ? 0 : bs == 2 ? c : w;
+                        float p = ((float *)x->data)[i], q = ((float *)y->data)[j];
+                        float a = swap ? q : p, b = swap ? p : q, want;
+                        switch (o) {
+                        case 0: want = a + b; break;
+                        case 1: want = a - b; break;
+                        case 2: want = a * b; break;
+                        case 3: want = a / b; break;
+                        case 4: want = (a != a || a > b) ? a : b; break;
+                        default: want = (a != a || a < b) ? a : b; break;
+                        }
+                        float got = ((float *)out[0]->data)[i];
+                        if (!same_bits(got, want) && !(got != got && want != want)) {
+                            fprintf(stderr, "%s b-shape %d swap %d threads %d element %zu: %g, want %g\n", ops[o],
+                                    bs, swap, threads, i, got, want);
+                            failures++;
+                            break;
+                        }
+                    }
+                    tdm_tensor_destroy(x);
+                    tdm_tensor_destroy(y);
+                    freeall(out, 1);
+                }
+        /* Pow with the exponent 2 (computed as x * x) */
+        {
+            int64_t d[1] = {4099};
+            float two = 2.0f;
+            tdm_tensor *in[2] = {tens(TDM_FLOAT, 1, d), tf32(0, d, &two)}, *out[1];
+            for (size_t i = 0; i < in[0]->count; i++)
+                ((float *)in[0]->data)[i] = special(rnd());
+            int nd = make_node("Pow", 2, 1);
+            tdm_status st = run(nd, 0, 2, in, 1, out);
+            CHECK(st == TDM_OK);
+            for (size_t i = 0; st == TDM_OK && i < in[0]->count; i++) {
+                float v = ((float *)in[0]->data)[i], want = (float)pow(v, 2.0), got = ((float *)out[0]->data)[i];
+                if (!same_bits(got, want) && !(got != got && want != want)) {
+                    fprintf(stderr, "Pow 2 element %zu: %g, want %g\n", i, got, want);
+                    failures++;
+                    break;
+                }
+            }
+            freeall(in, 2);
+            freeall(out, 1);
+        }
+        /* Relu and Clip */
+        for (int o = 0; o < 2; o++) {
+            int64_t d[1] = {100003};
+            tdm_tensor *in[3] = {tens(TDM_FLOAT, 1, d), NULL, NULL}, *out[1];
+            for (size_t i = 0; i < in[0]->count; i++)
+                ((float *)in[0]->data)[i] = special(rnd());
+            int nd = make_node(o ? "Clip" : "Relu", o ? 3 : 1, 1);
+            if (o) {
+                int64_t sd[1] = {1};
+                float lo = -1.0f, hi = 6.0f;
+                in[1] = tf32(0, sd, &lo);
+                in[2] = tf32(0, sd, &hi);
+            }
+            tdm_status st = run(nd, 0, o ? 3 : 1, in, 1, out);
+            CHECK(st == TDM_OK);
+            for (size_t i = 0; st == TDM_OK && i < in[0]->count; i++) {
+                float v = ((float *)in[0]->data)[i], want;
+                if (o) {
+                    v = v < -1.0f ? -1.0f : v;
+                    want = v > 6.0f ? 6.0f : v;
+                } else {
+                    want = v < 0 ? 0.0f : v;
+                }
+                float got = ((float *)out[0]->data)[i];
+                if (!same_bits(got, want) && !(got != got && want != want)) {
+                    fprintf(stderr, "%s threads %d element %zu: %g, want %g\n", o ? "Clip" : "Relu", threads, i, got,
+                            want);
+                    failures++;
+                    break;
+                }
+            }
+            freeall(in, o ? 3 : 1);
+            freeall(out, 1);
+        }
+    }
+    run_threads = 1;
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -654,6 +780,8 @@ int main(int argc, char **argv)
         rc = case_misc();
     else if (!strcmp(c, "infer"))
         rc = case_infer();
+    else if (!strcmp(c, "simd"))
+        rc = case_simd();
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

@@ -42,7 +42,7 @@ static tnode mk(const char *op, int64_t opset, int nin, int nout)
     t.m->n_opsets = 1;
     gr_graph_new(&e, t.m, NULL, "g", &t.g);
     t.m->main = t.g;
-    char in[8][8], out[8][8];
+    char in[8][16], out[8][16];
     const char *ip[8], *op_[8];
     for (int i = 0; i < nin; i++) {
         snprintf(in[i], sizeof in[i], "i%d", i);
@@ -702,8 +702,170 @@ static void test_infer(void)
     done(&t);
 }
 
+/* ---- the fast movers against an index-by-index reference, 1 and 2 threads ---- */
+
+static tdm_status run_t(tnode *t, int threads, int nin, tdm_tensor **in, int nout, tdm_tensor **out, tdm_err *e)
+{
+    const gr_node *n = node(t);
+    for (int i = 0; i < nout; i++)
+        out[i] = mem_calloc(1, sizeof **out);
+    op_ctx ctx = {n, n->version, nin, (const tdm_tensor *const *)in, nout, out, e, NULL, threads, NULL, NULL};
+    err_clear(e);
+    return op_table[n->op].run(&ctx);
+}
+
+/* A tensor of the given type whose element i holds the bytes of i (mod 2^bits). */
+static tdm_tensor *tcount(tdm_dtype dt, int rank, const int64_t *dims)
+{
+    tdm_tensor *t;
+    tensor_new(NULL, dt, rank, dims, &t);
+    size_t es = tdm_dtype_size(dt);
+    for (size_t i = 0; i < t->count; i++) {
+        uint64_t v = (uint64_t)i * 2654435761u;
+        memcpy((char *)t->data + i * es, &v, es);
+    }
+    return t;
+}
+
+/* out[idx] == x[base + sum idx[d] * st[d]] for every output index. */
+static int strided_equal(const tdm_tensor *o, const tdm_tensor *x, int64_t base, const int64_t *st)
+{
+    size_t es = tdm_dtype_size(x->dtype);
+    for (size_t i = 0; i < o->count; i++) {
+        size_t q = i;
+        int64_t off = base;
+        for (int d = o->rank - 1; d >= 0; d--) {
+            off += (int64_t)(q % (size_t)o->dims[d]) * st[d];
+            q /= (size_t)o->dims[d];
+        }
+        if (memcmp((const char *)o->data + i * es, (const char *)x->data + (size_t)off * es, es))
+            return 0;
+    }
+    return 1;
+}
+
+static void test_movers_threads(void)
+{
+    tdm_err e;
+    const tdm_dtype types[4] = {TDM_FLOAT, TDM_INT64, TDM_UINT8, TDM_FLOAT16};
+    /* Transpose: channel shuffle, attention heads, NCHW <-> NHWC, K^T, full reversal */
+    const struct {
+        int r;
+        int64_t d[5];
+        int64_t p[5];
+    } tr[] = {
+        {5, {1, 2, 58, 28, 28}, {0, 2, 1, 3, 4}}, {4, {1, 128, 12, 64}, {0, 2, 1, 3}},
+        {4, {1, 12, 128, 64}, {0, 1, 3, 2}},      {4, {2, 24, 40, 37}, {0, 2, 3, 1}},
+        {4, {2, 40, 37, 24}, {0, 3, 1, 2}},       {3, {33, 70, 90}, {2, 1, 0}},
+        {2, {3, 5}, {1, 0}},                      {4, {1, 1, 300, 1}, {3, 2, 1, 0}},
+    };
+    for (size_t c = 0; c < sizeof tr / sizeof tr[0]; c++)
+        for (int ty = 0; ty < 4; ty++)
+            for (int threads = 1; threads <= 2; threads++) {
+                tnode t = mk("Transpose", 13, 1, 1);
+                a_ints(&t, "perm", tr[c].r, tr[c].p);
+                tdm_tensor *in[1] = {tcount(types[ty], tr[c].r, tr[c].d)}, *out[1];
+                int64_t xs[5], st[5];
+                shape_strides(tr[c].r, tr[c].d, xs);
+                for (int d = 0; d < tr[c].r; d++)
+                    st[d] = xs[tr[c].p[d]];
+                tdm_status rs = run_t(&t, threads, 1, in, 1, out, &e);
+                CHECK(rs == TDM_OK && strided_equal(out[0], in[0], 0, st), "transpose case %zu type %d threads %d",
+                      c, ty, threads);
+                free_all(1, in);
+                free_all(1, out);
+                done(&t);
+            }
+    /* Slice: channel halves, steps, negative steps, inner ranges */
+    const struct {
+        int64_t d[4], starts[4], ends[4], steps[4];
+    } sl[] = {
+        {{1, 232, 14, 14}, {0, 116, 0, 0}, {1, 232, 14, 14}, {1, 1, 1, 1}},
+        {{1, 64, 55, 55}, {0, 0, 1, 2}, {1, 64, 50, 55}, {1, 1, 2, 3}},
+        {{2, 30, 20, 33}, {1, 29, 19, 32}, {-3, -31, -21, -34}, {-1, -2, -1, -5}},
+        {{1, 128, 768, 1}, {0, 0, 256, 0}, {1, 128, 512, 1}, {1, 1, 1, 1}},
+    };
+    for (size_t c = 0; c < sizeof sl / sizeof sl[0]; c++)
+        for (int ty = 0; ty < 4; ty++)
+            for (int threads = 1; threads <= 2; threads++) {
+                tnode t = mk("Slice", 13, 5, 1);
+                int64_t four = 4, axes[4] = {0, 1, 2, 3};
+                tdm_tensor *in[5] = {tcount(types[ty], 4, sl[c].d), ti(1, &four, sl[c].starts),
+                                     ti(1, &four, sl[c].ends), ti(1, &four, axes), ti(1, &four, sl[c].steps)};
+                tdm_tensor *out[1];
+                int64_t xs[4], st[4], base = 0;
+                shape_strides(4, sl[c].d, xs);
+                for (int d = 0; d < 4; d++) {
+                    int64_t s0 = sl[c].starts[d], p = sl[c].steps[d];
+                    op_tensor_slice(sl[c].d[d], &s0, sl[c].ends[d], &p);
+                    base += s0 * xs[d];
+                    st[d] = p * xs[d];
+                }
+                tdm_status rs = run_t(&t, threads, 5, in, 1, out, &e);
+                CHECK(rs == TDM_OK && strided_equal(out[0], in[0], base, st), "slice case %zu type %d threads %d", c,
+                      ty, threads);
+                free_all(5, in);
+                free_all(1, out);
+                done(&t);
+            }
+    /* Resize nearest x2 (asymmetric, floor), the upsampling of a detector's FPN */
+    for (int threads = 1; threads <= 2; threads++) {
+        tnode t = mk("Resize", 13, 3, 1);
+        a_str(&t, "mode", "nearest");
+        a_str(&t, "coordinate_transformation_mode", "asymmetric");
+        a_str(&t, "nearest_mode", "floor");
+        int64_t xd[4] = {1, 24, 40, 52}, four = 4;
+        float sc[4] = {1, 1, 2, 2};
+        tdm_tensor *in[3] = {tcount(TDM_FLOAT, 4, xd), NULL, tf(1, &four, sc)}, *out[1];
+        tdm_status rs = run_t(&t, threads, 3, in, 1, out, &e);
+        int ok = rs == TDM_OK && out[0]->count == in[0]->count * 4;
+        const uint32_t *xv = in[0]->data, *yv = ok ? out[0]->data : NULL;
+        for (int64_t c = 0; ok && c < 24; c++)
+            for (int64_t h = 0; h < 80; h++)
+                for (int64_t w = 0; w < 104; w++)
+                    ok &= yv[(c * 80 + h) * 104 + w] == xv[(c * 40 + h / 2) * 52 + w / 2];
+        CHECK(ok, "resize nearest x2 threads %d", threads);
+        free_all(3, in);
+        free_all(1, out);
+        done(&t);
+    }
+    /* Split and Concat round trip along each axis */
+    for (int axis = 0; axis < 3; axis++)
+        for (int threads = 1; threads <= 2; threads++) {
+            int64_t d[3] = {6, 90, 300}, parts[3] = {1, 2, 3};
+            for (int k = 0; k < 3; k++)
+                parts[k] = d[axis] / 6 * (k + 1);
+            tnode t = mk("Split", 13, 2, 3);
+            a_int(&t, "axis", axis);
+            int64_t three = 3;
+            tdm_tensor *in[2] = {tcount(TDM_FLOAT, 3, d), ti(1, &three, parts)}, *out[3];
+            tdm_status rs = run_t(&t, threads, 2, in, 3, out, &e);
+            CHECK(rs == TDM_OK, "split axis %d: %s", axis, e.msg);
+            int64_t xs[3], base = 0;
+            shape_strides(3, d, xs);
+            for (int k = 0; k < 3 && rs == TDM_OK; k++) {
+                CHECK(out[k]->dims[axis] == parts[k] && strided_equal(out[k], in[0], base, xs),
+                      "split axis %d threads %d part %d", axis, threads, k);
+                base += parts[k] * xs[axis];
+            }
+            done(&t);
+            tnode c = mk("Concat", 13, 3, 1);
+            a_int(&c, "axis", axis);
+            tdm_tensor *cat[1];
+            rs = run_t(&c, threads, 3, out, 1, cat, &e);
+            CHECK(rs == TDM_OK && cat[0]->count == in[0]->count &&
+                      !memcmp(cat[0]->data, in[0]->data, in[0]->nbytes),
+                  "concat axis %d threads %d", axis, threads);
+            free_all(1, cat);
+            free_all(3, out);
+            free_all(2, in);
+            done(&c);
+        }
+}
+
 int main(void)
 {
+    test_movers_threads();
     test_reshape();
     test_transpose_slice();
     test_gather();
