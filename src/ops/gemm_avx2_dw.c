@@ -1,26 +1,50 @@
 /* The AVX2 + FMA depthwise plane kernel (kernels up to 7 x 7, strides 1
- * and 2, 3 x 3 unrolled), compiled
- * with -mavx2 -mfma (CMakeLists.txt, as gemm_avx2.c) and called only when
- * gemm_avx2_usable() returns 1. The input plane is first copied into a
- * zero-padded buffer so that every output, border or not, runs the same
- * branch-free vector loop. */
+ * and 2), compiled with -mavx2 -mfma (CMakeLists.txt, as gemm_avx2.c) and
+ * called only when gemm_avx2_usable() returns 1.
+ *
+ * The input rows are copied, as they are first needed, into a small ring
+ * of zero-padded rows (16 rows, in L1), so that every output, border or
+ * not, runs the same branch-free vector loop. For stride 2 a padded row is
+ * stored deinterleaved (its even columns, then its odd columns), so that
+ * every tap reads 8 consecutive floats. 3 x 3 and 5 x 5 kernels compute 4
+ * output rows at once (fewer at the end): each input vector loaded feeds
+ * every output row whose window holds it; other kernels go row by row.
+ * Tasks of several planes share one scratch. No masked stores (slow on
+ * AMD; masked loads only for the tail of an input row): a row's last
+ * vector overlaps the one before it, a row narrower than 8 spills into
+ * the next rows (written after it), and only rows closer than 8 floats to
+ * the plane's end store through a copy.
+ * The order of the sums is fixed (see the block kernels): the result does
+ * not depend on the thread count.
+ *
+ * Small planes (7 x 7, 14 x 14) go 8 at a time (dw_planes8_avx2): the 8
+ * input planes are transposed into one zero-padded plane of 8-channel
+ * pixels, each tap is then one multiply-add of 8 channels with no borders
+ * or tails, and the outputs are transposed back. */
 #include "ops/nn.h"
 #include "core/mem.h"
 
 #include <stdint.h>
 #include <string.h>
 
-/* The padded buffer's row stride: room for the vector loop's reads. */
-static size_t pad_ld(size_t ow, int kw, int sw) { return (size_t)sw * ((ow + 7) / 8 * 8) + (size_t)kw + 8; }
+#define DW_RING 16 /* padded rows kept; a power of 2 >= 3 * 2 + 7 */
+
+/* Floats in one phase of a padded row: the vector loop reads up to
+ * max(ow, 8) + (kw - 1) / sw <= ceil8(ow) + 8 floats, and the row fill
+ * may write 8 floats of slack after those. */
+static size_t phase_len(size_t ow) { return (ow + 7) / 8 * 8 + 16; }
 
 size_t dw_pad_floats(size_t oh, size_t ow, int kh, int kw, int sh, int sw)
 {
-    size_t ldp, ph, r;
-    if (!oh || !ow || (ow + 7) / 8 * 8 > SIZE_MAX / 4 - 64)
+    size_t lp, r;
+    (void)kh;
+    (void)kw;
+    (void)sh;
+    if (!oh || !ow || ow > SIZE_MAX / 64 || sw < 1 || sw > 2)
         return 0;
-    ldp = pad_ld(ow, kw, sw);
-    if (mem_mul(oh - 1, (size_t)sh, &ph) || mem_add(ph, (size_t)kh, &ph) || mem_mul(ph, ldp, &r) ||
-        mem_add(r, 16, &r))
+    lp = phase_len(ow);
+    /* the ring and a zero row (the rows of the top and bottom pads) */
+    if (mem_mul(lp * (size_t)sw, DW_RING + 1, &r) || mem_add(r, 16, &r))
         return 0;
     return r;
 }
@@ -28,98 +52,1576 @@ size_t dw_pad_floats(size_t oh, size_t ow, int kh, int kw, int sh, int sw)
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
-/* The even elements of s[0..16) (stride-2 columns). */
-static __m256 even16(const float *s)
+/* lane_tab + 8 - n (n <= 8): the first n lanes set. */
+static const int lane_tab[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+
+/* A zero vector the compiler cannot see is zero: it would turn the short
+ * zero-fill loops below into memset calls (a call and a vzeroupper per
+ * padded row). */
+static volatile float dw_zero;
+
+/* Input row xr (w floats) at column pl of a padded row d (n >= 8 floats,
+ * with 8 floats of slack after them that may be overwritten), zeros
+ * around it, at stride 1. */
+static void pad_row(float *d, size_t n, const float *xr, size_t w, size_t pl)
 {
-    __m256 lo = _mm256_loadu_ps(s), hi = _mm256_loadu_ps(s + 8);
-    __m256 ev = _mm256_shuffle_ps(lo, hi, 0x88); /* lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6 */
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8));
+    const __m256 z = _mm256_set1_ps(dw_zero);
+    size_t nc = pl < n ? (w < n - pl ? w : n - pl) : 0, c;
+    for (c = 0; c < pl; c += 8) /* the copy below overwrites what passes pl */
+        _mm256_storeu_ps(d + c, z);
+    float *o = d + pl;
+    for (c = 0; c + 8 <= nc; c += 8)
+        _mm256_storeu_ps(o + c, _mm256_loadu_ps(xr + c));
+    if (c < nc) { /* the tail, and zeros after it */
+        __m256i m = _mm256_loadu_si256((const __m256i *)(lane_tab + 8 - (nc - c)));
+        _mm256_storeu_ps(o + c, _mm256_maskload_ps(xr + c, m));
+        c += 8;
+    }
+    for (c += pl; c < n; c += 8)
+        _mm256_storeu_ps(d + c, z);
 }
 
-static __m256 odd16(const float *s)
+/* The first n lanes (n clamped to [0, 8]) set. */
+static __m256i lanes(ptrdiff_t n)
 {
-    __m256 lo = _mm256_loadu_ps(s), hi = _mm256_loadu_ps(s + 8);
-    __m256 od = _mm256_shuffle_ps(lo, hi, 0xDD);
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xD8));
+    n = n < 0 ? 0 : n > 8 ? 8 : n;
+    return _mm256_loadu_si256((const __m256i *)(lane_tab + 8 - n));
+}
+
+/* Input row xr (w floats) padded by pl into ring slot d: stride 1 as it
+ * is (pad_row); stride 2 as its even columns (d[0..lp)) then its odd
+ * columns (d[lp..2 lp)), each with 8 floats of slack, deinterleaved
+ * straight from the input row: with pl = 2 q + p, input column 2 t lands
+ * in phase p at q + t and column 2 t + 1 in phase 1 - p at q + p + t. */
+static void fill_row(float *d, size_t lp, int sw, const float *xr, size_t w, size_t pl)
+{
+    const size_t cap = lp - 8; /* floats of each phase the kernels read */
+    if (sw == 1) {
+        pad_row(d, cap, xr, w, pl);
+        return;
+    }
+    const __m256 z = _mm256_set1_ps(dw_zero);
+    size_t q = pl / 2, p = pl % 2, c;
+    float *pe = d + p * lp + q, *po = d + (1 - p) * lp + q + p; /* input columns 2t, 2t + 1 */
+    size_t nx = q + p < cap ? (w < 2 * (cap - q - p) ? w : 2 * (cap - q - p)) : 0;
+    for (c = 0; c < q + p; c += 8) { /* left zeros (the data overwrites what passes) */
+        _mm256_storeu_ps(d + c, z);
+        _mm256_storeu_ps(d + lp + c, z);
+    }
+    size_t t = 0;
+    for (; 2 * t + 16 <= nx; t += 8) {
+        __m256 lo = _mm256_loadu_ps(xr + 2 * t), hi = _mm256_loadu_ps(xr + 2 * t + 8);
+        __m256 ev = _mm256_shuffle_ps(lo, hi, 0x88); /* lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6 */
+        __m256 od = _mm256_shuffle_ps(lo, hi, 0xDD);
+        _mm256_storeu_ps(pe + t, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
+        _mm256_storeu_ps(po + t, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xD8)));
+    }
+    if (2 * t < nx) { /* the tail, zeros after it */
+        ptrdiff_t rem = (ptrdiff_t)(nx - 2 * t);
+        __m256 lo = _mm256_maskload_ps(xr + 2 * t, lanes(rem)), hi = _mm256_maskload_ps(xr + 2 * t + 8, lanes(rem - 8));
+        __m256 ev = _mm256_shuffle_ps(lo, hi, 0x88);
+        __m256 od = _mm256_shuffle_ps(lo, hi, 0xDD);
+        _mm256_storeu_ps(pe + t, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
+        _mm256_storeu_ps(po + t, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xD8)));
+        t += 8;
+    }
+    for (c = q + t; c < cap; c += 8) /* right zeros of the even-column phase */
+        _mm256_storeu_ps(pe - q + c, z);
+    for (c = q + p + t; c < cap; c += 8)
+        _mm256_storeu_ps(po - q - p + c, z);
+}
+
+/* One block of output rows. */
+typedef struct dw_run {
+    const float *const *row; /* the padded rows of the block, in order */
+    float *dst;              /* the block's first output row */
+    size_t ow, lp;
+    __m256 vb, vlo, vhi;
+    int clamp;
+    size_t room; /* floats from dst to the plane's end: no store beyond */
+} dw_run;
+
+/* The first n (< 8) lanes of v to d. */
+static void store_part(float *d, size_t n, __m256 v)
+{
+    float t[8];
+    _mm256_storeu_ps(t, v);
+    for (size_t i = 0; i < n; i++)
+        d[i] = t[i];
+}
+
+/* The block kernels: dw_kKsHWrN computes N output rows of a K x K kernel
+ * at strides H (down) and W (across), input row by input row: output row
+ * rr reads the block's padded rows rr * H .. rr * H + K - 1, so each
+ * vector loaded feeds every output row that uses it. An output adds its
+ * taps in (kh, kw) order, to bias; for 5 x 5 the odd kernel rows go to a
+ * second sum (shorter dependency chains), added last. Written out (by a
+ * script: for each padded row a, tap column b, one load, then one
+ * multiply-add for each output row rr with 0 <= a - rr * H < K, on tap
+ * (a - rr * H, b)) because loops over the accumulators do not unroll into
+ * registers. */
+#define DW_PRE_COMMON                                                                                              \
+    const size_t lp = q->lp, ow = q->ow, room = q->room;                                                           \
+    const __m256 vb = q->vb, vlo = q->vlo, vhi = q->vhi;                                                           \
+    const int clamp = q->clamp;                                                                                    \
+    float *const d0 = q->dst;                                                                                      \
+    (void)lp
+#define DW_PRE3                                                                                                    \
+    DW_PRE_COMMON;                                                                                                 \
+    const __m256 w0 = wv[0], w1 = wv[1], w2 = wv[2], w3 = wv[3], w4 = wv[4], w5 = wv[5], w6 = wv[6], w7 = wv[7],   \
+                 w8 = wv[8]
+#define DW_PRE5 DW_PRE_COMMON /* 5 x 5: the taps stay in memory (FMA operands) */
+/* the first column of the vector at i: the last one overlaps the one
+ * before it when ow >= 8 */
+#define DW_COL(i) ((i) + 8 <= ow || ow < 8 ? (i) : ow - 8)
+/* tap column b of a padded row: stride 1, or deinterleaved stride 2 */
+#define LD1(r, b) _mm256_loadu_ps((r) + c + (b))
+#define LD2(r, b) _mm256_loadu_ps((r) + c + (size_t)((b) % 2) * lp + (b) / 2)
+#define DW_FMA(acc, wt, x) acc = _mm256_fmadd_ps(wt, x, acc)
+/* output row rr of the block: clamped when asked, stored whole unless it
+ * would pass the plane's end */
+#define DW_OUT(rr, acc)                                                                                            \
+    do {                                                                                                           \
+        __m256 o_ = clamp ? _mm256_min_ps(vhi, _mm256_max_ps(vlo, acc)) : acc; /* NaN stays NaN */                 \
+        if (ow >= 8 || (size_t)(rr) * ow + 8 <= room)                                                              \
+            _mm256_storeu_ps(d0 + (size_t)(rr) * ow + c, o_);                                                      \
+        else                                                                                                       \
+            store_part(d0 + (size_t)(rr) * ow, ow, o_);                                                            \
+    } while (0)
+
+typedef void (*dw_block_fn)(const dw_run *q, const __m256 *wv);
+
+static void dw_k3s11r1(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, v;
+        v = LD1(r0, 0); DW_FMA(a0, w0, v);
+        v = LD1(r0, 1); DW_FMA(a0, w1, v);
+        v = LD1(r0, 2); DW_FMA(a0, w2, v);
+        v = LD1(r1, 0); DW_FMA(a0, w3, v);
+        v = LD1(r1, 1); DW_FMA(a0, w4, v);
+        v = LD1(r1, 2); DW_FMA(a0, w5, v);
+        v = LD1(r2, 0); DW_FMA(a0, w6, v);
+        v = LD1(r2, 1); DW_FMA(a0, w7, v);
+        v = LD1(r2, 2); DW_FMA(a0, w8, v);
+        DW_OUT(0, a0);
+    }
+}
+
+static void dw_k3s11r2(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, a1 = vb, v;
+        v = LD1(r0, 0); DW_FMA(a0, w0, v);
+        v = LD1(r0, 1); DW_FMA(a0, w1, v);
+        v = LD1(r0, 2); DW_FMA(a0, w2, v);
+        v = LD1(r1, 0); DW_FMA(a0, w3, v); DW_FMA(a1, w0, v);
+        v = LD1(r1, 1); DW_FMA(a0, w4, v); DW_FMA(a1, w1, v);
+        v = LD1(r1, 2); DW_FMA(a0, w5, v); DW_FMA(a1, w2, v);
+        v = LD1(r2, 0); DW_FMA(a0, w6, v); DW_FMA(a1, w3, v);
+        v = LD1(r2, 1); DW_FMA(a0, w7, v); DW_FMA(a1, w4, v);
+        v = LD1(r2, 2); DW_FMA(a0, w8, v); DW_FMA(a1, w5, v);
+        v = LD1(r3, 0); DW_FMA(a1, w6, v);
+        v = LD1(r3, 1); DW_FMA(a1, w7, v);
+        v = LD1(r3, 2); DW_FMA(a1, w8, v);
+        DW_OUT(0, a0);
+        DW_OUT(1, a1);
+    }
+}
+
+static void dw_k3s11r3(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, a1 = vb, a2 = vb, v;
+        v = LD1(r0, 0); DW_FMA(a0, w0, v);
+        v = LD1(r0, 1); DW_FMA(a0, w1, v);
+        v = LD1(r0, 2); DW_FMA(a0, w2, v);
+        v = LD1(r1, 0); DW_FMA(a0, w3, v); DW_FMA(a1, w0, v);
+        v = LD1(r1, 1); DW_FMA(a0, w4, v); DW_FMA(a1, w1, v);
+        v = LD1(r1, 2); DW_FMA(a0, w5, v); DW_FMA(a1, w2, v);
+        v = LD1(r2, 0); DW_FMA(a0, w6, v); DW_FMA(a1, w3, v); DW_FMA(a2, w0, v);
+        v = LD1(r2, 1); DW_FMA(a0, w7, v); DW_FMA(a1, w4, v); DW_FMA(a2, w1, v);
+        v = LD1(r2, 2); DW_FMA(a0, w8, v); DW_FMA(a1, w5, v); DW_FMA(a2, w2, v);
+        v = LD1(r3, 0); DW_FMA(a1, w6, v); DW_FMA(a2, w3, v);
+        v = LD1(r3, 1); DW_FMA(a1, w7, v); DW_FMA(a2, w4, v);
+        v = LD1(r3, 2); DW_FMA(a1, w8, v); DW_FMA(a2, w5, v);
+        v = LD1(r4, 0); DW_FMA(a2, w6, v);
+        v = LD1(r4, 1); DW_FMA(a2, w7, v);
+        v = LD1(r4, 2); DW_FMA(a2, w8, v);
+        DW_OUT(0, a0);
+        DW_OUT(1, a1);
+        DW_OUT(2, a2);
+    }
+}
+
+static void dw_k3s11r4(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, a1 = vb, a2 = vb, a3 = vb, v;
+        v = LD1(r0, 0); DW_FMA(a0, w0, v);
+        v = LD1(r0, 1); DW_FMA(a0, w1, v);
+        v = LD1(r0, 2); DW_FMA(a0, w2, v);
+        v = LD1(r1, 0); DW_FMA(a0, w3, v); DW_FMA(a1, w0, v);
+        v = LD1(r1, 1); DW_FMA(a0, w4, v); DW_FMA(a1, w1, v);
+        v = LD1(r1, 2); DW_FMA(a0, w5, v); DW_FMA(a1, w2, v);
+        v = LD1(r2, 0); DW_FMA(a0, w6, v); DW_FMA(a1, w3, v); DW_FMA(a2, w0, v);
+        v = LD1(r2, 1); DW_FMA(a0, w7, v); DW_FMA(a1, w4, v); DW_FMA(a2, w1, v);
+        v = LD1(r2, 2); DW_FMA(a0, w8, v); DW_FMA(a1, w5, v); DW_FMA(a2, w2, v);
+        v = LD1(r3, 0); DW_FMA(a1, w6, v); DW_FMA(a2, w3, v); DW_FMA(a3, w0, v);
+        v = LD1(r3, 1); DW_FMA(a1, w7, v); DW_FMA(a2, w4, v); DW_FMA(a3, w1, v);
+        v = LD1(r3, 2); DW_FMA(a1, w8, v); DW_FMA(a2, w5, v); DW_FMA(a3, w2, v);
+        v = LD1(r4, 0); DW_FMA(a2, w6, v); DW_FMA(a3, w3, v);
+        v = LD1(r4, 1); DW_FMA(a2, w7, v); DW_FMA(a3, w4, v);
+        v = LD1(r4, 2); DW_FMA(a2, w8, v); DW_FMA(a3, w5, v);
+        v = LD1(r5, 0); DW_FMA(a3, w6, v);
+        v = LD1(r5, 1); DW_FMA(a3, w7, v);
+        v = LD1(r5, 2); DW_FMA(a3, w8, v);
+        DW_OUT(0, a0);
+        DW_OUT(1, a1);
+        DW_OUT(2, a2);
+        DW_OUT(3, a3);
+    }
+}
+
+static void dw_k3s22r1(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, v;
+        v = LD2(r0, 0); DW_FMA(a0, w0, v);
+        v = LD2(r0, 1); DW_FMA(a0, w1, v);
+        v = LD2(r0, 2); DW_FMA(a0, w2, v);
+        v = LD2(r1, 0); DW_FMA(a0, w3, v);
+        v = LD2(r1, 1); DW_FMA(a0, w4, v);
+        v = LD2(r1, 2); DW_FMA(a0, w5, v);
+        v = LD2(r2, 0); DW_FMA(a0, w6, v);
+        v = LD2(r2, 1); DW_FMA(a0, w7, v);
+        v = LD2(r2, 2); DW_FMA(a0, w8, v);
+        DW_OUT(0, a0);
+    }
+}
+
+static void dw_k3s22r2(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, a1 = vb, v;
+        v = LD2(r0, 0); DW_FMA(a0, w0, v);
+        v = LD2(r0, 1); DW_FMA(a0, w1, v);
+        v = LD2(r0, 2); DW_FMA(a0, w2, v);
+        v = LD2(r1, 0); DW_FMA(a0, w3, v);
+        v = LD2(r1, 1); DW_FMA(a0, w4, v);
+        v = LD2(r1, 2); DW_FMA(a0, w5, v);
+        v = LD2(r2, 0); DW_FMA(a0, w6, v); DW_FMA(a1, w0, v);
+        v = LD2(r2, 1); DW_FMA(a0, w7, v); DW_FMA(a1, w1, v);
+        v = LD2(r2, 2); DW_FMA(a0, w8, v); DW_FMA(a1, w2, v);
+        v = LD2(r3, 0); DW_FMA(a1, w3, v);
+        v = LD2(r3, 1); DW_FMA(a1, w4, v);
+        v = LD2(r3, 2); DW_FMA(a1, w5, v);
+        v = LD2(r4, 0); DW_FMA(a1, w6, v);
+        v = LD2(r4, 1); DW_FMA(a1, w7, v);
+        v = LD2(r4, 2); DW_FMA(a1, w8, v);
+        DW_OUT(0, a0);
+        DW_OUT(1, a1);
+    }
+}
+
+static void dw_k3s22r3(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, a1 = vb, a2 = vb, v;
+        v = LD2(r0, 0); DW_FMA(a0, w0, v);
+        v = LD2(r0, 1); DW_FMA(a0, w1, v);
+        v = LD2(r0, 2); DW_FMA(a0, w2, v);
+        v = LD2(r1, 0); DW_FMA(a0, w3, v);
+        v = LD2(r1, 1); DW_FMA(a0, w4, v);
+        v = LD2(r1, 2); DW_FMA(a0, w5, v);
+        v = LD2(r2, 0); DW_FMA(a0, w6, v); DW_FMA(a1, w0, v);
+        v = LD2(r2, 1); DW_FMA(a0, w7, v); DW_FMA(a1, w1, v);
+        v = LD2(r2, 2); DW_FMA(a0, w8, v); DW_FMA(a1, w2, v);
+        v = LD2(r3, 0); DW_FMA(a1, w3, v);
+        v = LD2(r3, 1); DW_FMA(a1, w4, v);
+        v = LD2(r3, 2); DW_FMA(a1, w5, v);
+        v = LD2(r4, 0); DW_FMA(a1, w6, v); DW_FMA(a2, w0, v);
+        v = LD2(r4, 1); DW_FMA(a1, w7, v); DW_FMA(a2, w1, v);
+        v = LD2(r4, 2); DW_FMA(a1, w8, v); DW_FMA(a2, w2, v);
+        v = LD2(r5, 0); DW_FMA(a2, w3, v);
+        v = LD2(r5, 1); DW_FMA(a2, w4, v);
+        v = LD2(r5, 2); DW_FMA(a2, w5, v);
+        v = LD2(r6, 0); DW_FMA(a2, w6, v);
+        v = LD2(r6, 1); DW_FMA(a2, w7, v);
+        v = LD2(r6, 2); DW_FMA(a2, w8, v);
+        DW_OUT(0, a0);
+        DW_OUT(1, a1);
+        DW_OUT(2, a2);
+    }
+}
+
+static void dw_k3s22r4(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6], *r7 = q->row[7], *r8 = q->row[8];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, a1 = vb, a2 = vb, a3 = vb, v;
+        v = LD2(r0, 0); DW_FMA(a0, w0, v);
+        v = LD2(r0, 1); DW_FMA(a0, w1, v);
+        v = LD2(r0, 2); DW_FMA(a0, w2, v);
+        v = LD2(r1, 0); DW_FMA(a0, w3, v);
+        v = LD2(r1, 1); DW_FMA(a0, w4, v);
+        v = LD2(r1, 2); DW_FMA(a0, w5, v);
+        v = LD2(r2, 0); DW_FMA(a0, w6, v); DW_FMA(a1, w0, v);
+        v = LD2(r2, 1); DW_FMA(a0, w7, v); DW_FMA(a1, w1, v);
+        v = LD2(r2, 2); DW_FMA(a0, w8, v); DW_FMA(a1, w2, v);
+        v = LD2(r3, 0); DW_FMA(a1, w3, v);
+        v = LD2(r3, 1); DW_FMA(a1, w4, v);
+        v = LD2(r3, 2); DW_FMA(a1, w5, v);
+        v = LD2(r4, 0); DW_FMA(a1, w6, v); DW_FMA(a2, w0, v);
+        v = LD2(r4, 1); DW_FMA(a1, w7, v); DW_FMA(a2, w1, v);
+        v = LD2(r4, 2); DW_FMA(a1, w8, v); DW_FMA(a2, w2, v);
+        v = LD2(r5, 0); DW_FMA(a2, w3, v);
+        v = LD2(r5, 1); DW_FMA(a2, w4, v);
+        v = LD2(r5, 2); DW_FMA(a2, w5, v);
+        v = LD2(r6, 0); DW_FMA(a2, w6, v); DW_FMA(a3, w0, v);
+        v = LD2(r6, 1); DW_FMA(a2, w7, v); DW_FMA(a3, w1, v);
+        v = LD2(r6, 2); DW_FMA(a2, w8, v); DW_FMA(a3, w2, v);
+        v = LD2(r7, 0); DW_FMA(a3, w3, v);
+        v = LD2(r7, 1); DW_FMA(a3, w4, v);
+        v = LD2(r7, 2); DW_FMA(a3, w5, v);
+        v = LD2(r8, 0); DW_FMA(a3, w6, v);
+        v = LD2(r8, 1); DW_FMA(a3, w7, v);
+        v = LD2(r8, 2); DW_FMA(a3, w8, v);
+        DW_OUT(0, a0);
+        DW_OUT(1, a1);
+        DW_OUT(2, a2);
+        DW_OUT(3, a3);
+    }
+}
+
+static void dw_k3s21r1(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, v;
+        v = LD1(r0, 0); DW_FMA(a0, w0, v);
+        v = LD1(r0, 1); DW_FMA(a0, w1, v);
+        v = LD1(r0, 2); DW_FMA(a0, w2, v);
+        v = LD1(r1, 0); DW_FMA(a0, w3, v);
+        v = LD1(r1, 1); DW_FMA(a0, w4, v);
+        v = LD1(r1, 2); DW_FMA(a0, w5, v);
+        v = LD1(r2, 0); DW_FMA(a0, w6, v);
+        v = LD1(r2, 1); DW_FMA(a0, w7, v);
+        v = LD1(r2, 2); DW_FMA(a0, w8, v);
+        DW_OUT(0, a0);
+    }
+}
+
+static void dw_k3s21r2(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, a1 = vb, v;
+        v = LD1(r0, 0); DW_FMA(a0, w0, v);
+        v = LD1(r0, 1); DW_FMA(a0, w1, v);
+        v = LD1(r0, 2); DW_FMA(a0, w2, v);
+        v = LD1(r1, 0); DW_FMA(a0, w3, v);
+        v = LD1(r1, 1); DW_FMA(a0, w4, v);
+        v = LD1(r1, 2); DW_FMA(a0, w5, v);
+        v = LD1(r2, 0); DW_FMA(a0, w6, v); DW_FMA(a1, w0, v);
+        v = LD1(r2, 1); DW_FMA(a0, w7, v); DW_FMA(a1, w1, v);
+        v = LD1(r2, 2); DW_FMA(a0, w8, v); DW_FMA(a1, w2, v);
+        v = LD1(r3, 0); DW_FMA(a1, w3, v);
+        v = LD1(r3, 1); DW_FMA(a1, w4, v);
+        v = LD1(r3, 2); DW_FMA(a1, w5, v);
+        v = LD1(r4, 0); DW_FMA(a1, w6, v);
+        v = LD1(r4, 1); DW_FMA(a1, w7, v);
+        v = LD1(r4, 2); DW_FMA(a1, w8, v);
+        DW_OUT(0, a0);
+        DW_OUT(1, a1);
+    }
+}
+
+static void dw_k3s21r3(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, a1 = vb, a2 = vb, v;
+        v = LD1(r0, 0); DW_FMA(a0, w0, v);
+        v = LD1(r0, 1); DW_FMA(a0, w1, v);
+        v = LD1(r0, 2); DW_FMA(a0, w2, v);
+        v = LD1(r1, 0); DW_FMA(a0, w3, v);
+        v = LD1(r1, 1); DW_FMA(a0, w4, v);
+        v = LD1(r1, 2); DW_FMA(a0, w5, v);
+        v = LD1(r2, 0); DW_FMA(a0, w6, v); DW_FMA(a1, w0, v);
+        v = LD1(r2, 1); DW_FMA(a0, w7, v); DW_FMA(a1, w1, v);
+        v = LD1(r2, 2); DW_FMA(a0, w8, v); DW_FMA(a1, w2, v);
+        v = LD1(r3, 0); DW_FMA(a1, w3, v);
+        v = LD1(r3, 1); DW_FMA(a1, w4, v);
+        v = LD1(r3, 2); DW_FMA(a1, w5, v);
+        v = LD1(r4, 0); DW_FMA(a1, w6, v); DW_FMA(a2, w0, v);
+        v = LD1(r4, 1); DW_FMA(a1, w7, v); DW_FMA(a2, w1, v);
+        v = LD1(r4, 2); DW_FMA(a1, w8, v); DW_FMA(a2, w2, v);
+        v = LD1(r5, 0); DW_FMA(a2, w3, v);
+        v = LD1(r5, 1); DW_FMA(a2, w4, v);
+        v = LD1(r5, 2); DW_FMA(a2, w5, v);
+        v = LD1(r6, 0); DW_FMA(a2, w6, v);
+        v = LD1(r6, 1); DW_FMA(a2, w7, v);
+        v = LD1(r6, 2); DW_FMA(a2, w8, v);
+        DW_OUT(0, a0);
+        DW_OUT(1, a1);
+        DW_OUT(2, a2);
+    }
+}
+
+static void dw_k3s21r4(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6], *r7 = q->row[7], *r8 = q->row[8];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, a1 = vb, a2 = vb, a3 = vb, v;
+        v = LD1(r0, 0); DW_FMA(a0, w0, v);
+        v = LD1(r0, 1); DW_FMA(a0, w1, v);
+        v = LD1(r0, 2); DW_FMA(a0, w2, v);
+        v = LD1(r1, 0); DW_FMA(a0, w3, v);
+        v = LD1(r1, 1); DW_FMA(a0, w4, v);
+        v = LD1(r1, 2); DW_FMA(a0, w5, v);
+        v = LD1(r2, 0); DW_FMA(a0, w6, v); DW_FMA(a1, w0, v);
+        v = LD1(r2, 1); DW_FMA(a0, w7, v); DW_FMA(a1, w1, v);
+        v = LD1(r2, 2); DW_FMA(a0, w8, v); DW_FMA(a1, w2, v);
+        v = LD1(r3, 0); DW_FMA(a1, w3, v);
+        v = LD1(r3, 1); DW_FMA(a1, w4, v);
+        v = LD1(r3, 2); DW_FMA(a1, w5, v);
+        v = LD1(r4, 0); DW_FMA(a1, w6, v); DW_FMA(a2, w0, v);
+        v = LD1(r4, 1); DW_FMA(a1, w7, v); DW_FMA(a2, w1, v);
+        v = LD1(r4, 2); DW_FMA(a1, w8, v); DW_FMA(a2, w2, v);
+        v = LD1(r5, 0); DW_FMA(a2, w3, v);
+        v = LD1(r5, 1); DW_FMA(a2, w4, v);
+        v = LD1(r5, 2); DW_FMA(a2, w5, v);
+        v = LD1(r6, 0); DW_FMA(a2, w6, v); DW_FMA(a3, w0, v);
+        v = LD1(r6, 1); DW_FMA(a2, w7, v); DW_FMA(a3, w1, v);
+        v = LD1(r6, 2); DW_FMA(a2, w8, v); DW_FMA(a3, w2, v);
+        v = LD1(r7, 0); DW_FMA(a3, w3, v);
+        v = LD1(r7, 1); DW_FMA(a3, w4, v);
+        v = LD1(r7, 2); DW_FMA(a3, w5, v);
+        v = LD1(r8, 0); DW_FMA(a3, w6, v);
+        v = LD1(r8, 1); DW_FMA(a3, w7, v);
+        v = LD1(r8, 2); DW_FMA(a3, w8, v);
+        DW_OUT(0, a0);
+        DW_OUT(1, a1);
+        DW_OUT(2, a2);
+        DW_OUT(3, a3);
+    }
+}
+
+static void dw_k3s12r1(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, v;
+        v = LD2(r0, 0); DW_FMA(a0, w0, v);
+        v = LD2(r0, 1); DW_FMA(a0, w1, v);
+        v = LD2(r0, 2); DW_FMA(a0, w2, v);
+        v = LD2(r1, 0); DW_FMA(a0, w3, v);
+        v = LD2(r1, 1); DW_FMA(a0, w4, v);
+        v = LD2(r1, 2); DW_FMA(a0, w5, v);
+        v = LD2(r2, 0); DW_FMA(a0, w6, v);
+        v = LD2(r2, 1); DW_FMA(a0, w7, v);
+        v = LD2(r2, 2); DW_FMA(a0, w8, v);
+        DW_OUT(0, a0);
+    }
+}
+
+static void dw_k3s12r2(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, a1 = vb, v;
+        v = LD2(r0, 0); DW_FMA(a0, w0, v);
+        v = LD2(r0, 1); DW_FMA(a0, w1, v);
+        v = LD2(r0, 2); DW_FMA(a0, w2, v);
+        v = LD2(r1, 0); DW_FMA(a0, w3, v); DW_FMA(a1, w0, v);
+        v = LD2(r1, 1); DW_FMA(a0, w4, v); DW_FMA(a1, w1, v);
+        v = LD2(r1, 2); DW_FMA(a0, w5, v); DW_FMA(a1, w2, v);
+        v = LD2(r2, 0); DW_FMA(a0, w6, v); DW_FMA(a1, w3, v);
+        v = LD2(r2, 1); DW_FMA(a0, w7, v); DW_FMA(a1, w4, v);
+        v = LD2(r2, 2); DW_FMA(a0, w8, v); DW_FMA(a1, w5, v);
+        v = LD2(r3, 0); DW_FMA(a1, w6, v);
+        v = LD2(r3, 1); DW_FMA(a1, w7, v);
+        v = LD2(r3, 2); DW_FMA(a1, w8, v);
+        DW_OUT(0, a0);
+        DW_OUT(1, a1);
+    }
+}
+
+static void dw_k3s12r3(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, a1 = vb, a2 = vb, v;
+        v = LD2(r0, 0); DW_FMA(a0, w0, v);
+        v = LD2(r0, 1); DW_FMA(a0, w1, v);
+        v = LD2(r0, 2); DW_FMA(a0, w2, v);
+        v = LD2(r1, 0); DW_FMA(a0, w3, v); DW_FMA(a1, w0, v);
+        v = LD2(r1, 1); DW_FMA(a0, w4, v); DW_FMA(a1, w1, v);
+        v = LD2(r1, 2); DW_FMA(a0, w5, v); DW_FMA(a1, w2, v);
+        v = LD2(r2, 0); DW_FMA(a0, w6, v); DW_FMA(a1, w3, v); DW_FMA(a2, w0, v);
+        v = LD2(r2, 1); DW_FMA(a0, w7, v); DW_FMA(a1, w4, v); DW_FMA(a2, w1, v);
+        v = LD2(r2, 2); DW_FMA(a0, w8, v); DW_FMA(a1, w5, v); DW_FMA(a2, w2, v);
+        v = LD2(r3, 0); DW_FMA(a1, w6, v); DW_FMA(a2, w3, v);
+        v = LD2(r3, 1); DW_FMA(a1, w7, v); DW_FMA(a2, w4, v);
+        v = LD2(r3, 2); DW_FMA(a1, w8, v); DW_FMA(a2, w5, v);
+        v = LD2(r4, 0); DW_FMA(a2, w6, v);
+        v = LD2(r4, 1); DW_FMA(a2, w7, v);
+        v = LD2(r4, 2); DW_FMA(a2, w8, v);
+        DW_OUT(0, a0);
+        DW_OUT(1, a1);
+        DW_OUT(2, a2);
+    }
+}
+
+static void dw_k3s12r4(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE3;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, a1 = vb, a2 = vb, a3 = vb, v;
+        v = LD2(r0, 0); DW_FMA(a0, w0, v);
+        v = LD2(r0, 1); DW_FMA(a0, w1, v);
+        v = LD2(r0, 2); DW_FMA(a0, w2, v);
+        v = LD2(r1, 0); DW_FMA(a0, w3, v); DW_FMA(a1, w0, v);
+        v = LD2(r1, 1); DW_FMA(a0, w4, v); DW_FMA(a1, w1, v);
+        v = LD2(r1, 2); DW_FMA(a0, w5, v); DW_FMA(a1, w2, v);
+        v = LD2(r2, 0); DW_FMA(a0, w6, v); DW_FMA(a1, w3, v); DW_FMA(a2, w0, v);
+        v = LD2(r2, 1); DW_FMA(a0, w7, v); DW_FMA(a1, w4, v); DW_FMA(a2, w1, v);
+        v = LD2(r2, 2); DW_FMA(a0, w8, v); DW_FMA(a1, w5, v); DW_FMA(a2, w2, v);
+        v = LD2(r3, 0); DW_FMA(a1, w6, v); DW_FMA(a2, w3, v); DW_FMA(a3, w0, v);
+        v = LD2(r3, 1); DW_FMA(a1, w7, v); DW_FMA(a2, w4, v); DW_FMA(a3, w1, v);
+        v = LD2(r3, 2); DW_FMA(a1, w8, v); DW_FMA(a2, w5, v); DW_FMA(a3, w2, v);
+        v = LD2(r4, 0); DW_FMA(a2, w6, v); DW_FMA(a3, w3, v);
+        v = LD2(r4, 1); DW_FMA(a2, w7, v); DW_FMA(a3, w4, v);
+        v = LD2(r4, 2); DW_FMA(a2, w8, v); DW_FMA(a3, w5, v);
+        v = LD2(r5, 0); DW_FMA(a3, w6, v);
+        v = LD2(r5, 1); DW_FMA(a3, w7, v);
+        v = LD2(r5, 2); DW_FMA(a3, w8, v);
+        DW_OUT(0, a0);
+        DW_OUT(1, a1);
+        DW_OUT(2, a2);
+        DW_OUT(3, a3);
+    }
+}
+
+static void dw_k5s11r1(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), v;
+        v = LD1(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD1(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD1(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD1(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD1(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD1(r1, 0); DW_FMA(b0, wv[5], v);
+        v = LD1(r1, 1); DW_FMA(b0, wv[6], v);
+        v = LD1(r1, 2); DW_FMA(b0, wv[7], v);
+        v = LD1(r1, 3); DW_FMA(b0, wv[8], v);
+        v = LD1(r1, 4); DW_FMA(b0, wv[9], v);
+        v = LD1(r2, 0); DW_FMA(a0, wv[10], v);
+        v = LD1(r2, 1); DW_FMA(a0, wv[11], v);
+        v = LD1(r2, 2); DW_FMA(a0, wv[12], v);
+        v = LD1(r2, 3); DW_FMA(a0, wv[13], v);
+        v = LD1(r2, 4); DW_FMA(a0, wv[14], v);
+        v = LD1(r3, 0); DW_FMA(b0, wv[15], v);
+        v = LD1(r3, 1); DW_FMA(b0, wv[16], v);
+        v = LD1(r3, 2); DW_FMA(b0, wv[17], v);
+        v = LD1(r3, 3); DW_FMA(b0, wv[18], v);
+        v = LD1(r3, 4); DW_FMA(b0, wv[19], v);
+        v = LD1(r4, 0); DW_FMA(a0, wv[20], v);
+        v = LD1(r4, 1); DW_FMA(a0, wv[21], v);
+        v = LD1(r4, 2); DW_FMA(a0, wv[22], v);
+        v = LD1(r4, 3); DW_FMA(a0, wv[23], v);
+        v = LD1(r4, 4); DW_FMA(a0, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+    }
+}
+
+static void dw_k5s11r2(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), v;
+        v = LD1(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD1(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD1(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD1(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD1(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD1(r1, 0); DW_FMA(b0, wv[5], v); DW_FMA(a1, wv[0], v);
+        v = LD1(r1, 1); DW_FMA(b0, wv[6], v); DW_FMA(a1, wv[1], v);
+        v = LD1(r1, 2); DW_FMA(b0, wv[7], v); DW_FMA(a1, wv[2], v);
+        v = LD1(r1, 3); DW_FMA(b0, wv[8], v); DW_FMA(a1, wv[3], v);
+        v = LD1(r1, 4); DW_FMA(b0, wv[9], v); DW_FMA(a1, wv[4], v);
+        v = LD1(r2, 0); DW_FMA(a0, wv[10], v); DW_FMA(b1, wv[5], v);
+        v = LD1(r2, 1); DW_FMA(a0, wv[11], v); DW_FMA(b1, wv[6], v);
+        v = LD1(r2, 2); DW_FMA(a0, wv[12], v); DW_FMA(b1, wv[7], v);
+        v = LD1(r2, 3); DW_FMA(a0, wv[13], v); DW_FMA(b1, wv[8], v);
+        v = LD1(r2, 4); DW_FMA(a0, wv[14], v); DW_FMA(b1, wv[9], v);
+        v = LD1(r3, 0); DW_FMA(b0, wv[15], v); DW_FMA(a1, wv[10], v);
+        v = LD1(r3, 1); DW_FMA(b0, wv[16], v); DW_FMA(a1, wv[11], v);
+        v = LD1(r3, 2); DW_FMA(b0, wv[17], v); DW_FMA(a1, wv[12], v);
+        v = LD1(r3, 3); DW_FMA(b0, wv[18], v); DW_FMA(a1, wv[13], v);
+        v = LD1(r3, 4); DW_FMA(b0, wv[19], v); DW_FMA(a1, wv[14], v);
+        v = LD1(r4, 0); DW_FMA(a0, wv[20], v); DW_FMA(b1, wv[15], v);
+        v = LD1(r4, 1); DW_FMA(a0, wv[21], v); DW_FMA(b1, wv[16], v);
+        v = LD1(r4, 2); DW_FMA(a0, wv[22], v); DW_FMA(b1, wv[17], v);
+        v = LD1(r4, 3); DW_FMA(a0, wv[23], v); DW_FMA(b1, wv[18], v);
+        v = LD1(r4, 4); DW_FMA(a0, wv[24], v); DW_FMA(b1, wv[19], v);
+        v = LD1(r5, 0); DW_FMA(a1, wv[20], v);
+        v = LD1(r5, 1); DW_FMA(a1, wv[21], v);
+        v = LD1(r5, 2); DW_FMA(a1, wv[22], v);
+        v = LD1(r5, 3); DW_FMA(a1, wv[23], v);
+        v = LD1(r5, 4); DW_FMA(a1, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+        DW_OUT(1, _mm256_add_ps(a1, b1));
+    }
+}
+
+static void dw_k5s11r3(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), a2 = vb, b2 = _mm256_setzero_ps(), v;
+        v = LD1(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD1(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD1(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD1(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD1(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD1(r1, 0); DW_FMA(b0, wv[5], v); DW_FMA(a1, wv[0], v);
+        v = LD1(r1, 1); DW_FMA(b0, wv[6], v); DW_FMA(a1, wv[1], v);
+        v = LD1(r1, 2); DW_FMA(b0, wv[7], v); DW_FMA(a1, wv[2], v);
+        v = LD1(r1, 3); DW_FMA(b0, wv[8], v); DW_FMA(a1, wv[3], v);
+        v = LD1(r1, 4); DW_FMA(b0, wv[9], v); DW_FMA(a1, wv[4], v);
+        v = LD1(r2, 0); DW_FMA(a0, wv[10], v); DW_FMA(b1, wv[5], v); DW_FMA(a2, wv[0], v);
+        v = LD1(r2, 1); DW_FMA(a0, wv[11], v); DW_FMA(b1, wv[6], v); DW_FMA(a2, wv[1], v);
+        v = LD1(r2, 2); DW_FMA(a0, wv[12], v); DW_FMA(b1, wv[7], v); DW_FMA(a2, wv[2], v);
+        v = LD1(r2, 3); DW_FMA(a0, wv[13], v); DW_FMA(b1, wv[8], v); DW_FMA(a2, wv[3], v);
+        v = LD1(r2, 4); DW_FMA(a0, wv[14], v); DW_FMA(b1, wv[9], v); DW_FMA(a2, wv[4], v);
+        v = LD1(r3, 0); DW_FMA(b0, wv[15], v); DW_FMA(a1, wv[10], v); DW_FMA(b2, wv[5], v);
+        v = LD1(r3, 1); DW_FMA(b0, wv[16], v); DW_FMA(a1, wv[11], v); DW_FMA(b2, wv[6], v);
+        v = LD1(r3, 2); DW_FMA(b0, wv[17], v); DW_FMA(a1, wv[12], v); DW_FMA(b2, wv[7], v);
+        v = LD1(r3, 3); DW_FMA(b0, wv[18], v); DW_FMA(a1, wv[13], v); DW_FMA(b2, wv[8], v);
+        v = LD1(r3, 4); DW_FMA(b0, wv[19], v); DW_FMA(a1, wv[14], v); DW_FMA(b2, wv[9], v);
+        v = LD1(r4, 0); DW_FMA(a0, wv[20], v); DW_FMA(b1, wv[15], v); DW_FMA(a2, wv[10], v);
+        v = LD1(r4, 1); DW_FMA(a0, wv[21], v); DW_FMA(b1, wv[16], v); DW_FMA(a2, wv[11], v);
+        v = LD1(r4, 2); DW_FMA(a0, wv[22], v); DW_FMA(b1, wv[17], v); DW_FMA(a2, wv[12], v);
+        v = LD1(r4, 3); DW_FMA(a0, wv[23], v); DW_FMA(b1, wv[18], v); DW_FMA(a2, wv[13], v);
+        v = LD1(r4, 4); DW_FMA(a0, wv[24], v); DW_FMA(b1, wv[19], v); DW_FMA(a2, wv[14], v);
+        v = LD1(r5, 0); DW_FMA(a1, wv[20], v); DW_FMA(b2, wv[15], v);
+        v = LD1(r5, 1); DW_FMA(a1, wv[21], v); DW_FMA(b2, wv[16], v);
+        v = LD1(r5, 2); DW_FMA(a1, wv[22], v); DW_FMA(b2, wv[17], v);
+        v = LD1(r5, 3); DW_FMA(a1, wv[23], v); DW_FMA(b2, wv[18], v);
+        v = LD1(r5, 4); DW_FMA(a1, wv[24], v); DW_FMA(b2, wv[19], v);
+        v = LD1(r6, 0); DW_FMA(a2, wv[20], v);
+        v = LD1(r6, 1); DW_FMA(a2, wv[21], v);
+        v = LD1(r6, 2); DW_FMA(a2, wv[22], v);
+        v = LD1(r6, 3); DW_FMA(a2, wv[23], v);
+        v = LD1(r6, 4); DW_FMA(a2, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+        DW_OUT(1, _mm256_add_ps(a1, b1));
+        DW_OUT(2, _mm256_add_ps(a2, b2));
+    }
+}
+
+static void dw_k5s11r4(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6], *r7 = q->row[7];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), a2 = vb, b2 = _mm256_setzero_ps(), a3 = vb, b3 = _mm256_setzero_ps(), v;
+        v = LD1(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD1(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD1(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD1(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD1(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD1(r1, 0); DW_FMA(b0, wv[5], v); DW_FMA(a1, wv[0], v);
+        v = LD1(r1, 1); DW_FMA(b0, wv[6], v); DW_FMA(a1, wv[1], v);
+        v = LD1(r1, 2); DW_FMA(b0, wv[7], v); DW_FMA(a1, wv[2], v);
+        v = LD1(r1, 3); DW_FMA(b0, wv[8], v); DW_FMA(a1, wv[3], v);
+        v = LD1(r1, 4); DW_FMA(b0, wv[9], v); DW_FMA(a1, wv[4], v);
+        v = LD1(r2, 0); DW_FMA(a0, wv[10], v); DW_FMA(b1, wv[5], v); DW_FMA(a2, wv[0], v);
+        v = LD1(r2, 1); DW_FMA(a0, wv[11], v); DW_FMA(b1, wv[6], v); DW_FMA(a2, wv[1], v);
+        v = LD1(r2, 2); DW_FMA(a0, wv[12], v); DW_FMA(b1, wv[7], v); DW_FMA(a2, wv[2], v);
+        v = LD1(r2, 3); DW_FMA(a0, wv[13], v); DW_FMA(b1, wv[8], v); DW_FMA(a2, wv[3], v);
+        v = LD1(r2, 4); DW_FMA(a0, wv[14], v); DW_FMA(b1, wv[9], v); DW_FMA(a2, wv[4], v);
+        v = LD1(r3, 0); DW_FMA(b0, wv[15], v); DW_FMA(a1, wv[10], v); DW_FMA(b2, wv[5], v); DW_FMA(a3, wv[0], v);
+        v = LD1(r3, 1); DW_FMA(b0, wv[16], v); DW_FMA(a1, wv[11], v); DW_FMA(b2, wv[6], v); DW_FMA(a3, wv[1], v);
+        v = LD1(r3, 2); DW_FMA(b0, wv[17], v); DW_FMA(a1, wv[12], v); DW_FMA(b2, wv[7], v); DW_FMA(a3, wv[2], v);
+        v = LD1(r3, 3); DW_FMA(b0, wv[18], v); DW_FMA(a1, wv[13], v); DW_FMA(b2, wv[8], v); DW_FMA(a3, wv[3], v);
+        v = LD1(r3, 4); DW_FMA(b0, wv[19], v); DW_FMA(a1, wv[14], v); DW_FMA(b2, wv[9], v); DW_FMA(a3, wv[4], v);
+        v = LD1(r4, 0); DW_FMA(a0, wv[20], v); DW_FMA(b1, wv[15], v); DW_FMA(a2, wv[10], v); DW_FMA(b3, wv[5], v);
+        v = LD1(r4, 1); DW_FMA(a0, wv[21], v); DW_FMA(b1, wv[16], v); DW_FMA(a2, wv[11], v); DW_FMA(b3, wv[6], v);
+        v = LD1(r4, 2); DW_FMA(a0, wv[22], v); DW_FMA(b1, wv[17], v); DW_FMA(a2, wv[12], v); DW_FMA(b3, wv[7], v);
+        v = LD1(r4, 3); DW_FMA(a0, wv[23], v); DW_FMA(b1, wv[18], v); DW_FMA(a2, wv[13], v); DW_FMA(b3, wv[8], v);
+        v = LD1(r4, 4); DW_FMA(a0, wv[24], v); DW_FMA(b1, wv[19], v); DW_FMA(a2, wv[14], v); DW_FMA(b3, wv[9], v);
+        v = LD1(r5, 0); DW_FMA(a1, wv[20], v); DW_FMA(b2, wv[15], v); DW_FMA(a3, wv[10], v);
+        v = LD1(r5, 1); DW_FMA(a1, wv[21], v); DW_FMA(b2, wv[16], v); DW_FMA(a3, wv[11], v);
+        v = LD1(r5, 2); DW_FMA(a1, wv[22], v); DW_FMA(b2, wv[17], v); DW_FMA(a3, wv[12], v);
+        v = LD1(r5, 3); DW_FMA(a1, wv[23], v); DW_FMA(b2, wv[18], v); DW_FMA(a3, wv[13], v);
+        v = LD1(r5, 4); DW_FMA(a1, wv[24], v); DW_FMA(b2, wv[19], v); DW_FMA(a3, wv[14], v);
+        v = LD1(r6, 0); DW_FMA(a2, wv[20], v); DW_FMA(b3, wv[15], v);
+        v = LD1(r6, 1); DW_FMA(a2, wv[21], v); DW_FMA(b3, wv[16], v);
+        v = LD1(r6, 2); DW_FMA(a2, wv[22], v); DW_FMA(b3, wv[17], v);
+        v = LD1(r6, 3); DW_FMA(a2, wv[23], v); DW_FMA(b3, wv[18], v);
+        v = LD1(r6, 4); DW_FMA(a2, wv[24], v); DW_FMA(b3, wv[19], v);
+        v = LD1(r7, 0); DW_FMA(a3, wv[20], v);
+        v = LD1(r7, 1); DW_FMA(a3, wv[21], v);
+        v = LD1(r7, 2); DW_FMA(a3, wv[22], v);
+        v = LD1(r7, 3); DW_FMA(a3, wv[23], v);
+        v = LD1(r7, 4); DW_FMA(a3, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+        DW_OUT(1, _mm256_add_ps(a1, b1));
+        DW_OUT(2, _mm256_add_ps(a2, b2));
+        DW_OUT(3, _mm256_add_ps(a3, b3));
+    }
+}
+
+static void dw_k5s22r1(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), v;
+        v = LD2(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD2(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD2(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD2(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD2(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD2(r1, 0); DW_FMA(b0, wv[5], v);
+        v = LD2(r1, 1); DW_FMA(b0, wv[6], v);
+        v = LD2(r1, 2); DW_FMA(b0, wv[7], v);
+        v = LD2(r1, 3); DW_FMA(b0, wv[8], v);
+        v = LD2(r1, 4); DW_FMA(b0, wv[9], v);
+        v = LD2(r2, 0); DW_FMA(a0, wv[10], v);
+        v = LD2(r2, 1); DW_FMA(a0, wv[11], v);
+        v = LD2(r2, 2); DW_FMA(a0, wv[12], v);
+        v = LD2(r2, 3); DW_FMA(a0, wv[13], v);
+        v = LD2(r2, 4); DW_FMA(a0, wv[14], v);
+        v = LD2(r3, 0); DW_FMA(b0, wv[15], v);
+        v = LD2(r3, 1); DW_FMA(b0, wv[16], v);
+        v = LD2(r3, 2); DW_FMA(b0, wv[17], v);
+        v = LD2(r3, 3); DW_FMA(b0, wv[18], v);
+        v = LD2(r3, 4); DW_FMA(b0, wv[19], v);
+        v = LD2(r4, 0); DW_FMA(a0, wv[20], v);
+        v = LD2(r4, 1); DW_FMA(a0, wv[21], v);
+        v = LD2(r4, 2); DW_FMA(a0, wv[22], v);
+        v = LD2(r4, 3); DW_FMA(a0, wv[23], v);
+        v = LD2(r4, 4); DW_FMA(a0, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+    }
+}
+
+static void dw_k5s22r2(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), v;
+        v = LD2(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD2(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD2(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD2(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD2(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD2(r1, 0); DW_FMA(b0, wv[5], v);
+        v = LD2(r1, 1); DW_FMA(b0, wv[6], v);
+        v = LD2(r1, 2); DW_FMA(b0, wv[7], v);
+        v = LD2(r1, 3); DW_FMA(b0, wv[8], v);
+        v = LD2(r1, 4); DW_FMA(b0, wv[9], v);
+        v = LD2(r2, 0); DW_FMA(a0, wv[10], v); DW_FMA(a1, wv[0], v);
+        v = LD2(r2, 1); DW_FMA(a0, wv[11], v); DW_FMA(a1, wv[1], v);
+        v = LD2(r2, 2); DW_FMA(a0, wv[12], v); DW_FMA(a1, wv[2], v);
+        v = LD2(r2, 3); DW_FMA(a0, wv[13], v); DW_FMA(a1, wv[3], v);
+        v = LD2(r2, 4); DW_FMA(a0, wv[14], v); DW_FMA(a1, wv[4], v);
+        v = LD2(r3, 0); DW_FMA(b0, wv[15], v); DW_FMA(b1, wv[5], v);
+        v = LD2(r3, 1); DW_FMA(b0, wv[16], v); DW_FMA(b1, wv[6], v);
+        v = LD2(r3, 2); DW_FMA(b0, wv[17], v); DW_FMA(b1, wv[7], v);
+        v = LD2(r3, 3); DW_FMA(b0, wv[18], v); DW_FMA(b1, wv[8], v);
+        v = LD2(r3, 4); DW_FMA(b0, wv[19], v); DW_FMA(b1, wv[9], v);
+        v = LD2(r4, 0); DW_FMA(a0, wv[20], v); DW_FMA(a1, wv[10], v);
+        v = LD2(r4, 1); DW_FMA(a0, wv[21], v); DW_FMA(a1, wv[11], v);
+        v = LD2(r4, 2); DW_FMA(a0, wv[22], v); DW_FMA(a1, wv[12], v);
+        v = LD2(r4, 3); DW_FMA(a0, wv[23], v); DW_FMA(a1, wv[13], v);
+        v = LD2(r4, 4); DW_FMA(a0, wv[24], v); DW_FMA(a1, wv[14], v);
+        v = LD2(r5, 0); DW_FMA(b1, wv[15], v);
+        v = LD2(r5, 1); DW_FMA(b1, wv[16], v);
+        v = LD2(r5, 2); DW_FMA(b1, wv[17], v);
+        v = LD2(r5, 3); DW_FMA(b1, wv[18], v);
+        v = LD2(r5, 4); DW_FMA(b1, wv[19], v);
+        v = LD2(r6, 0); DW_FMA(a1, wv[20], v);
+        v = LD2(r6, 1); DW_FMA(a1, wv[21], v);
+        v = LD2(r6, 2); DW_FMA(a1, wv[22], v);
+        v = LD2(r6, 3); DW_FMA(a1, wv[23], v);
+        v = LD2(r6, 4); DW_FMA(a1, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+        DW_OUT(1, _mm256_add_ps(a1, b1));
+    }
+}
+
+static void dw_k5s22r3(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6], *r7 = q->row[7], *r8 = q->row[8];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), a2 = vb, b2 = _mm256_setzero_ps(), v;
+        v = LD2(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD2(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD2(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD2(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD2(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD2(r1, 0); DW_FMA(b0, wv[5], v);
+        v = LD2(r1, 1); DW_FMA(b0, wv[6], v);
+        v = LD2(r1, 2); DW_FMA(b0, wv[7], v);
+        v = LD2(r1, 3); DW_FMA(b0, wv[8], v);
+        v = LD2(r1, 4); DW_FMA(b0, wv[9], v);
+        v = LD2(r2, 0); DW_FMA(a0, wv[10], v); DW_FMA(a1, wv[0], v);
+        v = LD2(r2, 1); DW_FMA(a0, wv[11], v); DW_FMA(a1, wv[1], v);
+        v = LD2(r2, 2); DW_FMA(a0, wv[12], v); DW_FMA(a1, wv[2], v);
+        v = LD2(r2, 3); DW_FMA(a0, wv[13], v); DW_FMA(a1, wv[3], v);
+        v = LD2(r2, 4); DW_FMA(a0, wv[14], v); DW_FMA(a1, wv[4], v);
+        v = LD2(r3, 0); DW_FMA(b0, wv[15], v); DW_FMA(b1, wv[5], v);
+        v = LD2(r3, 1); DW_FMA(b0, wv[16], v); DW_FMA(b1, wv[6], v);
+        v = LD2(r3, 2); DW_FMA(b0, wv[17], v); DW_FMA(b1, wv[7], v);
+        v = LD2(r3, 3); DW_FMA(b0, wv[18], v); DW_FMA(b1, wv[8], v);
+        v = LD2(r3, 4); DW_FMA(b0, wv[19], v); DW_FMA(b1, wv[9], v);
+        v = LD2(r4, 0); DW_FMA(a0, wv[20], v); DW_FMA(a1, wv[10], v); DW_FMA(a2, wv[0], v);
+        v = LD2(r4, 1); DW_FMA(a0, wv[21], v); DW_FMA(a1, wv[11], v); DW_FMA(a2, wv[1], v);
+        v = LD2(r4, 2); DW_FMA(a0, wv[22], v); DW_FMA(a1, wv[12], v); DW_FMA(a2, wv[2], v);
+        v = LD2(r4, 3); DW_FMA(a0, wv[23], v); DW_FMA(a1, wv[13], v); DW_FMA(a2, wv[3], v);
+        v = LD2(r4, 4); DW_FMA(a0, wv[24], v); DW_FMA(a1, wv[14], v); DW_FMA(a2, wv[4], v);
+        v = LD2(r5, 0); DW_FMA(b1, wv[15], v); DW_FMA(b2, wv[5], v);
+        v = LD2(r5, 1); DW_FMA(b1, wv[16], v); DW_FMA(b2, wv[6], v);
+        v = LD2(r5, 2); DW_FMA(b1, wv[17], v); DW_FMA(b2, wv[7], v);
+        v = LD2(r5, 3); DW_FMA(b1, wv[18], v); DW_FMA(b2, wv[8], v);
+        v = LD2(r5, 4); DW_FMA(b1, wv[19], v); DW_FMA(b2, wv[9], v);
+        v = LD2(r6, 0); DW_FMA(a1, wv[20], v); DW_FMA(a2, wv[10], v);
+        v = LD2(r6, 1); DW_FMA(a1, wv[21], v); DW_FMA(a2, wv[11], v);
+        v = LD2(r6, 2); DW_FMA(a1, wv[22], v); DW_FMA(a2, wv[12], v);
+        v = LD2(r6, 3); DW_FMA(a1, wv[23], v); DW_FMA(a2, wv[13], v);
+        v = LD2(r6, 4); DW_FMA(a1, wv[24], v); DW_FMA(a2, wv[14], v);
+        v = LD2(r7, 0); DW_FMA(b2, wv[15], v);
+        v = LD2(r7, 1); DW_FMA(b2, wv[16], v);
+        v = LD2(r7, 2); DW_FMA(b2, wv[17], v);
+        v = LD2(r7, 3); DW_FMA(b2, wv[18], v);
+        v = LD2(r7, 4); DW_FMA(b2, wv[19], v);
+        v = LD2(r8, 0); DW_FMA(a2, wv[20], v);
+        v = LD2(r8, 1); DW_FMA(a2, wv[21], v);
+        v = LD2(r8, 2); DW_FMA(a2, wv[22], v);
+        v = LD2(r8, 3); DW_FMA(a2, wv[23], v);
+        v = LD2(r8, 4); DW_FMA(a2, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+        DW_OUT(1, _mm256_add_ps(a1, b1));
+        DW_OUT(2, _mm256_add_ps(a2, b2));
+    }
+}
+
+static void dw_k5s22r4(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6], *r7 = q->row[7], *r8 = q->row[8], *r9 = q->row[9], *r10 = q->row[10];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), a2 = vb, b2 = _mm256_setzero_ps(), a3 = vb, b3 = _mm256_setzero_ps(), v;
+        v = LD2(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD2(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD2(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD2(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD2(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD2(r1, 0); DW_FMA(b0, wv[5], v);
+        v = LD2(r1, 1); DW_FMA(b0, wv[6], v);
+        v = LD2(r1, 2); DW_FMA(b0, wv[7], v);
+        v = LD2(r1, 3); DW_FMA(b0, wv[8], v);
+        v = LD2(r1, 4); DW_FMA(b0, wv[9], v);
+        v = LD2(r2, 0); DW_FMA(a0, wv[10], v); DW_FMA(a1, wv[0], v);
+        v = LD2(r2, 1); DW_FMA(a0, wv[11], v); DW_FMA(a1, wv[1], v);
+        v = LD2(r2, 2); DW_FMA(a0, wv[12], v); DW_FMA(a1, wv[2], v);
+        v = LD2(r2, 3); DW_FMA(a0, wv[13], v); DW_FMA(a1, wv[3], v);
+        v = LD2(r2, 4); DW_FMA(a0, wv[14], v); DW_FMA(a1, wv[4], v);
+        v = LD2(r3, 0); DW_FMA(b0, wv[15], v); DW_FMA(b1, wv[5], v);
+        v = LD2(r3, 1); DW_FMA(b0, wv[16], v); DW_FMA(b1, wv[6], v);
+        v = LD2(r3, 2); DW_FMA(b0, wv[17], v); DW_FMA(b1, wv[7], v);
+        v = LD2(r3, 3); DW_FMA(b0, wv[18], v); DW_FMA(b1, wv[8], v);
+        v = LD2(r3, 4); DW_FMA(b0, wv[19], v); DW_FMA(b1, wv[9], v);
+        v = LD2(r4, 0); DW_FMA(a0, wv[20], v); DW_FMA(a1, wv[10], v); DW_FMA(a2, wv[0], v);
+        v = LD2(r4, 1); DW_FMA(a0, wv[21], v); DW_FMA(a1, wv[11], v); DW_FMA(a2, wv[1], v);
+        v = LD2(r4, 2); DW_FMA(a0, wv[22], v); DW_FMA(a1, wv[12], v); DW_FMA(a2, wv[2], v);
+        v = LD2(r4, 3); DW_FMA(a0, wv[23], v); DW_FMA(a1, wv[13], v); DW_FMA(a2, wv[3], v);
+        v = LD2(r4, 4); DW_FMA(a0, wv[24], v); DW_FMA(a1, wv[14], v); DW_FMA(a2, wv[4], v);
+        v = LD2(r5, 0); DW_FMA(b1, wv[15], v); DW_FMA(b2, wv[5], v);
+        v = LD2(r5, 1); DW_FMA(b1, wv[16], v); DW_FMA(b2, wv[6], v);
+        v = LD2(r5, 2); DW_FMA(b1, wv[17], v); DW_FMA(b2, wv[7], v);
+        v = LD2(r5, 3); DW_FMA(b1, wv[18], v); DW_FMA(b2, wv[8], v);
+        v = LD2(r5, 4); DW_FMA(b1, wv[19], v); DW_FMA(b2, wv[9], v);
+        v = LD2(r6, 0); DW_FMA(a1, wv[20], v); DW_FMA(a2, wv[10], v); DW_FMA(a3, wv[0], v);
+        v = LD2(r6, 1); DW_FMA(a1, wv[21], v); DW_FMA(a2, wv[11], v); DW_FMA(a3, wv[1], v);
+        v = LD2(r6, 2); DW_FMA(a1, wv[22], v); DW_FMA(a2, wv[12], v); DW_FMA(a3, wv[2], v);
+        v = LD2(r6, 3); DW_FMA(a1, wv[23], v); DW_FMA(a2, wv[13], v); DW_FMA(a3, wv[3], v);
+        v = LD2(r6, 4); DW_FMA(a1, wv[24], v); DW_FMA(a2, wv[14], v); DW_FMA(a3, wv[4], v);
+        v = LD2(r7, 0); DW_FMA(b2, wv[15], v); DW_FMA(b3, wv[5], v);
+        v = LD2(r7, 1); DW_FMA(b2, wv[16], v); DW_FMA(b3, wv[6], v);
+        v = LD2(r7, 2); DW_FMA(b2, wv[17], v); DW_FMA(b3, wv[7], v);
+        v = LD2(r7, 3); DW_FMA(b2, wv[18], v); DW_FMA(b3, wv[8], v);
+        v = LD2(r7, 4); DW_FMA(b2, wv[19], v); DW_FMA(b3, wv[9], v);
+        v = LD2(r8, 0); DW_FMA(a2, wv[20], v); DW_FMA(a3, wv[10], v);
+        v = LD2(r8, 1); DW_FMA(a2, wv[21], v); DW_FMA(a3, wv[11], v);
+        v = LD2(r8, 2); DW_FMA(a2, wv[22], v); DW_FMA(a3, wv[12], v);
+        v = LD2(r8, 3); DW_FMA(a2, wv[23], v); DW_FMA(a3, wv[13], v);
+        v = LD2(r8, 4); DW_FMA(a2, wv[24], v); DW_FMA(a3, wv[14], v);
+        v = LD2(r9, 0); DW_FMA(b3, wv[15], v);
+        v = LD2(r9, 1); DW_FMA(b3, wv[16], v);
+        v = LD2(r9, 2); DW_FMA(b3, wv[17], v);
+        v = LD2(r9, 3); DW_FMA(b3, wv[18], v);
+        v = LD2(r9, 4); DW_FMA(b3, wv[19], v);
+        v = LD2(r10, 0); DW_FMA(a3, wv[20], v);
+        v = LD2(r10, 1); DW_FMA(a3, wv[21], v);
+        v = LD2(r10, 2); DW_FMA(a3, wv[22], v);
+        v = LD2(r10, 3); DW_FMA(a3, wv[23], v);
+        v = LD2(r10, 4); DW_FMA(a3, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+        DW_OUT(1, _mm256_add_ps(a1, b1));
+        DW_OUT(2, _mm256_add_ps(a2, b2));
+        DW_OUT(3, _mm256_add_ps(a3, b3));
+    }
+}
+
+static void dw_k5s21r1(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), v;
+        v = LD1(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD1(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD1(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD1(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD1(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD1(r1, 0); DW_FMA(b0, wv[5], v);
+        v = LD1(r1, 1); DW_FMA(b0, wv[6], v);
+        v = LD1(r1, 2); DW_FMA(b0, wv[7], v);
+        v = LD1(r1, 3); DW_FMA(b0, wv[8], v);
+        v = LD1(r1, 4); DW_FMA(b0, wv[9], v);
+        v = LD1(r2, 0); DW_FMA(a0, wv[10], v);
+        v = LD1(r2, 1); DW_FMA(a0, wv[11], v);
+        v = LD1(r2, 2); DW_FMA(a0, wv[12], v);
+        v = LD1(r2, 3); DW_FMA(a0, wv[13], v);
+        v = LD1(r2, 4); DW_FMA(a0, wv[14], v);
+        v = LD1(r3, 0); DW_FMA(b0, wv[15], v);
+        v = LD1(r3, 1); DW_FMA(b0, wv[16], v);
+        v = LD1(r3, 2); DW_FMA(b0, wv[17], v);
+        v = LD1(r3, 3); DW_FMA(b0, wv[18], v);
+        v = LD1(r3, 4); DW_FMA(b0, wv[19], v);
+        v = LD1(r4, 0); DW_FMA(a0, wv[20], v);
+        v = LD1(r4, 1); DW_FMA(a0, wv[21], v);
+        v = LD1(r4, 2); DW_FMA(a0, wv[22], v);
+        v = LD1(r4, 3); DW_FMA(a0, wv[23], v);
+        v = LD1(r4, 4); DW_FMA(a0, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+    }
+}
+
+static void dw_k5s21r2(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), v;
+        v = LD1(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD1(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD1(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD1(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD1(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD1(r1, 0); DW_FMA(b0, wv[5], v);
+        v = LD1(r1, 1); DW_FMA(b0, wv[6], v);
+        v = LD1(r1, 2); DW_FMA(b0, wv[7], v);
+        v = LD1(r1, 3); DW_FMA(b0, wv[8], v);
+        v = LD1(r1, 4); DW_FMA(b0, wv[9], v);
+        v = LD1(r2, 0); DW_FMA(a0, wv[10], v); DW_FMA(a1, wv[0], v);
+        v = LD1(r2, 1); DW_FMA(a0, wv[11], v); DW_FMA(a1, wv[1], v);
+        v = LD1(r2, 2); DW_FMA(a0, wv[12], v); DW_FMA(a1, wv[2], v);
+        v = LD1(r2, 3); DW_FMA(a0, wv[13], v); DW_FMA(a1, wv[3], v);
+        v = LD1(r2, 4); DW_FMA(a0, wv[14], v); DW_FMA(a1, wv[4], v);
+        v = LD1(r3, 0); DW_FMA(b0, wv[15], v); DW_FMA(b1, wv[5], v);
+        v = LD1(r3, 1); DW_FMA(b0, wv[16], v); DW_FMA(b1, wv[6], v);
+        v = LD1(r3, 2); DW_FMA(b0, wv[17], v); DW_FMA(b1, wv[7], v);
+        v = LD1(r3, 3); DW_FMA(b0, wv[18], v); DW_FMA(b1, wv[8], v);
+        v = LD1(r3, 4); DW_FMA(b0, wv[19], v); DW_FMA(b1, wv[9], v);
+        v = LD1(r4, 0); DW_FMA(a0, wv[20], v); DW_FMA(a1, wv[10], v);
+        v = LD1(r4, 1); DW_FMA(a0, wv[21], v); DW_FMA(a1, wv[11], v);
+        v = LD1(r4, 2); DW_FMA(a0, wv[22], v); DW_FMA(a1, wv[12], v);
+        v = LD1(r4, 3); DW_FMA(a0, wv[23], v); DW_FMA(a1, wv[13], v);
+        v = LD1(r4, 4); DW_FMA(a0, wv[24], v); DW_FMA(a1, wv[14], v);
+        v = LD1(r5, 0); DW_FMA(b1, wv[15], v);
+        v = LD1(r5, 1); DW_FMA(b1, wv[16], v);
+        v = LD1(r5, 2); DW_FMA(b1, wv[17], v);
+        v = LD1(r5, 3); DW_FMA(b1, wv[18], v);
+        v = LD1(r5, 4); DW_FMA(b1, wv[19], v);
+        v = LD1(r6, 0); DW_FMA(a1, wv[20], v);
+        v = LD1(r6, 1); DW_FMA(a1, wv[21], v);
+        v = LD1(r6, 2); DW_FMA(a1, wv[22], v);
+        v = LD1(r6, 3); DW_FMA(a1, wv[23], v);
+        v = LD1(r6, 4); DW_FMA(a1, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+        DW_OUT(1, _mm256_add_ps(a1, b1));
+    }
+}
+
+static void dw_k5s21r3(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6], *r7 = q->row[7], *r8 = q->row[8];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), a2 = vb, b2 = _mm256_setzero_ps(), v;
+        v = LD1(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD1(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD1(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD1(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD1(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD1(r1, 0); DW_FMA(b0, wv[5], v);
+        v = LD1(r1, 1); DW_FMA(b0, wv[6], v);
+        v = LD1(r1, 2); DW_FMA(b0, wv[7], v);
+        v = LD1(r1, 3); DW_FMA(b0, wv[8], v);
+        v = LD1(r1, 4); DW_FMA(b0, wv[9], v);
+        v = LD1(r2, 0); DW_FMA(a0, wv[10], v); DW_FMA(a1, wv[0], v);
+        v = LD1(r2, 1); DW_FMA(a0, wv[11], v); DW_FMA(a1, wv[1], v);
+        v = LD1(r2, 2); DW_FMA(a0, wv[12], v); DW_FMA(a1, wv[2], v);
+        v = LD1(r2, 3); DW_FMA(a0, wv[13], v); DW_FMA(a1, wv[3], v);
+        v = LD1(r2, 4); DW_FMA(a0, wv[14], v); DW_FMA(a1, wv[4], v);
+        v = LD1(r3, 0); DW_FMA(b0, wv[15], v); DW_FMA(b1, wv[5], v);
+        v = LD1(r3, 1); DW_FMA(b0, wv[16], v); DW_FMA(b1, wv[6], v);
+        v = LD1(r3, 2); DW_FMA(b0, wv[17], v); DW_FMA(b1, wv[7], v);
+        v = LD1(r3, 3); DW_FMA(b0, wv[18], v); DW_FMA(b1, wv[8], v);
+        v = LD1(r3, 4); DW_FMA(b0, wv[19], v); DW_FMA(b1, wv[9], v);
+        v = LD1(r4, 0); DW_FMA(a0, wv[20], v); DW_FMA(a1, wv[10], v); DW_FMA(a2, wv[0], v);
+        v = LD1(r4, 1); DW_FMA(a0, wv[21], v); DW_FMA(a1, wv[11], v); DW_FMA(a2, wv[1], v);
+        v = LD1(r4, 2); DW_FMA(a0, wv[22], v); DW_FMA(a1, wv[12], v); DW_FMA(a2, wv[2], v);
+        v = LD1(r4, 3); DW_FMA(a0, wv[23], v); DW_FMA(a1, wv[13], v); DW_FMA(a2, wv[3], v);
+        v = LD1(r4, 4); DW_FMA(a0, wv[24], v); DW_FMA(a1, wv[14], v); DW_FMA(a2, wv[4], v);
+        v = LD1(r5, 0); DW_FMA(b1, wv[15], v); DW_FMA(b2, wv[5], v);
+        v = LD1(r5, 1); DW_FMA(b1, wv[16], v); DW_FMA(b2, wv[6], v);
+        v = LD1(r5, 2); DW_FMA(b1, wv[17], v); DW_FMA(b2, wv[7], v);
+        v = LD1(r5, 3); DW_FMA(b1, wv[18], v); DW_FMA(b2, wv[8], v);
+        v = LD1(r5, 4); DW_FMA(b1, wv[19], v); DW_FMA(b2, wv[9], v);
+        v = LD1(r6, 0); DW_FMA(a1, wv[20], v); DW_FMA(a2, wv[10], v);
+        v = LD1(r6, 1); DW_FMA(a1, wv[21], v); DW_FMA(a2, wv[11], v);
+        v = LD1(r6, 2); DW_FMA(a1, wv[22], v); DW_FMA(a2, wv[12], v);
+        v = LD1(r6, 3); DW_FMA(a1, wv[23], v); DW_FMA(a2, wv[13], v);
+        v = LD1(r6, 4); DW_FMA(a1, wv[24], v); DW_FMA(a2, wv[14], v);
+        v = LD1(r7, 0); DW_FMA(b2, wv[15], v);
+        v = LD1(r7, 1); DW_FMA(b2, wv[16], v);
+        v = LD1(r7, 2); DW_FMA(b2, wv[17], v);
+        v = LD1(r7, 3); DW_FMA(b2, wv[18], v);
+        v = LD1(r7, 4); DW_FMA(b2, wv[19], v);
+        v = LD1(r8, 0); DW_FMA(a2, wv[20], v);
+        v = LD1(r8, 1); DW_FMA(a2, wv[21], v);
+        v = LD1(r8, 2); DW_FMA(a2, wv[22], v);
+        v = LD1(r8, 3); DW_FMA(a2, wv[23], v);
+        v = LD1(r8, 4); DW_FMA(a2, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+        DW_OUT(1, _mm256_add_ps(a1, b1));
+        DW_OUT(2, _mm256_add_ps(a2, b2));
+    }
+}
+
+static void dw_k5s21r4(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6], *r7 = q->row[7], *r8 = q->row[8], *r9 = q->row[9], *r10 = q->row[10];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), a2 = vb, b2 = _mm256_setzero_ps(), a3 = vb, b3 = _mm256_setzero_ps(), v;
+        v = LD1(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD1(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD1(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD1(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD1(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD1(r1, 0); DW_FMA(b0, wv[5], v);
+        v = LD1(r1, 1); DW_FMA(b0, wv[6], v);
+        v = LD1(r1, 2); DW_FMA(b0, wv[7], v);
+        v = LD1(r1, 3); DW_FMA(b0, wv[8], v);
+        v = LD1(r1, 4); DW_FMA(b0, wv[9], v);
+        v = LD1(r2, 0); DW_FMA(a0, wv[10], v); DW_FMA(a1, wv[0], v);
+        v = LD1(r2, 1); DW_FMA(a0, wv[11], v); DW_FMA(a1, wv[1], v);
+        v = LD1(r2, 2); DW_FMA(a0, wv[12], v); DW_FMA(a1, wv[2], v);
+        v = LD1(r2, 3); DW_FMA(a0, wv[13], v); DW_FMA(a1, wv[3], v);
+        v = LD1(r2, 4); DW_FMA(a0, wv[14], v); DW_FMA(a1, wv[4], v);
+        v = LD1(r3, 0); DW_FMA(b0, wv[15], v); DW_FMA(b1, wv[5], v);
+        v = LD1(r3, 1); DW_FMA(b0, wv[16], v); DW_FMA(b1, wv[6], v);
+        v = LD1(r3, 2); DW_FMA(b0, wv[17], v); DW_FMA(b1, wv[7], v);
+        v = LD1(r3, 3); DW_FMA(b0, wv[18], v); DW_FMA(b1, wv[8], v);
+        v = LD1(r3, 4); DW_FMA(b0, wv[19], v); DW_FMA(b1, wv[9], v);
+        v = LD1(r4, 0); DW_FMA(a0, wv[20], v); DW_FMA(a1, wv[10], v); DW_FMA(a2, wv[0], v);
+        v = LD1(r4, 1); DW_FMA(a0, wv[21], v); DW_FMA(a1, wv[11], v); DW_FMA(a2, wv[1], v);
+        v = LD1(r4, 2); DW_FMA(a0, wv[22], v); DW_FMA(a1, wv[12], v); DW_FMA(a2, wv[2], v);
+        v = LD1(r4, 3); DW_FMA(a0, wv[23], v); DW_FMA(a1, wv[13], v); DW_FMA(a2, wv[3], v);
+        v = LD1(r4, 4); DW_FMA(a0, wv[24], v); DW_FMA(a1, wv[14], v); DW_FMA(a2, wv[4], v);
+        v = LD1(r5, 0); DW_FMA(b1, wv[15], v); DW_FMA(b2, wv[5], v);
+        v = LD1(r5, 1); DW_FMA(b1, wv[16], v); DW_FMA(b2, wv[6], v);
+        v = LD1(r5, 2); DW_FMA(b1, wv[17], v); DW_FMA(b2, wv[7], v);
+        v = LD1(r5, 3); DW_FMA(b1, wv[18], v); DW_FMA(b2, wv[8], v);
+        v = LD1(r5, 4); DW_FMA(b1, wv[19], v); DW_FMA(b2, wv[9], v);
+        v = LD1(r6, 0); DW_FMA(a1, wv[20], v); DW_FMA(a2, wv[10], v); DW_FMA(a3, wv[0], v);
+        v = LD1(r6, 1); DW_FMA(a1, wv[21], v); DW_FMA(a2, wv[11], v); DW_FMA(a3, wv[1], v);
+        v = LD1(r6, 2); DW_FMA(a1, wv[22], v); DW_FMA(a2, wv[12], v); DW_FMA(a3, wv[2], v);
+        v = LD1(r6, 3); DW_FMA(a1, wv[23], v); DW_FMA(a2, wv[13], v); DW_FMA(a3, wv[3], v);
+        v = LD1(r6, 4); DW_FMA(a1, wv[24], v); DW_FMA(a2, wv[14], v); DW_FMA(a3, wv[4], v);
+        v = LD1(r7, 0); DW_FMA(b2, wv[15], v); DW_FMA(b3, wv[5], v);
+        v = LD1(r7, 1); DW_FMA(b2, wv[16], v); DW_FMA(b3, wv[6], v);
+        v = LD1(r7, 2); DW_FMA(b2, wv[17], v); DW_FMA(b3, wv[7], v);
+        v = LD1(r7, 3); DW_FMA(b2, wv[18], v); DW_FMA(b3, wv[8], v);
+        v = LD1(r7, 4); DW_FMA(b2, wv[19], v); DW_FMA(b3, wv[9], v);
+        v = LD1(r8, 0); DW_FMA(a2, wv[20], v); DW_FMA(a3, wv[10], v);
+        v = LD1(r8, 1); DW_FMA(a2, wv[21], v); DW_FMA(a3, wv[11], v);
+        v = LD1(r8, 2); DW_FMA(a2, wv[22], v); DW_FMA(a3, wv[12], v);
+        v = LD1(r8, 3); DW_FMA(a2, wv[23], v); DW_FMA(a3, wv[13], v);
+        v = LD1(r8, 4); DW_FMA(a2, wv[24], v); DW_FMA(a3, wv[14], v);
+        v = LD1(r9, 0); DW_FMA(b3, wv[15], v);
+        v = LD1(r9, 1); DW_FMA(b3, wv[16], v);
+        v = LD1(r9, 2); DW_FMA(b3, wv[17], v);
+        v = LD1(r9, 3); DW_FMA(b3, wv[18], v);
+        v = LD1(r9, 4); DW_FMA(b3, wv[19], v);
+        v = LD1(r10, 0); DW_FMA(a3, wv[20], v);
+        v = LD1(r10, 1); DW_FMA(a3, wv[21], v);
+        v = LD1(r10, 2); DW_FMA(a3, wv[22], v);
+        v = LD1(r10, 3); DW_FMA(a3, wv[23], v);
+        v = LD1(r10, 4); DW_FMA(a3, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+        DW_OUT(1, _mm256_add_ps(a1, b1));
+        DW_OUT(2, _mm256_add_ps(a2, b2));
+        DW_OUT(3, _mm256_add_ps(a3, b3));
+    }
+}
+
+static void dw_k5s12r1(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), v;
+        v = LD2(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD2(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD2(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD2(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD2(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD2(r1, 0); DW_FMA(b0, wv[5], v);
+        v = LD2(r1, 1); DW_FMA(b0, wv[6], v);
+        v = LD2(r1, 2); DW_FMA(b0, wv[7], v);
+        v = LD2(r1, 3); DW_FMA(b0, wv[8], v);
+        v = LD2(r1, 4); DW_FMA(b0, wv[9], v);
+        v = LD2(r2, 0); DW_FMA(a0, wv[10], v);
+        v = LD2(r2, 1); DW_FMA(a0, wv[11], v);
+        v = LD2(r2, 2); DW_FMA(a0, wv[12], v);
+        v = LD2(r2, 3); DW_FMA(a0, wv[13], v);
+        v = LD2(r2, 4); DW_FMA(a0, wv[14], v);
+        v = LD2(r3, 0); DW_FMA(b0, wv[15], v);
+        v = LD2(r3, 1); DW_FMA(b0, wv[16], v);
+        v = LD2(r3, 2); DW_FMA(b0, wv[17], v);
+        v = LD2(r3, 3); DW_FMA(b0, wv[18], v);
+        v = LD2(r3, 4); DW_FMA(b0, wv[19], v);
+        v = LD2(r4, 0); DW_FMA(a0, wv[20], v);
+        v = LD2(r4, 1); DW_FMA(a0, wv[21], v);
+        v = LD2(r4, 2); DW_FMA(a0, wv[22], v);
+        v = LD2(r4, 3); DW_FMA(a0, wv[23], v);
+        v = LD2(r4, 4); DW_FMA(a0, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+    }
+}
+
+static void dw_k5s12r2(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), v;
+        v = LD2(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD2(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD2(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD2(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD2(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD2(r1, 0); DW_FMA(b0, wv[5], v); DW_FMA(a1, wv[0], v);
+        v = LD2(r1, 1); DW_FMA(b0, wv[6], v); DW_FMA(a1, wv[1], v);
+        v = LD2(r1, 2); DW_FMA(b0, wv[7], v); DW_FMA(a1, wv[2], v);
+        v = LD2(r1, 3); DW_FMA(b0, wv[8], v); DW_FMA(a1, wv[3], v);
+        v = LD2(r1, 4); DW_FMA(b0, wv[9], v); DW_FMA(a1, wv[4], v);
+        v = LD2(r2, 0); DW_FMA(a0, wv[10], v); DW_FMA(b1, wv[5], v);
+        v = LD2(r2, 1); DW_FMA(a0, wv[11], v); DW_FMA(b1, wv[6], v);
+        v = LD2(r2, 2); DW_FMA(a0, wv[12], v); DW_FMA(b1, wv[7], v);
+        v = LD2(r2, 3); DW_FMA(a0, wv[13], v); DW_FMA(b1, wv[8], v);
+        v = LD2(r2, 4); DW_FMA(a0, wv[14], v); DW_FMA(b1, wv[9], v);
+        v = LD2(r3, 0); DW_FMA(b0, wv[15], v); DW_FMA(a1, wv[10], v);
+        v = LD2(r3, 1); DW_FMA(b0, wv[16], v); DW_FMA(a1, wv[11], v);
+        v = LD2(r3, 2); DW_FMA(b0, wv[17], v); DW_FMA(a1, wv[12], v);
+        v = LD2(r3, 3); DW_FMA(b0, wv[18], v); DW_FMA(a1, wv[13], v);
+        v = LD2(r3, 4); DW_FMA(b0, wv[19], v); DW_FMA(a1, wv[14], v);
+        v = LD2(r4, 0); DW_FMA(a0, wv[20], v); DW_FMA(b1, wv[15], v);
+        v = LD2(r4, 1); DW_FMA(a0, wv[21], v); DW_FMA(b1, wv[16], v);
+        v = LD2(r4, 2); DW_FMA(a0, wv[22], v); DW_FMA(b1, wv[17], v);
+        v = LD2(r4, 3); DW_FMA(a0, wv[23], v); DW_FMA(b1, wv[18], v);
+        v = LD2(r4, 4); DW_FMA(a0, wv[24], v); DW_FMA(b1, wv[19], v);
+        v = LD2(r5, 0); DW_FMA(a1, wv[20], v);
+        v = LD2(r5, 1); DW_FMA(a1, wv[21], v);
+        v = LD2(r5, 2); DW_FMA(a1, wv[22], v);
+        v = LD2(r5, 3); DW_FMA(a1, wv[23], v);
+        v = LD2(r5, 4); DW_FMA(a1, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+        DW_OUT(1, _mm256_add_ps(a1, b1));
+    }
+}
+
+static void dw_k5s12r3(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), a2 = vb, b2 = _mm256_setzero_ps(), v;
+        v = LD2(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD2(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD2(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD2(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD2(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD2(r1, 0); DW_FMA(b0, wv[5], v); DW_FMA(a1, wv[0], v);
+        v = LD2(r1, 1); DW_FMA(b0, wv[6], v); DW_FMA(a1, wv[1], v);
+        v = LD2(r1, 2); DW_FMA(b0, wv[7], v); DW_FMA(a1, wv[2], v);
+        v = LD2(r1, 3); DW_FMA(b0, wv[8], v); DW_FMA(a1, wv[3], v);
+        v = LD2(r1, 4); DW_FMA(b0, wv[9], v); DW_FMA(a1, wv[4], v);
+        v = LD2(r2, 0); DW_FMA(a0, wv[10], v); DW_FMA(b1, wv[5], v); DW_FMA(a2, wv[0], v);
+        v = LD2(r2, 1); DW_FMA(a0, wv[11], v); DW_FMA(b1, wv[6], v); DW_FMA(a2, wv[1], v);
+        v = LD2(r2, 2); DW_FMA(a0, wv[12], v); DW_FMA(b1, wv[7], v); DW_FMA(a2, wv[2], v);
+        v = LD2(r2, 3); DW_FMA(a0, wv[13], v); DW_FMA(b1, wv[8], v); DW_FMA(a2, wv[3], v);
+        v = LD2(r2, 4); DW_FMA(a0, wv[14], v); DW_FMA(b1, wv[9], v); DW_FMA(a2, wv[4], v);
+        v = LD2(r3, 0); DW_FMA(b0, wv[15], v); DW_FMA(a1, wv[10], v); DW_FMA(b2, wv[5], v);
+        v = LD2(r3, 1); DW_FMA(b0, wv[16], v); DW_FMA(a1, wv[11], v); DW_FMA(b2, wv[6], v);
+        v = LD2(r3, 2); DW_FMA(b0, wv[17], v); DW_FMA(a1, wv[12], v); DW_FMA(b2, wv[7], v);
+        v = LD2(r3, 3); DW_FMA(b0, wv[18], v); DW_FMA(a1, wv[13], v); DW_FMA(b2, wv[8], v);
+        v = LD2(r3, 4); DW_FMA(b0, wv[19], v); DW_FMA(a1, wv[14], v); DW_FMA(b2, wv[9], v);
+        v = LD2(r4, 0); DW_FMA(a0, wv[20], v); DW_FMA(b1, wv[15], v); DW_FMA(a2, wv[10], v);
+        v = LD2(r4, 1); DW_FMA(a0, wv[21], v); DW_FMA(b1, wv[16], v); DW_FMA(a2, wv[11], v);
+        v = LD2(r4, 2); DW_FMA(a0, wv[22], v); DW_FMA(b1, wv[17], v); DW_FMA(a2, wv[12], v);
+        v = LD2(r4, 3); DW_FMA(a0, wv[23], v); DW_FMA(b1, wv[18], v); DW_FMA(a2, wv[13], v);
+        v = LD2(r4, 4); DW_FMA(a0, wv[24], v); DW_FMA(b1, wv[19], v); DW_FMA(a2, wv[14], v);
+        v = LD2(r5, 0); DW_FMA(a1, wv[20], v); DW_FMA(b2, wv[15], v);
+        v = LD2(r5, 1); DW_FMA(a1, wv[21], v); DW_FMA(b2, wv[16], v);
+        v = LD2(r5, 2); DW_FMA(a1, wv[22], v); DW_FMA(b2, wv[17], v);
+        v = LD2(r5, 3); DW_FMA(a1, wv[23], v); DW_FMA(b2, wv[18], v);
+        v = LD2(r5, 4); DW_FMA(a1, wv[24], v); DW_FMA(b2, wv[19], v);
+        v = LD2(r6, 0); DW_FMA(a2, wv[20], v);
+        v = LD2(r6, 1); DW_FMA(a2, wv[21], v);
+        v = LD2(r6, 2); DW_FMA(a2, wv[22], v);
+        v = LD2(r6, 3); DW_FMA(a2, wv[23], v);
+        v = LD2(r6, 4); DW_FMA(a2, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+        DW_OUT(1, _mm256_add_ps(a1, b1));
+        DW_OUT(2, _mm256_add_ps(a2, b2));
+    }
+}
+
+static void dw_k5s12r4(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6], *r7 = q->row[7];
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = DW_COL(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), a2 = vb, b2 = _mm256_setzero_ps(), a3 = vb, b3 = _mm256_setzero_ps(), v;
+        v = LD2(r0, 0); DW_FMA(a0, wv[0], v);
+        v = LD2(r0, 1); DW_FMA(a0, wv[1], v);
+        v = LD2(r0, 2); DW_FMA(a0, wv[2], v);
+        v = LD2(r0, 3); DW_FMA(a0, wv[3], v);
+        v = LD2(r0, 4); DW_FMA(a0, wv[4], v);
+        v = LD2(r1, 0); DW_FMA(b0, wv[5], v); DW_FMA(a1, wv[0], v);
+        v = LD2(r1, 1); DW_FMA(b0, wv[6], v); DW_FMA(a1, wv[1], v);
+        v = LD2(r1, 2); DW_FMA(b0, wv[7], v); DW_FMA(a1, wv[2], v);
+        v = LD2(r1, 3); DW_FMA(b0, wv[8], v); DW_FMA(a1, wv[3], v);
+        v = LD2(r1, 4); DW_FMA(b0, wv[9], v); DW_FMA(a1, wv[4], v);
+        v = LD2(r2, 0); DW_FMA(a0, wv[10], v); DW_FMA(b1, wv[5], v); DW_FMA(a2, wv[0], v);
+        v = LD2(r2, 1); DW_FMA(a0, wv[11], v); DW_FMA(b1, wv[6], v); DW_FMA(a2, wv[1], v);
+        v = LD2(r2, 2); DW_FMA(a0, wv[12], v); DW_FMA(b1, wv[7], v); DW_FMA(a2, wv[2], v);
+        v = LD2(r2, 3); DW_FMA(a0, wv[13], v); DW_FMA(b1, wv[8], v); DW_FMA(a2, wv[3], v);
+        v = LD2(r2, 4); DW_FMA(a0, wv[14], v); DW_FMA(b1, wv[9], v); DW_FMA(a2, wv[4], v);
+        v = LD2(r3, 0); DW_FMA(b0, wv[15], v); DW_FMA(a1, wv[10], v); DW_FMA(b2, wv[5], v); DW_FMA(a3, wv[0], v);
+        v = LD2(r3, 1); DW_FMA(b0, wv[16], v); DW_FMA(a1, wv[11], v); DW_FMA(b2, wv[6], v); DW_FMA(a3, wv[1], v);
+        v = LD2(r3, 2); DW_FMA(b0, wv[17], v); DW_FMA(a1, wv[12], v); DW_FMA(b2, wv[7], v); DW_FMA(a3, wv[2], v);
+        v = LD2(r3, 3); DW_FMA(b0, wv[18], v); DW_FMA(a1, wv[13], v); DW_FMA(b2, wv[8], v); DW_FMA(a3, wv[3], v);
+        v = LD2(r3, 4); DW_FMA(b0, wv[19], v); DW_FMA(a1, wv[14], v); DW_FMA(b2, wv[9], v); DW_FMA(a3, wv[4], v);
+        v = LD2(r4, 0); DW_FMA(a0, wv[20], v); DW_FMA(b1, wv[15], v); DW_FMA(a2, wv[10], v); DW_FMA(b3, wv[5], v);
+        v = LD2(r4, 1); DW_FMA(a0, wv[21], v); DW_FMA(b1, wv[16], v); DW_FMA(a2, wv[11], v); DW_FMA(b3, wv[6], v);
+        v = LD2(r4, 2); DW_FMA(a0, wv[22], v); DW_FMA(b1, wv[17], v); DW_FMA(a2, wv[12], v); DW_FMA(b3, wv[7], v);
+        v = LD2(r4, 3); DW_FMA(a0, wv[23], v); DW_FMA(b1, wv[18], v); DW_FMA(a2, wv[13], v); DW_FMA(b3, wv[8], v);
+        v = LD2(r4, 4); DW_FMA(a0, wv[24], v); DW_FMA(b1, wv[19], v); DW_FMA(a2, wv[14], v); DW_FMA(b3, wv[9], v);
+        v = LD2(r5, 0); DW_FMA(a1, wv[20], v); DW_FMA(b2, wv[15], v); DW_FMA(a3, wv[10], v);
+        v = LD2(r5, 1); DW_FMA(a1, wv[21], v); DW_FMA(b2, wv[16], v); DW_FMA(a3, wv[11], v);
+        v = LD2(r5, 2); DW_FMA(a1, wv[22], v); DW_FMA(b2, wv[17], v); DW_FMA(a3, wv[12], v);
+        v = LD2(r5, 3); DW_FMA(a1, wv[23], v); DW_FMA(b2, wv[18], v); DW_FMA(a3, wv[13], v);
+        v = LD2(r5, 4); DW_FMA(a1, wv[24], v); DW_FMA(b2, wv[19], v); DW_FMA(a3, wv[14], v);
+        v = LD2(r6, 0); DW_FMA(a2, wv[20], v); DW_FMA(b3, wv[15], v);
+        v = LD2(r6, 1); DW_FMA(a2, wv[21], v); DW_FMA(b3, wv[16], v);
+        v = LD2(r6, 2); DW_FMA(a2, wv[22], v); DW_FMA(b3, wv[17], v);
+        v = LD2(r6, 3); DW_FMA(a2, wv[23], v); DW_FMA(b3, wv[18], v);
+        v = LD2(r6, 4); DW_FMA(a2, wv[24], v); DW_FMA(b3, wv[19], v);
+        v = LD2(r7, 0); DW_FMA(a3, wv[20], v);
+        v = LD2(r7, 1); DW_FMA(a3, wv[21], v);
+        v = LD2(r7, 2); DW_FMA(a3, wv[22], v);
+        v = LD2(r7, 3); DW_FMA(a3, wv[23], v);
+        v = LD2(r7, 4); DW_FMA(a3, wv[24], v);
+        DW_OUT(0, _mm256_add_ps(a0, b0));
+        DW_OUT(1, _mm256_add_ps(a1, b1));
+        DW_OUT(2, _mm256_add_ps(a2, b2));
+        DW_OUT(3, _mm256_add_ps(a3, b3));
+    }
+}
+
+static const dw_block_fn dw_k3[2][2][5] = {
+    {{NULL, dw_k3s11r1, dw_k3s11r2, dw_k3s11r3, dw_k3s11r4}, {NULL, dw_k3s12r1, dw_k3s12r2, dw_k3s12r3, dw_k3s12r4}},
+    {{NULL, dw_k3s21r1, dw_k3s21r2, dw_k3s21r3, dw_k3s21r4}, {NULL, dw_k3s22r1, dw_k3s22r2, dw_k3s22r3, dw_k3s22r4}}
+};
+static const dw_block_fn dw_k5[2][2][5] = {
+    {{NULL, dw_k5s11r1, dw_k5s11r2, dw_k5s11r3, dw_k5s11r4}, {NULL, dw_k5s12r1, dw_k5s12r2, dw_k5s12r3, dw_k5s12r4}},
+    {{NULL, dw_k5s21r1, dw_k5s21r2, dw_k5s21r3, dw_k5s21r4}, {NULL, dw_k5s22r1, dw_k5s22r2, dw_k5s22r3, dw_k5s22r4}}
+};
+/* Any kh x kw (up to 7 x 7), stride sw across, one output row. */
+static void dw_any_row(const dw_run *q, const __m256 *wv, int kh, int kw, int sw)
+{
+    const size_t lp = q->lp, ow = q->ow;
+    for (size_t i = 0; i < ow; i += 8) {
+        const size_t c = i + 8 <= ow || ow < 8 ? i : ow - 8;
+        __m256 acc = q->vb;
+        for (int a = 0; a < kh; a++) {
+            const float *ra = q->row[a] + c;
+            for (int b = 0; b < kw; b++)
+                acc = _mm256_fmadd_ps(wv[a * kw + b], _mm256_loadu_ps(ra + (size_t)(b % sw) * lp + (size_t)(b / sw)),
+                                      acc);
+        }
+        if (q->clamp)
+            acc = _mm256_min_ps(q->vhi, _mm256_max_ps(q->vlo, acc)); /* NaN stays NaN */
+        if (ow >= 8 || q->room >= 8)
+            _mm256_storeu_ps(q->dst + c, acc);
+        else
+            store_part(q->dst, ow, acc);
+    }
 }
 
 void dw_plane_avx2(const float *x, size_t h, size_t w, float *y, size_t oh, size_t ow, int kh, int kw, int sh,
-                   int sw, size_t pt, size_t pl, const float *k, float bias, int clamp, float lo, float hi, float *pad)
+                   int sw, size_t pt, size_t pl, const float *k, float bias, int clamp, float lo, float hi, float *pad,
+                   dw_post_fn post, void *post_ctx)
 {
-    const size_t ldp = pad_ld(ow, kw, sw);
-    const size_t ph = (oh - 1) * (size_t)sh + (size_t)kh;
-    /* Padded row r holds input row r - pt, column c input column c - pl. */
-    for (size_t r = 0; r < ph; r++) {
-        float *d = pad + r * ldp;
-        if (r < pt || r - pt >= h) {
-            memset(d, 0, ldp * sizeof(float));
-            continue;
-        }
-        const float *s = x + (r - pt) * w;
-        size_t c0 = pl < ldp ? pl : ldp; /* first column holding input */
-        size_t nc = w < ldp - c0 ? w : ldp - c0;
-        memset(d, 0, c0 * sizeof(float));
-        memcpy(d + c0, s, nc * sizeof(float));
-        memset(d + c0 + nc, 0, (ldp - c0 - nc) * sizeof(float));
-    }
-    memset(pad + ph * ldp, 0, 16 * sizeof(float));
+    const size_t lp = phase_len(ow), ldp = lp * (size_t)sw;
     __m256 wv[49];
-    const int nt = kh * kw, k3 = kh == 3 && kw == 3;
+    const int nt = kh * kw;
     for (int t = 0; t < nt; t++)
         wv[t] = _mm256_set1_ps(k[t]);
-    const __m256 vb = _mm256_set1_ps(bias), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
-    const size_t full = ow / 8 * 8, rem = ow - full;
-    __m256i tail = _mm256_setzero_si256();
-    {
-        int m[8];
-        for (int i = 0; i < 8; i++)
-            m[i] = (size_t)i < rem ? -1 : 0;
-        tail = _mm256_loadu_si256((const __m256i *)m);
-    }
-    for (size_t o = 0; o < oh; o++) {
-        const float *r0 = pad + o * (size_t)sh * ldp, *r1 = r0 + ldp, *r2 = r1 + ldp;
-        float *dst = y + o * ow;
-        for (size_t i = 0; i < ow; i += 8) {
-            __m256 acc = vb;
-            if (!k3) {
-                /* any kernel: taps in (kh, kw) order */
-                for (int a = 0; a < kh; a++) {
-                    const float *ra = r0 + (size_t)a * ldp;
-                    if (sw == 1)
-                        for (int b = 0; b < kw; b++)
-                            acc = _mm256_fmadd_ps(wv[a * kw + b], _mm256_loadu_ps(ra + i + (size_t)b), acc);
-                    else
-                        for (int b = 0; b < kw; b++)
-                            acc = _mm256_fmadd_ps(wv[a * kw + b], even16(ra + 2 * i + (size_t)b), acc);
-                }
-            } else if (sw == 1) {
-                acc = _mm256_fmadd_ps(wv[0], _mm256_loadu_ps(r0 + i), acc);
-                acc = _mm256_fmadd_ps(wv[1], _mm256_loadu_ps(r0 + i + 1), acc);
-                acc = _mm256_fmadd_ps(wv[2], _mm256_loadu_ps(r0 + i + 2), acc);
-                acc = _mm256_fmadd_ps(wv[3], _mm256_loadu_ps(r1 + i), acc);
-                acc = _mm256_fmadd_ps(wv[4], _mm256_loadu_ps(r1 + i + 1), acc);
-                acc = _mm256_fmadd_ps(wv[5], _mm256_loadu_ps(r1 + i + 2), acc);
-                acc = _mm256_fmadd_ps(wv[6], _mm256_loadu_ps(r2 + i), acc);
-                acc = _mm256_fmadd_ps(wv[7], _mm256_loadu_ps(r2 + i + 1), acc);
-                acc = _mm256_fmadd_ps(wv[8], _mm256_loadu_ps(r2 + i + 2), acc);
-            } else {
-                const size_t c = 2 * i;
-                acc = _mm256_fmadd_ps(wv[0], even16(r0 + c), acc);
-                acc = _mm256_fmadd_ps(wv[1], odd16(r0 + c), acc);
-                acc = _mm256_fmadd_ps(wv[2], even16(r0 + c + 2), acc);
-                acc = _mm256_fmadd_ps(wv[3], even16(r1 + c), acc);
-                acc = _mm256_fmadd_ps(wv[4], odd16(r1 + c), acc);
-                acc = _mm256_fmadd_ps(wv[5], even16(r1 + c + 2), acc);
-                acc = _mm256_fmadd_ps(wv[6], even16(r2 + c), acc);
-                acc = _mm256_fmadd_ps(wv[7], odd16(r2 + c), acc);
-                acc = _mm256_fmadd_ps(wv[8], even16(r2 + c + 2), acc);
+    dw_run q;
+    q.ow = ow;
+    q.lp = lp;
+    q.vb = _mm256_set1_ps(bias);
+    q.vlo = _mm256_set1_ps(lo);
+    q.vhi = _mm256_set1_ps(hi);
+    q.clamp = clamp;
+    const dw_block_fn *blk = NULL; /* by rows per block */
+    if (kh == kw && kh == 3)
+        blk = dw_k3[sh - 1][sw - 1];
+    else if (kh == kw && kh == 5)
+        blk = dw_k5[sh - 1][sw - 1];
+    const float *rows[3 * 2 + 7];
+    q.row = rows;
+    float *zrow = pad + DW_RING * ldp;
+    int zset = 0;
+    size_t filled = 0, posted = 0; /* padded rows made; outputs handed to post */
+    for (size_t o = 0; o < oh;) {
+        const size_t nr = !blk ? 1 : oh - o >= 4 ? 4 : oh - o;
+        const size_t r0 = o * (size_t)sh, nrows = (nr - 1) * (size_t)sh + (size_t)kh;
+        for (; filled < r0 + nrows; filled++)
+            if (filled >= pt && filled - pt < h)
+                fill_row(pad + (filled % DW_RING) * ldp, lp, sw, x + (filled - pt) * w, w, pl);
+        for (size_t a = 0; a < nrows; a++) {
+            size_t r = r0 + a;
+            if (r >= pt && r - pt < h) {
+                rows[a] = pad + (r % DW_RING) * ldp;
+                continue;
             }
-            if (clamp)
-                acc = _mm256_min_ps(vhi, _mm256_max_ps(vlo, acc)); /* NaN stays NaN */
-            if (i < full)
-                _mm256_storeu_ps(dst + i, acc);
+            if (!zset) {
+                const __m256 z = _mm256_set1_ps(dw_zero);
+                for (size_t c = 0; c < ldp; c += 8)
+                    _mm256_storeu_ps(zrow + c, z);
+                zset = 1;
+            }
+            rows[a] = zrow;
+        }
+        q.dst = y + o * ow;
+        q.room = (oh - o) * ow;
+        if (blk)
+            blk[nr](&q, wv);
+        else
+            dw_any_row(&q, wv, kh, kw, sw);
+        o += nr;
+        if (post && (o * ow - posted >= 1024 || o == oh)) {
+            post(post_ctx, y + posted, posted, o * ow - posted);
+            posted = o * ow;
+        }
+    }
+}
+
+
+
+/* ---- 8 small planes at once, channels across the vector ---- */
+
+/* Transposes the 8 x 8 block v[0..8) in place. */
+static void transpose8(__m256 *v)
+{
+    __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+    __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+    __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
+    __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    v[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    v[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    v[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    v[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    v[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    v[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    v[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    v[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+size_t dw8_floats(size_t oh, size_t ow, int kh, int kw, int sh, int sw)
+{
+    if (!oh || !ow || oh > 4096 || ow > 4096 || kh < 1 || kw < 1 || kh > 7 || kw > 7)
+        return 0;
+    size_t hp = (oh - 1) * (size_t)sh + (size_t)kh, wp = (ow - 1) * (size_t)sw + (size_t)kw;
+    /* the padded planes, the outputs, slack for the 8-column blocks */
+    return (hp * wp + oh * ow) * 8 + 128;
+}
+
+void dw_planes8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t oh, size_t ow, int kh, int kw,
+                     int sh, int sw, size_t pt, size_t pl, const float *const *k, const float *bias, float *buf)
+{
+    const size_t hp = (oh - 1) * (size_t)sh + (size_t)kh, wp = (ow - 1) * (size_t)sw + (size_t)kw;
+    const size_t npx = oh * ow;
+    float *pp = buf, *po = buf + hp * wp * 8;
+    const __m256 z = _mm256_set1_ps(dw_zero);
+    for (size_t i = 0; i < hp * wp; i++)
+        _mm256_storeu_ps(pp + i * 8, z);
+    /* the 8 padded planes interleaved, pp[(r * wp + c) * 8 + ch], by 8 x 8
+     * transposes of 8 input columns; the columns past an input row (zeros)
+     * may land on the padding after it and on the next padded row, filled
+     * later, or in the slack */
+    const size_t nc = pl < wp ? (w < wp - pl ? w : wp - pl) : 0;
+    for (size_t r = 0; r < h && r + pt < hp; r++)
+        for (size_t c = 0; c < nc; c += 8) {
+            __m256 v[8];
+            if (c + 8 <= nc) {
+                for (int ch = 0; ch < 8; ch++)
+                    v[ch] = _mm256_loadu_ps(x[ch] + r * w + c);
+            } else {
+                __m256i m = lanes((ptrdiff_t)(nc - c));
+                for (int ch = 0; ch < 8; ch++)
+                    v[ch] = _mm256_maskload_ps(x[ch] + r * w + c, m);
+            }
+            transpose8(v);
+            float *d = pp + ((r + pt) * wp + pl + c) * 8;
+            for (int i = 0; i < 8; i++)
+                _mm256_storeu_ps(d + i * 8, v[i]);
+        }
+    __m256 wv[49];
+    size_t off[49];
+    const int nt = kh * kw;
+    for (int t = 0; t < nt; t++) {
+        wv[t] = _mm256_setr_ps(k[0][t], k[1][t], k[2][t], k[3][t], k[4][t], k[5][t], k[6][t], k[7][t]);
+        off[t] = ((size_t)(t / kw) * wp + (size_t)(t % kw)) * 8;
+    }
+    const __m256 vb = _mm256_loadu_ps(bias);
+    size_t p = 0;
+    for (; p + 4 <= npx; p += 4) { /* 4 output pixels, taps in order */
+        const float *b0 = pp + ((p / ow) * (size_t)sh * wp + (p % ow) * (size_t)sw) * 8;
+        const float *b1 = pp + (((p + 1) / ow) * (size_t)sh * wp + ((p + 1) % ow) * (size_t)sw) * 8;
+        const float *b2 = pp + (((p + 2) / ow) * (size_t)sh * wp + ((p + 2) % ow) * (size_t)sw) * 8;
+        const float *b3 = pp + (((p + 3) / ow) * (size_t)sh * wp + ((p + 3) % ow) * (size_t)sw) * 8;
+        __m256 a0 = vb, a1 = vb, a2 = vb, a3 = vb;
+        for (int t = 0; t < nt; t++) {
+            a0 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(b0 + off[t]), a0);
+            a1 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(b1 + off[t]), a1);
+            a2 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(b2 + off[t]), a2);
+            a3 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(b3 + off[t]), a3);
+        }
+        _mm256_storeu_ps(po + p * 8, a0);
+        _mm256_storeu_ps(po + p * 8 + 8, a1);
+        _mm256_storeu_ps(po + p * 8 + 16, a2);
+        _mm256_storeu_ps(po + p * 8 + 24, a3);
+    }
+    for (; p < npx; p++) {
+        const float *b0 = pp + ((p / ow) * (size_t)sh * wp + (p % ow) * (size_t)sw) * 8;
+        __m256 a0 = vb;
+        for (int t = 0; t < nt; t++)
+            a0 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(b0 + off[t]), a0);
+        _mm256_storeu_ps(po + p * 8, a0);
+    }
+    /* back to 8 planes, 8 outputs at a time */
+    for (p = 0; p < npx; p += 8) {
+        __m256 v[8];
+        for (int i = 0; i < 8; i++)
+            v[i] = _mm256_loadu_ps(po + (p + (size_t)i) * 8); /* past npx: slack, not stored */
+        transpose8(v);
+        for (int ch = 0; ch < 8; ch++) {
+            float *d = y + (size_t)ch * npx + p;
+            if (p + 8 <= npx)
+                _mm256_storeu_ps(d, v[ch]);
             else
-                _mm256_maskstore_ps(dst + i, tail, acc);
+                store_part(d, npx - p, v[ch]);
         }
     }
 }
@@ -127,7 +1629,8 @@ void dw_plane_avx2(const float *x, size_t h, size_t w, float *y, size_t oh, size
 #else
 
 void dw_plane_avx2(const float *x, size_t h, size_t w, float *y, size_t oh, size_t ow, int kh, int kw, int sh,
-                   int sw, size_t pt, size_t pl, const float *k, float bias, int clamp, float lo, float hi, float *pad)
+                   int sw, size_t pt, size_t pl, const float *k, float bias, int clamp, float lo, float hi, float *pad,
+                   dw_post_fn post, void *post_ctx)
 {
     (void)kh;
     (void)kw;
@@ -147,6 +1650,39 @@ void dw_plane_avx2(const float *x, size_t h, size_t w, float *y, size_t oh, size
     (void)lo;
     (void)hi;
     (void)pad;
+    (void)post;
+    (void)post_ctx;
+}
+
+size_t dw8_floats(size_t oh, size_t ow, int kh, int kw, int sh, int sw)
+{
+    (void)oh;
+    (void)ow;
+    (void)kh;
+    (void)kw;
+    (void)sh;
+    (void)sw;
+    return 0;
+}
+
+void dw_planes8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t oh, size_t ow, int kh, int kw,
+                     int sh, int sw, size_t pt, size_t pl, const float *const *k, const float *bias, float *buf)
+{
+    (void)x;
+    (void)h;
+    (void)w;
+    (void)y;
+    (void)oh;
+    (void)ow;
+    (void)kh;
+    (void)kw;
+    (void)sh;
+    (void)sw;
+    (void)pt;
+    (void)pl;
+    (void)k;
+    (void)bias;
+    (void)buf;
 }
 
 #endif

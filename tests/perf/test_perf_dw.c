@@ -1,10 +1,13 @@
 /* The AVX2 depthwise plane kernel (dw_plane_avx2) against a double
- * reference over kernel sizes, strides, pads, odd widths and the fused
- * clamp, with sentinels after the output; and the AVX2 Sigmoid
+ * reference over kernel sizes, strides, pads, odd widths, the fused
+ * clamp and the post callback, with sentinels after the output; the whole
+ * depthwise Conv (op_conv_depthwise_f32: batches, 2 outputs per channel,
+ * activations, 1 and 2 threads, the other paths); and the AVX2 Sigmoid
  * (op_ew_sigmoid_avx2) against 1 / (1 + exp(-x)) in double and the AVX2 erf
  * (op_ew_erf_avx2) against erf in double and the AVX2 exp
  * (op_ew_exp_shift_avx2) against exp in double, including the tails, infinities
  * and NaN. Skipped (exit 77) on CPUs without AVX2/FMA. */
+#include "core/err.h"
 #include "core/pool.h"
 #include "ops/elementwise.h"
 #include "ops/nn.h"
@@ -39,6 +42,25 @@ static float frand(void)
 
 #define SENT 12345.0f
 
+/* The post callback under test: doubles the outputs it is handed and
+ * checks that they come in order, once each. */
+typedef struct post_rec {
+    size_t next; /* the next offset expected */
+    int bad;
+} post_rec;
+
+static void post_double(void *ctx, float *y, size_t off, size_t n)
+{
+    post_rec *r = ctx;
+    if (off != r->next || !n)
+        r->bad = 1;
+    r->next = off + n;
+    for (size_t i = 0; i < n; i++)
+        y[i] *= 2.0f;
+}
+
+static int use_post; /* alternates between check_dw calls */
+
 /* One plane: h x w input, kh x kw kernel, strides, pads (top, left,
  * bottom, right), clamp to [lo, hi] when clamp. */
 static void check_dw(size_t h, size_t w, int kh, int kw, int sh, int sw, size_t pt, size_t pl, size_t pb, size_t pr,
@@ -64,7 +86,13 @@ static void check_dw(size_t h, size_t w, int kh, int kw, int sh, int sw, size_t 
         free(pad);
         return;
     }
-    dw_plane_avx2(x, h, w, y, oh, ow, kh, kw, sh, sw, pt, pl, k, bias, clamp, lo, hi, pad);
+    post_rec rec = {0, 0};
+    const int posted = use_post;
+    use_post = !use_post;
+    dw_plane_avx2(x, h, w, y, oh, ow, kh, kw, sh, sw, pt, pl, k, bias, clamp, lo, hi, pad,
+                  posted ? post_double : NULL, &rec);
+    CHECK(!posted || (!rec.bad && rec.next == oh * ow), "h=%zu w=%zu k=%dx%d s=%d,%d: post calls out of order", h, w,
+          kh, kw, sh, sw);
     int bad = 0;
     for (size_t o = 0; o < oh && !bad; o++)
         for (size_t q = 0; q < ow && !bad; q++) {
@@ -80,6 +108,10 @@ static void check_dw(size_t h, size_t w, int kh, int kw, int sh, int sw, size_t 
                 }
             if (clamp)
                 ref = ref < lo ? lo : ref > hi ? hi : ref;
+            if (posted) {
+                ref *= 2;
+                mag *= 2;
+            }
             double got = y[o * ow + q];
             if (fabs(got - ref) > 1e-6 * mag + 1e-7) {
                 CHECK(0, "h=%zu w=%zu k=%dx%d s=%d,%d pads=%zu,%zu,%zu,%zu clamp=%d: y[%zu,%zu] = %.7g, want %.7g",
@@ -97,6 +129,161 @@ static void check_dw(size_t h, size_t w, int kh, int kw, int sh, int sw, size_t 
     free(x);
     free(y);
     free(pad);
+}
+
+/* The whole depthwise Conv (op_conv_depthwise_f32): batch nb, c input
+ * channels, mg outputs per channel, kh x kw at strides sh, sw with pads
+ * (top, left, bottom, right), dilation dil, activation act, on threads
+ * threads, against a double reference; y's tail is a sentinel. */
+static void check_conv(int nb, int c, int mg, int h, int w, int kh, int kw, int sh, int sw, int pt, int pl, int pb,
+                       int pr, int dil, const op_act *act, int threads)
+{
+    conv_plan p;
+    memset(&p, 0, sizeof p);
+    p.g.nsp = 2;
+    p.g.in[0] = 1;
+    p.g.in[1] = h;
+    p.g.in[2] = w;
+    p.g.k[0] = 1;
+    p.g.k[1] = kh;
+    p.g.k[2] = kw;
+    p.g.s[0] = 1;
+    p.g.s[1] = sh;
+    p.g.s[2] = sw;
+    p.g.d[0] = 1;
+    p.g.d[1] = dil;
+    p.g.d[2] = dil;
+    p.g.pb[1] = pt;
+    p.g.pb[2] = pl;
+    p.g.pe[1] = pb;
+    p.g.pe[2] = pr;
+    int ekh = (kh - 1) * dil + 1, ekw = (kw - 1) * dil + 1;
+    if (h + pt + pb < ekh || w + pl + pr < ekw)
+        return;
+    int oh = (h + pt + pb - ekh) / sh + 1, ow = (w + pl + pr - ekw) / sw + 1;
+    p.g.out[0] = 1;
+    p.g.out[1] = oh;
+    p.g.out[2] = ow;
+    p.n = nb;
+    p.c = c;
+    p.m = (int64_t)c * mg;
+    p.group = c;
+    p.cg = 1;
+    p.mg = mg;
+    p.in_sz = (size_t)h * (size_t)w;
+    p.out_sz = (size_t)oh * (size_t)ow;
+    p.k_sz = (size_t)kh * (size_t)kw;
+    size_t nx = (size_t)nb * (size_t)c * p.in_sz, ny = (size_t)nb * (size_t)p.m * p.out_sz;
+    float *x = malloc(nx * sizeof *x), *y = malloc((ny + 16) * sizeof *y);
+    float *wt = malloc((size_t)p.m * p.k_sz * sizeof *wt), *bias = malloc((size_t)p.m * sizeof *bias);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = frand();
+    for (size_t i = 0; i < (size_t)p.m * p.k_sz; i++)
+        wt[i] = frand();
+    for (int64_t i = 0; i < p.m; i++)
+        bias[i] = frand();
+    for (size_t i = 0; i < ny + 16; i++)
+        y[i] = SENT;
+    tdm_err e;
+    memset(&e, 0, sizeof e);
+    op_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.threads = threads;
+    ctx.err = &e;
+    tdm_status st = op_conv_depthwise_f32(&ctx, &p, x, wt, bias, act, y);
+    CHECK(st == TDM_OK, "op_conv_depthwise_f32 failed");
+    int bad = 0;
+    for (int n = 0; n < nb && !bad; n++)
+        for (int64_t m = 0; m < p.m && !bad; m++)
+            for (int o = 0; o < oh && !bad; o++)
+                for (int q = 0; q < ow && !bad; q++) {
+                    const float *xp = x + ((size_t)n * (size_t)c + (size_t)(m / mg)) * p.in_sz;
+                    double ref = bias[m], mag = fabs(bias[m]);
+                    for (int a = 0; a < kh; a++)
+                        for (int b = 0; b < kw; b++) {
+                            int ih = o * sh + a * dil - pt, iw = q * sw + b * dil - pl;
+                            if (ih < 0 || iw < 0 || ih >= h || iw >= w)
+                                continue;
+                            double v = (double)wt[(size_t)m * p.k_sz + (size_t)(a * kw + b)] * xp[ih * w + iw];
+                            ref += v;
+                            mag += fabs(v);
+                        }
+                    switch (act->kind) {
+                    case OP_ACT_RELU:
+                        ref = ref < 0 ? 0 : ref;
+                        break;
+                    case OP_ACT_CLIP:
+                        ref = ref < act->a ? act->a : ref > act->b ? act->b : ref;
+                        break;
+                    case OP_ACT_LEAKY_RELU:
+                        ref = ref < 0 ? act->a * ref : ref;
+                        break;
+                    case OP_ACT_HARD_SWISH: {
+                        double t = act->a * ref + act->b;
+                        ref *= t < 0 ? 0 : t > 1 ? 1 : t;
+                        break;
+                    }
+                    default:
+                        break;
+                    }
+                    double got = y[(((size_t)n * (size_t)p.m + (size_t)m) * (size_t)oh + (size_t)o) * (size_t)ow +
+                                   (size_t)q];
+                    if (fabs(got - ref) > 1e-5 * mag + 1e-6) {
+                        CHECK(0,
+                              "conv n=%d c=%d mg=%d %dx%d k=%dx%d s=%d,%d pads=%d,%d,%d,%d d=%d act=%d threads=%d: "
+                              "y[%d,%lld,%d,%d] = %.7g, want %.7g",
+                              nb, c, mg, h, w, kh, kw, sh, sw, pt, pl, pb, pr, dil, act->kind, threads, n,
+                              (long long)m, o, q, got, ref);
+                        bad = 1;
+                    }
+                }
+    if (!bad)
+        CHECK(1, "conv");
+    for (size_t i = ny; i < ny + 16; i++)
+        if (y[i] != SENT) {
+            CHECK(0, "conv %dx%d k=%dx%d: written past the output", h, w, kh, kw);
+            break;
+        }
+    free(x);
+    free(y);
+    free(wt);
+    free(bias);
+}
+
+static void check_convs(void)
+{
+    static const int planes[][2] = {{1, 1}, {2, 3}, {7, 7}, {14, 14}, {9, 31}, {28, 17}, {40, 40}, {33, 70}};
+    static const int pads[][4] = {{1, 1, 1, 1}, {0, 0, 0, 0}, {2, 2, 2, 2}, {0, 1, 2, 0}, {2, 0, 1, 2}};
+    const op_act none = {OP_ACT_NONE, 0, 0}, relu = {OP_ACT_RELU, 0, 0}, clip = {OP_ACT_CLIP, 0.0f, 6.0f};
+    const op_act leaky = {OP_ACT_LEAKY_RELU, 0.1f, 0}, hsw = {OP_ACT_HARD_SWISH, 1.0f / 6, 0.5f};
+    const op_act *acts[] = {&none, &relu, &clip, &leaky, &hsw};
+    int i = 0;
+    for (size_t s = 0; s < sizeof planes / sizeof planes[0]; s++)
+        for (int k = 3; k <= 5; k += 2)
+            for (int st = 1; st <= 2; st++)
+                for (size_t q = 0; q < sizeof pads / sizeof pads[0]; q++, i++) {
+                    const int *pd = pads[q];
+                    check_conv(1 + i % 2, 3 + i % 5, 1 + (i / 3) % 2, planes[s][0], planes[s][1], k, k, st, st, pd[0],
+                               pd[1], pd[2], pd[3], 1, acts[i % 5], 1 + (i / 2) % 2);
+                }
+    /* many small planes split over tasks (8 planes at a time up to 64
+     * outputs a plane, the rest one by one), both thread counts */
+    for (int threads = 1; threads <= 2; threads++) {
+        check_conv(2, 13, 2, 5, 6, 5, 5, 2, 2, 2, 1, 0, 2, 1, &leaky, threads);
+        check_conv(3, 11, 1, 9, 17, 3, 3, 2, 2, 0, 1, 1, 0, 1, &relu, threads);
+        check_conv(1, 24, 1, 1, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, &clip, threads);
+        check_conv(1, 17, 1, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, &none, threads);
+        check_conv(2, 96, 1, 7, 7, 5, 5, 1, 1, 2, 2, 2, 2, 1, &hsw, threads);
+        check_conv(1, 200, 1, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1, &clip, threads);
+        check_conv(1, 16, 1, 61, 83, 3, 3, 1, 1, 1, 1, 1, 1, 1, &none, threads);
+    }
+    /* the other paths: unequal strides, non-square kernels, 7 x 7, dilation 2, 3 x 3 stride 3 */
+    check_conv(2, 5, 2, 17, 19, 3, 3, 1, 2, 1, 1, 1, 1, 1, &relu, 2);
+    check_conv(1, 4, 1, 17, 19, 5, 3, 2, 1, 2, 1, 2, 1, 1, &none, 1);
+    check_conv(1, 4, 1, 20, 23, 1, 5, 1, 1, 0, 2, 0, 2, 1, &leaky, 2);
+    check_conv(1, 4, 1, 20, 23, 7, 7, 2, 2, 3, 3, 3, 3, 1, &clip, 1);
+    check_conv(1, 4, 2, 20, 23, 3, 3, 1, 1, 2, 2, 2, 2, 2, &none, 2);
+    check_conv(1, 4, 1, 20, 23, 3, 3, 3, 3, 1, 1, 1, 1, 1, &relu, 1);
 }
 
 static void check_sigmoid(void)
@@ -230,7 +417,7 @@ int main(void)
         printf("no AVX2/FMA on this CPU: the kernels under test are never called (skipped)\n");
         return 77;
     }
-    static const int shapes[][2] = {{1, 1}, {7, 7}, {8, 9}, {14, 14}, {17, 5}, {3, 40}, {28, 28}, {56, 57}};
+    static const int shapes[][2] = {{1, 1}, {2, 3}, {7, 7}, {8, 9}, {14, 14}, {17, 5}, {3, 40}, {28, 28}, {9, 13}, {56, 57}};
     static const int ks[][2] = {{3, 3}, {5, 5}, {1, 1}, {3, 1}, {7, 7}, {1, 5}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++)
@@ -246,7 +433,9 @@ int main(void)
                     if (h >= (size_t)kh && w >= (size_t)kw)
                         check_dw(h, w, kh, kw, sh, sw, 0, 0, 0, 0, 0); /* no pads */
                     check_dw(h, w, kh, kw, sh, sw, 0, pw, ph + 1, 0, 0); /* asymmetric */
+                    check_dw(h, w, kh, kw, sh, sw, 2, 0, 1, 2, 1);
                 }
+    check_convs();
     check_sigmoid();
     check_erf();
     check_exp();
