@@ -123,6 +123,53 @@ static inline void ukr_6x16(size_t kc, const float *a, size_t as, size_t ap, con
     _mm256_storeu_ps(c + 5 * ldc + 8, c51);
 }
 
+/* c[6][8] = or += A x the first 8 columns of a 16-wide b-panel, as
+ * ukr_6x16 (A packed): the last, narrow panel of a product. */
+static inline void ukr_6x8(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add,
+                           const float *bias)
+{
+    __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps();
+    __m256 c3 = _mm256_setzero_ps(), c4 = _mm256_setzero_ps(), c5 = _mm256_setzero_ps();
+    for (size_t p = 0; p < kc; p++) {
+        __m256 b0 = _mm256_loadu_ps(b);
+        c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 0), b0, c0);
+        c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 1), b0, c1);
+        c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 2), b0, c2);
+        c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 3), b0, c3);
+        c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 4), b0, c4);
+        c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(a + 5), b0, c5);
+        a += 6;
+        b += 16;
+    }
+    if (add) {
+        c0 = _mm256_add_ps(c0, _mm256_loadu_ps(c + 0 * ldc));
+        c1 = _mm256_add_ps(c1, _mm256_loadu_ps(c + 1 * ldc));
+        c2 = _mm256_add_ps(c2, _mm256_loadu_ps(c + 2 * ldc));
+        c3 = _mm256_add_ps(c3, _mm256_loadu_ps(c + 3 * ldc));
+        c4 = _mm256_add_ps(c4, _mm256_loadu_ps(c + 4 * ldc));
+        c5 = _mm256_add_ps(c5, _mm256_loadu_ps(c + 5 * ldc));
+    } else if (bias) {
+        c0 = _mm256_add_ps(c0, _mm256_broadcast_ss(bias + 0));
+        c1 = _mm256_add_ps(c1, _mm256_broadcast_ss(bias + 1));
+        c2 = _mm256_add_ps(c2, _mm256_broadcast_ss(bias + 2));
+        c3 = _mm256_add_ps(c3, _mm256_broadcast_ss(bias + 3));
+        c4 = _mm256_add_ps(c4, _mm256_broadcast_ss(bias + 4));
+        c5 = _mm256_add_ps(c5, _mm256_broadcast_ss(bias + 5));
+    }
+    _mm256_storeu_ps(c + 0 * ldc, c0);
+    _mm256_storeu_ps(c + 1 * ldc, c1);
+    _mm256_storeu_ps(c + 2 * ldc, c2);
+    _mm256_storeu_ps(c + 3 * ldc, c3);
+    _mm256_storeu_ps(c + 4 * ldc, c4);
+    _mm256_storeu_ps(c + 5 * ldc, c5);
+}
+
+void gemm_ukr_avx2_6x8_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add,
+                            const float *bias)
+{
+    ukr_6x8(kc, a, b, c, ldc, add, bias);
+}
+
 /* A packed: the 6 row values of each step stored together. */
 void gemm_ukr_avx2_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias)
 {
@@ -201,6 +248,18 @@ void dw_row_avx2(float *dst, size_t n, const float *const *src, const float *w, 
 int gemm_avx2_usable(void) { return 0; }
 
 void gemm_ukr_avx2_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias)
+{
+    (void)kc;
+    (void)a;
+    (void)b;
+    (void)c;
+    (void)ldc;
+    (void)add;
+    (void)bias;
+}
+
+void gemm_ukr_avx2_6x8_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add,
+                            const float *bias)
 {
     (void)kc;
     (void)a;

@@ -13,48 +13,80 @@
 
 void op_act_apply(const op_act *act, float *x, size_t n);
 
-/* Reads the fused activation recorded on a Conv node by the graph
- * optimiser (string attribute "tandem_fused_act": "Relu", "Clip",
- * "LeakyRelu", "HardSigmoid" or "HardSwish"; float attributes
- * "tandem_fused_alpha" / "tandem_fused_beta" hold the parameters, see
- * graph/optimize.c). OP_ACT_NONE when absent; fails on an unknown name. */
-tdm_status op_nn_fused_act(op_ctx *ctx, op_act *act);
-
-/* A float32 product C = act(alpha * op(A) * op(B) + beta * C + bias),
+/* A float32 product C = fuse(act(alpha * op(A) * op(B) + beta * C + bias)),
  * row-major, op(X) = X or X^T; op(A) is M x K, op(B) K x N, C M x N.
  * lda/ldb/ldc are row strides in elements as stored. When beta == 0, C is
  * written without being read. */
-typedef struct op_gemm {
+typedef struct op_gemm op_gemm;
+
+/* The packed layout of the GEMM's operands for a given K (op_sgemm_layout):
+ * K is cut into blocks of kc rows (the last one kcb = K - p0 may be
+ * shorter). A K x N operand B: block b (rows p0 = b * kc up to p0 + kcb)
+ * starts at element p0 * Npad, Npad = N rounded up to nr; in it, column
+ * panel q starts at q * kcb * nr and holds element (p, j) at
+ * (p - p0) * nr + (j - q * nr). A (M x K) likewise with mr-row panels:
+ * block b at p0 * Mpad, panel i at i * kcb * mr, element (r, p) at
+ * (p - p0) * mr + (r - i * mr). Padding is zero. */
+typedef struct op_gemm_layout {
+    size_t kc, mr, nr;
+} op_gemm_layout;
+op_gemm_layout op_sgemm_layout(size_t k);
+
+/* Fills panel q (nr columns from column j0 + q * nr of op(B)) of a packed
+ * chunk of B (columns [j0, j0 + ncols), npad = ncols rounded up to nr,
+ * layout of lay) at dst, the chunk's start. Called from pool workers, on
+ * disjoint panels at once. */
+typedef void (*op_gemm_pack_fn)(const void *arg, op_gemm_layout lay, size_t j0, size_t ncols, size_t npad, size_t q,
+                                float *dst);
+
+struct op_gemm {
     int trans_a, trans_b;
     size_t m, n, k;
     float alpha;
     const float *a;
     size_t lda;
-    const float *b;       /* op(B), unless bpack is set */
+    const float *apack;   /* (optional) alpha op(A) already packed (op_sgemm_pack_a); a and alpha unused then */
+    const float *b;       /* op(B), unless bpack or pack_b is set */
     size_t ldb;
-    const float *bpack;   /* (optional) op(B) already packed in op_sgemm_layout()'s layout, all N columns */
+    const float *bpack;   /* (optional) op(B) already packed in the layout, all N columns */
+    op_gemm_pack_fn pack_b; /* (optional) packs panels of op(B) on demand (Conv's im2col) */
+    const void *pack_b_arg;
     float beta;
     float *c;
     size_t ldc;
     const float *bias;    /* (optional) M values, bias[i] added to row i */
-    op_act act;           /* applied last */
+    op_act act;           /* applied after the bias */
+    /* (optional) applied last: fuse_fn (op_fuse_apply when NULL) on each
+     * row piece of C, with flat index fuse_at + i * ldc + j for C[i][j],
+     * exactly once per element, from the worker threads. */
+    const op_fuse *fuse;
+    size_t fuse_at;
+    void (*fuse_fn)(const op_fuse *f, float *y, size_t at, size_t n);
     int threads;          /* worker threads (core/pool.h); the result does not depend on it */
-} op_gemm;
-
-/* The packed layout of a K x N operand B: K block b holds rows p0 = b * kc
- * up to p0 + kcb (kcb = min(kc, K - p0)) and starts at element p0 * Npad,
- * Npad = N rounded up to nr; in it, column panel q starts at q * kcb * nr
- * and holds element (p, j) at (p - p0) * nr + (j - q * nr); padding zero. */
-typedef struct op_gemm_layout {
-    size_t kc, nr;
-} op_gemm_layout;
-op_gemm_layout op_sgemm_layout(void);
+};
 
 /* Cache-blocked, packed, multi-threaded; AVX2/FMA micro-kernel chosen at
  * run time when the CPU has it, else a portable one. The one float32 GEMM
  * of tandem. Returns 0, or -1 when the packing buffers cannot be
  * allocated (C is then unspecified). */
 int op_sgemm_run(const op_gemm *g);
+
+/* Floats of alpha op(A) packed for g's M and K (0 on overflow), and the
+ * packing itself (g->a, lda, trans_a, alpha, m, k) into dst. */
+size_t op_sgemm_pack_a_floats(const op_gemm *g);
+void op_sgemm_pack_a(const op_gemm *g, float *dst);
+/* Likewise op(B), all N columns (g->b, ldb, trans_b, n, k). */
+size_t op_sgemm_pack_b_floats(const op_gemm *g);
+void op_sgemm_pack_b(const op_gemm *g, float *dst);
+
+/* The packed form of constant input `input` of ctx's node (a graph
+ * initializer, see tensor_aux): found under key, or made by fill(arg, dst)
+ * into `floats` floats and attached. NULL when the input is not an
+ * initializer or memory is short: the caller packs for this call then. */
+const float *op_nn_packed_const(const op_ctx *ctx, int input, uint64_t key, size_t floats,
+                                void (*fill)(const void *arg, float *dst), const void *arg);
+/* A key for op_nn_packed_const from the numbers that define a form. */
+uint64_t op_nn_pack_key(const uint64_t *v, size_t n);
 
 /* op_sgemm_run on one thread, no bias, no activation. */
 int op_sgemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
@@ -76,6 +108,34 @@ void dw_row_avx2(float *dst, size_t n, const float *const *src, const float *w, 
 void gemm_ukr_avx2_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias);
 void gemm_ukr_avx2_rows_bias(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
                              const float *bias);
+/* The 6 x 8 variant for a last panel of at most 8 columns: reads the first
+ * 8 columns of each 16-wide packed step of b. */
+void gemm_ukr_avx2_6x8_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add,
+                            const float *bias);
+/* The im2col of a 2-D float32 Conv with strides 1 and output rows as wide
+ * as the input rows (OW == W), group planes at x, kernel kh x kw (each at
+ * most OP_IM2COL_MAX_K), dilations dh, dw, top/left pads pt, pl, input
+ * h x w: gemm_im2col_s1_avx2 writes panel q (16 columns from output index
+ * j, cols of them real, the rest zero) of the GEMM's packed B layout (kc,
+ * all kk = cg * kh * kw rows, npad columns in the chunk) at dst, the
+ * chunk's start (ops/gemm_avx2_im2col.c). */
+#define OP_IM2COL_MAX_K 16
+typedef struct op_im2col_s1 {
+    const float *x;
+    size_t in_sz, cg;
+    int64_t kh, kw, dh, dw, pt, pl, h, w;
+} op_im2col_s1;
+void gemm_im2col_s1_avx2(const op_im2col_s1 *c, size_t j, size_t cols, float *dst, size_t kc, size_t kk,
+                         size_t npad, size_t q);
+/* The same for any strides sh, sw and output width ow (a 2-D Conv whose
+ * input plane has fewer than 2^31 elements), by masked gathers. */
+typedef struct op_im2col {
+    const float *x;
+    size_t in_sz, cg;
+    int64_t kh, kw, sh, sw, dh, dw, pt, pl, h, w, ow;
+} op_im2col;
+void gemm_im2col_avx2(const op_im2col *c, size_t j, size_t cols, float *dst, size_t kc, size_t kk, size_t npad,
+                      size_t q);
 /* sum over p < k of a[p] b[p], in a fixed order of 32 partial sums. */
 float gemm_dot_avx2(const float *a, const float *b, size_t k);
 /* Depthwise kh x kw (both 1 to 7), dilation 1, strides sh, sw in {1, 2}
@@ -83,10 +143,21 @@ float gemm_dot_avx2(const float *a, const float *b, size_t k);
  * (h x w) with top/left pads pt, pl (everything outside x reads zero) and
  * kernel k[kh * kw], started at bias, taps in order, then clamped to
  * [lo, hi] when clamp is set (NaN stays NaN). pad is scratch of
- * dw_pad_floats(...) floats (0 when that overflows or oh or ow is 0). */
+ * dw_pad_floats(...) floats (0 when that overflows or oh or ow is 0).
+ * When post is set, post(post_ctx, y + off, off, n) is called once for
+ * every output, in order, on blocks of whole rows just computed. */
+typedef void (*dw_post_fn)(void *ctx, float *y, size_t off, size_t n);
 size_t dw_pad_floats(size_t oh, size_t ow, int kh, int kw, int sh, int sw);
 void dw_plane_avx2(const float *x, size_t h, size_t w, float *y, size_t oh, size_t ow, int kh, int kw, int sh,
-                   int sw, size_t pt, size_t pl, const float *k, float bias, int clamp, float lo, float hi, float *pad);
+                   int sw, size_t pt, size_t pl, const float *k, float bias, int clamp, float lo, float hi, float *pad,
+                   dw_post_fn post, void *post_ctx);
+/* 8 small depthwise planes at once, channels across the vector
+ * (gemm_avx2_dw.c): output plane ch (ch < 8) at y + ch * oh * ow of input
+ * plane x[ch], kernel k[ch], bias[ch], as dw_plane_avx2 without clamp or
+ * post; buf is scratch of dw8_floats(...) floats (0 when too large). */
+size_t dw8_floats(size_t oh, size_t ow, int kh, int kw, int sh, int sw);
+void dw_planes8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t oh, size_t ow, int kh, int kw,
+                     int sh, int sw, size_t pt, size_t pl, const float *const *k, const float *bias, float *buf);
 
 /* ---- helpers shared by the nn files (ops/nn_util.c) ---- */
 

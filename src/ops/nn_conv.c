@@ -59,68 +59,94 @@ static tdm_status conv_prepare(op_ctx *ctx, const tdm_tensor *x, const tdm_tenso
 
 /* ---- float32 Conv: im2col straight into the GEMM's packed layout ---- */
 
-/* Floats of packed im2col a column chunk aims at. */
-#define CONV_PACK_FLOATS ((size_t)1 << 20)
-
+/* What the GEMM's pack_b callback needs: the group's input planes. */
 typedef struct conv_job {
     const conv_plan *p;
     const float *x;  /* the group's input planes */
     size_t kk;       /* rows: cg * k_sz */
-    size_t j0, ncols, npad;
-    op_gemm_layout lay;
-    float *dst;
-    size_t per;      /* panels per task */
+    int s1;          /* the AVX2 stride-1 panels apply (gemm_im2col_s1_avx2) */
+    op_im2col_s1 s1c;
+    int gather;      /* else the AVX2 gathers apply (gemm_im2col_avx2) */
+    op_im2col gc;
 } conv_job;
 
-/* One panel (nr output columns from j0 + q * nr) of the packed im2col. */
-static void pack_im2col_panel(const conv_job *j, size_t q)
+/* One panel (nr output columns from j0 + q * nr) of the packed im2col (an
+ * op_gemm_pack_fn). */
+static void pack_im2col_panel(const void *arg, op_gemm_layout lay, size_t j0, size_t ncols, size_t npad, size_t q,
+                              float *dst)
 {
+    const conv_job *j = arg;
     const nn_geom *g = &j->p->g;
-    const size_t nr = j->lay.nr, kc = j->lay.kc;
+    const size_t nr = lay.nr, kc = lay.kc, kk = j->kk;
+    if (j->s1 && nr == 16) {
+        op_im2col_s1 c = j->s1c;
+        c.x = j->x;
+        gemm_im2col_s1_avx2(&c, j0 + q * nr, ncols - q * nr < nr ? ncols - q * nr : nr, dst, kc, kk, npad, q);
+        return;
+    }
+    if (j->gather && nr == 16) {
+        op_im2col c = j->gc;
+        c.x = j->x;
+        gemm_im2col_avx2(&c, j0 + q * nr, ncols - q * nr < nr ? ncols - q * nr : nr, dst, kc, kk, npad, q);
+        return;
+    }
     const int64_t OH = g->out[1], OW = g->out[2];
     const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
+    const int64_t sw = g->s[2], dw = g->d[2];
     const size_t in_sz = j->p->in_sz;
-    size_t c0 = q * nr, cols = j->ncols - c0 < nr ? j->ncols - c0 : nr;
-    /* Segments of the panel's columns that share an output row. */
-    int64_t seg_od[64], seg_oh[64], seg_ow[64];
-    size_t seg_at[64], seg_len[64], nseg = 0;
-    for (size_t c = 0; c < cols;) {
-        int64_t o = (int64_t)(j->j0 + c0 + c);
+    size_t c0 = q * nr, cols = ncols - c0 < nr ? ncols - c0 : nr;
+    /* Segments of the panel's columns that share an output row: their
+     * first input coordinates (before the tap offsets). */
+    enum { SEG_MAX = 64 };
+    int64_t seg_id[SEG_MAX], seg_ih[SEG_MAX], seg_iw[SEG_MAX];
+    size_t seg_at[SEG_MAX], seg_len[SEG_MAX], nseg = 0;
+    for (size_t c = 0; c < cols && nseg < SEG_MAX;) {
+        int64_t o = (int64_t)(j0 + c0 + c);
         int64_t ow = o % OW, r = o / OW;
         size_t len = (size_t)(OW - ow);
         if (len > cols - c)
             len = cols - c;
-        seg_od[nseg] = r / OH;
-        seg_oh[nseg] = r % OH;
-        seg_ow[nseg] = ow;
+        seg_id[nseg] = r / OH * g->s[0] - g->pb[0];
+        seg_ih[nseg] = r % OH * g->s[1] - g->pb[1];
+        seg_iw[nseg] = ow * sw - g->pb[2];
         seg_at[nseg] = c;
         seg_len[nseg] = len;
         nseg++;
         c += len;
     }
-    const int64_t sw = g->s[2];
-    size_t k = 0;
+    const float *rows[SEG_MAX]; /* each segment's input row for the current (kd, kh), NULL outside */
+    size_t kin = 0, p0 = 0, kcb = kk < kc ? kk : kc;
+    float *d = dst + q * kcb * nr;
     for (size_t ch = 0; ch < (size_t)j->p->cg; ch++) {
         const float *xc = j->x + ch * in_sz;
         for (int64_t kd = 0; kd < g->k[0]; kd++)
-            for (int64_t kh = 0; kh < g->k[1]; kh++)
-                for (int64_t kw = 0; kw < g->k[2]; kw++, k++) {
-                    size_t p0 = k / kc * kc, kcb = j->kk - p0 < kc ? j->kk - p0 : kc;
-                    float *d = j->dst + p0 * j->npad + q * kcb * nr + (k - p0) * nr;
-                    const int64_t cw = kw * g->d[2] - g->pb[2];
+            for (int64_t kh = 0; kh < g->k[1]; kh++) {
+                for (size_t s = 0; s < nseg; s++) {
+                    int64_t id = seg_id[s] + kd * g->d[0], ih = seg_ih[s] + kh * g->d[1];
+                    rows[s] = id < 0 || id >= D || ih < 0 || ih >= H ? NULL : xc + (id * H + ih) * W;
+                }
+                for (int64_t kw = 0; kw < g->k[2]; kw++) {
+                    const int64_t cw = kw * dw;
                     for (size_t s = 0; s < nseg; s++) {
                         float *ds = d + seg_at[s];
                         const size_t len = seg_len[s];
-                        int64_t id = seg_od[s] * g->s[0] + kd * g->d[0] - g->pb[0];
-                        int64_t ih = seg_oh[s] * g->s[1] + kh * g->d[1] - g->pb[1];
-                        if (id < 0 || id >= D || ih < 0 || ih >= H) {
-                            for (size_t t = 0; t < len; t++)
-                                ds[t] = 0.0f;
+                        const float *src = rows[s];
+                        if (!src) {
+                            memset(ds, 0, len * sizeof *ds);
                             continue;
                         }
-                        const float *src = xc + (id * H + ih) * W;
-                        int64_t iw = seg_ow[s] * sw + cw;
+                        int64_t iw = seg_iw[s] + cw;
                         if (sw == 1) {
+                            if (iw >= 0 && iw + (int64_t)len <= W) {
+                                /* the common case: a run inside the row */
+                                if (len == 16)
+                                    memcpy(ds, src + iw, 16 * sizeof *ds);
+                                else if (len == 8)
+                                    memcpy(ds, src + iw, 8 * sizeof *ds);
+                                else
+                                    memcpy(ds, src + iw, len * sizeof *ds);
+                                continue;
+                            }
                             /* zeros left of the row, the row, zeros right of it */
                             size_t t = 0, lo = iw < 0 ? (size_t)(-iw) : 0, hi = len;
                             if (lo > len)
@@ -135,6 +161,10 @@ static void pack_im2col_panel(const conv_job *j, size_t q)
                                 ds[t] = src[iw + (int64_t)t];
                             for (; t < len; t++)
                                 ds[t] = 0.0f;
+                        } else if (iw >= 0 && iw + ((int64_t)len - 1) * sw < W) {
+                            const float *sp = src + iw;
+                            for (size_t t = 0; t < len; t++)
+                                ds[t] = sp[(int64_t)t * sw];
                         } else {
                             for (size_t t = 0; t < len; t++, iw += sw)
                                 ds[t] = iw >= 0 && iw < W ? src[iw] : 0.0f;
@@ -142,16 +172,17 @@ static void pack_im2col_panel(const conv_job *j, size_t q)
                     }
                     for (size_t t = cols; t < nr; t++)
                         d[t] = 0.0f;
+                    /* the next row of the packed layout */
+                    d += nr;
+                    if (++kin == kcb) {
+                        p0 += kcb;
+                        kin = 0;
+                        kcb = kk - p0 < kc ? kk - p0 : kc;
+                        d = dst + p0 * npad + q * kcb * nr;
+                    }
                 }
+            }
     }
-}
-
-static void task_im2col(void *arg, size_t t)
-{
-    const conv_job *j = arg;
-    size_t panels = j->npad / j->lay.nr;
-    for (size_t q = t * j->per; q < panels && q < (t + 1) * j->per; q++)
-        pack_im2col_panel(j, q);
 }
 
 static int is_pointwise(const nn_geom *g)
@@ -162,18 +193,40 @@ static int is_pointwise(const nn_geom *g)
     return 1;
 }
 
-/* The float32 convolution: y[n, m, out] = act(conv(x, w) + bias). */
-static tdm_status conv_f32(op_ctx *ctx, const conv_plan *p, const float *x, const float *w, const float *bias,
-                           const op_act *act, float *y)
+/* Fills the packed weights of every group (an op_nn_packed_const fill). */
+typedef struct conv_wpack {
+    const conv_plan *p;
+    const float *w;
+} conv_wpack;
+
+static void conv_fill_a(const void *arg, float *dst)
+{
+    const conv_wpack *c = arg;
+    const size_t mg = (size_t)c->p->mg, kk = (size_t)c->p->cg * c->p->k_sz;
+    op_gemm gm = {.m = mg, .k = kk, .alpha = 1.0f, .lda = kk};
+    size_t per = op_sgemm_pack_a_floats(&gm);
+    for (int64_t gi = 0; gi < c->p->group; gi++) {
+        gm.a = c->w + (size_t)gi * mg * kk;
+        op_sgemm_pack_a(&gm, dst + (size_t)gi * per);
+    }
+}
+
+/* The float32 convolution: y[n, m, out] = fuse(conv(x, w) + bias). w_in
+ * is the node's input holding w (1), or -1 when w is a converted copy. */
+static tdm_status conv_f32(op_ctx *ctx, const conv_plan *p, const float *x, const float *w, int w_in,
+                           const float *bias, float *y)
 {
     const nn_geom *g = &p->g;
     const size_t cg = (size_t)p->cg, mg = (size_t)p->mg, kk = cg * p->k_sz;
     const int threads = ctx->threads > 0 ? ctx->threads : 1;
+    if (cg == 1 && mg <= 4 && p->group > 1) {
+        op_act none = {OP_ACT_NONE, 0.0f, 0.0f};
+        return op_conv_depthwise_f32(ctx, p, x, w, bias, &none, y);
+    }
     conv_job j;
     memset(&j, 0, sizeof j);
     j.p = p;
-    if (cg == 1 && mg <= 4 && p->group > 1)
-        return op_conv_depthwise_f32(ctx, p, x, w, bias, act, y);
+    j.kk = kk;
     op_gemm gm;
     memset(&gm, 0, sizeof gm);
     gm.m = mg;
@@ -181,80 +234,50 @@ static tdm_status conv_f32(op_ctx *ctx, const conv_plan *p, const float *x, cons
     gm.alpha = 1.0f;
     gm.lda = kk;
     gm.ldc = p->out_sz;
-    gm.act = *act;
+    gm.n = p->out_sz;
     gm.threads = threads;
-    j.lay = op_sgemm_layout();
-    j.kk = kk;
-    int pointwise = is_pointwise(g);
-    size_t chunk = 0;
-    if (!pointwise) {
-        chunk = CONV_PACK_FLOATS / kk / j.lay.nr * j.lay.nr;
-        if (chunk < 4 * j.lay.nr)
-            chunk = 4 * j.lay.nr;
-        size_t all = (p->out_sz + j.lay.nr - 1) / j.lay.nr * j.lay.nr;
-        if (chunk > all)
-            chunk = all;
-        size_t sz;
-        if (mem_mul(chunk, kk, &sz) || mem_mul(sz, sizeof(float), &sz) || !(j.dst = pool_scratch_get(sz)))
-            return op_fail(ctx, TDM_E_NOMEM, "out of memory for the im2col buffer");
+    gm.fuse = ctx->fuse;
+    /* The weights packed once for the GEMM when they are an initializer. */
+    const size_t per_group = op_sgemm_pack_a_floats(&gm);
+    const float *wpack = NULL;
+    size_t total;
+    if (w_in >= 0 && per_group && !mem_mul(per_group, (size_t)p->group, &total)) {
+        op_gemm_layout lay = op_sgemm_layout(kk);
+        uint64_t kv[] = {0x436f6e76u /* "Conv" */, lay.kc, lay.mr, lay.nr, mg, kk, (uint64_t)p->group};
+        conv_wpack wp = {p, w};
+        wpack = op_nn_packed_const(ctx, w_in, op_nn_pack_key(kv, sizeof kv / sizeof kv[0]), total, conv_fill_a, &wp);
     }
+    int pointwise = is_pointwise(g);
     for (int64_t n = 0; n < p->n; n++)
         for (int64_t gi = 0; gi < p->group; gi++) {
             const float *xg = x + ((size_t)n * (size_t)p->c + (size_t)gi * cg) * p->in_sz;
-            float *yg = y + ((size_t)n * (size_t)p->m + (size_t)gi * mg) * p->out_sz;
+            size_t yoff = ((size_t)n * (size_t)p->m + (size_t)gi * mg) * p->out_sz;
             gm.a = w + (size_t)gi * mg * kk;
+            gm.apack = wpack ? wpack + (size_t)gi * per_group : NULL;
             gm.bias = bias ? bias + (size_t)gi * mg : NULL;
+            gm.c = y + yoff;
+            gm.fuse_at = yoff;
             if (pointwise) {
-                gm.n = p->out_sz;
                 gm.b = xg;
                 gm.ldb = p->in_sz;
-                gm.c = yg;
-                if (op_sgemm_run(&gm))
-                    goto nomem;
-                continue;
+            } else {
+                j.x = xg;
+                gm.pack_b = pack_im2col_panel;
+                j.s1 = g->s[1] == 1 && g->s[2] == 1 && g->in[0] == 1 && g->k[0] == 1 && g->out[0] == 1 &&
+                       g->out[2] == g->in[2] && g->k[1] <= OP_IM2COL_MAX_K && g->k[2] <= OP_IM2COL_MAX_K &&
+                       gemm_avx2_usable();
+                j.s1c = (op_im2col_s1){NULL, p->in_sz, cg, g->k[1], g->k[2], g->d[1], g->d[2], g->pb[1], g->pb[2],
+                                       g->in[1], g->in[2]};
+                j.gather = !j.s1 && g->in[0] == 1 && g->k[0] == 1 && g->out[0] == 1 && p->in_sz < ((size_t)1 << 30) &&
+                           g->k[1] * g->d[1] < ((int64_t)1 << 20) && g->k[2] * g->d[2] < ((int64_t)1 << 20) &&
+                           g->s[1] < ((int64_t)1 << 20) && g->s[2] < ((int64_t)1 << 20) && gemm_avx2_usable();
+                j.gc = (op_im2col){NULL, p->in_sz, cg, g->k[1], g->k[2], g->s[1], g->s[2], g->d[1], g->d[2],
+                                   g->pb[1], g->pb[2], g->in[1], g->in[2], g->out[2]};
+                gm.pack_b_arg = &j;
             }
-            j.x = xg;
-            for (size_t j0 = 0; j0 < p->out_sz; j0 += chunk) {
-                j.j0 = j0;
-                j.ncols = p->out_sz - j0 < chunk ? p->out_sz - j0 : chunk;
-                j.npad = (j.ncols + j.lay.nr - 1) / j.lay.nr * j.lay.nr;
-                size_t panels = j.npad / j.lay.nr, tasks = pool_tasks(threads, panels, 2);
-                j.per = (panels + tasks - 1) / tasks;
-                pool_run(threads, (panels + j.per - 1) / j.per, task_im2col, &j);
-                gm.n = j.ncols;
-                gm.bpack = j.dst;
-                gm.c = yg + j0;
-                if (op_sgemm_run(&gm))
-                    goto nomem;
-            }
+            if (op_sgemm_run(&gm))
+                return op_fail(ctx, TDM_E_NOMEM, "out of memory");
         }
-    pool_scratch_put(j.dst);
-    return TDM_OK;
-nomem:
-    pool_scratch_put(j.dst);
-    return op_fail(ctx, TDM_E_NOMEM, "out of memory");
-}
-
-tdm_status op_nn_fused_act(op_ctx *ctx, op_act *act)
-{
-    const char *name = gr_attr_str(ctx->node, "tandem_fused_act", NULL);
-    act->kind = OP_ACT_NONE;
-    act->a = gr_attr_float(ctx->node, "tandem_fused_alpha", 0.0f);
-    act->b = gr_attr_float(ctx->node, "tandem_fused_beta", 0.0f);
-    if (!name)
-        return TDM_OK;
-    if (strcmp(name, "Relu") == 0)
-        act->kind = OP_ACT_RELU;
-    else if (strcmp(name, "Clip") == 0)
-        act->kind = OP_ACT_CLIP;
-    else if (strcmp(name, "LeakyRelu") == 0)
-        act->kind = OP_ACT_LEAKY_RELU;
-    else if (strcmp(name, "HardSigmoid") == 0)
-        act->kind = OP_ACT_HARD_SIGMOID;
-    else if (strcmp(name, "HardSwish") == 0)
-        act->kind = OP_ACT_HARD_SWISH;
-    else
-        return op_fail(ctx, TDM_E_MODEL, "attribute tandem_fused_act has the unknown value '%s'", name);
     return TDM_OK;
 }
 
@@ -316,15 +339,9 @@ tdm_status op_run_Conv(op_ctx *ctx)
     tdm_tensor *y = ctx->out[0];
     if (!y->count)
         return TDM_OK;
-    op_act act;
-    if ((st = op_nn_fused_act(ctx, &act)) != TDM_OK)
-        return st;
-    if (act.kind != OP_ACT_NONE && x->dtype != TDM_FLOAT)
-        return op_fail(ctx, TDM_E_UNSUPPORTED, "a fused activation needs float input, not %s",
-                       tdm_dtype_name(x->dtype));
     switch (x->dtype) {
     case TDM_FLOAT:
-        return conv_f32(ctx, &p, x->data, w->data, b ? b->data : NULL, &act, y->data);
+        return conv_f32(ctx, &p, x->data, w->data, 1, b ? b->data : NULL, y->data);
     case TDM_DOUBLE:
         conv_f64(&p, x->data, w->data, b ? b->data : NULL, y->data);
         return TDM_OK;
@@ -335,7 +352,7 @@ tdm_status op_run_Conv(op_ctx *ctx)
         if (!fx || !fw || (b && !fb) || !fy)
             st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
         else
-            st = conv_f32(ctx, &p, fx, fw, fb, &act, fy);
+            st = conv_f32(ctx, &p, fx, fw, -1, fb, fy);
         if (!st)
             op_nn_from_f32(y, fy);
         mem_free(fx);
@@ -459,13 +476,13 @@ static tdm_status convt_prepare(op_ctx *ctx, const tdm_tensor *x, const tdm_tens
     return TDM_OK;
 }
 
-/* Adds col [mg * k_sz, in_sz] into the output planes y (mg planes). */
-static void col2im(const nn_geom *g, const float *col, size_t mg, float *y)
+/* Adds col [k_sz, in_sz] (one output channel's rows) into its output
+ * plane ym. */
+static void col2im_plane(const nn_geom *g, const float *col, float *ym)
 {
     const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
     const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2];
-    for (size_t m = 0; m < mg; m++) {
-        float *ym = y + m * (size_t)(OD * OH * OW);
+    {
         for (int64_t kd = 0; kd < g->k[0]; kd++)
             for (int64_t kh = 0; kh < g->k[1]; kh++)
                 for (int64_t kw = 0; kw < g->k[2]; kw++) {
@@ -491,31 +508,77 @@ static void col2im(const nn_geom *g, const float *col, size_t mg, float *y)
     }
 }
 
-static tdm_status convt_f32(op_ctx *ctx, const conv_plan *p, const float *x, const float *w, const float *bias,
-                            float *y)
+/* One batch and group of ConvTranspose after the product: per output
+ * channel (a task each), the bias, col2im, the fused program. */
+typedef struct convt_job {
+    const conv_plan *p;
+    const float *col, *bias; /* bias: the group's mg values, or NULL */
+    float *y;                /* the group's first output plane */
+    size_t at;               /* its flat index */
+    const op_fuse *fuse;
+} convt_job;
+
+static void task_col2im(void *arg, size_t m)
+{
+    const convt_job *j = arg;
+    const size_t out_sz = j->p->out_sz;
+    float *ym = j->y + m * out_sz;
+    float bv = j->bias ? j->bias[m] : 0.0f;
+    for (size_t i = 0; i < out_sz; i++)
+        ym[i] = bv;
+    col2im_plane(&j->p->g, j->col + m * j->p->k_sz * j->p->in_sz, ym);
+    if (j->fuse)
+        op_fuse_apply(j->fuse, ym, j->at + m * out_sz, out_sz);
+}
+
+/* Fills W^T of every group packed for the GEMM (an op_nn_packed_const fill). */
+static void convt_fill_a(const void *arg, float *dst)
+{
+    const conv_wpack *c = arg;
+    const size_t cg = (size_t)c->p->cg, rows = (size_t)c->p->mg * c->p->k_sz;
+    op_gemm gm = {.trans_a = 1, .m = rows, .k = cg, .alpha = 1.0f, .lda = rows};
+    size_t per = op_sgemm_pack_a_floats(&gm);
+    for (int64_t gi = 0; gi < c->p->group; gi++) {
+        gm.a = c->w + (size_t)gi * cg * rows;
+        op_sgemm_pack_a(&gm, dst + (size_t)gi * per);
+    }
+}
+
+/* w_in: the node's input holding w (1), or -1 when w is a converted copy. */
+static tdm_status convt_f32(op_ctx *ctx, const conv_plan *p, const float *x, const float *w, int w_in,
+                            const float *bias, float *y)
 {
     const size_t cg = (size_t)p->cg, mg = (size_t)p->mg, rows = mg * p->k_sz;
+    const int threads = ctx->threads > 0 ? ctx->threads : 1;
     float *col = mem_alloc(rows * p->in_sz * sizeof *col + 1);
     if (!col)
         return op_fail(ctx, TDM_E_NOMEM, "out of memory for the col2im buffer");
+    op_gemm gm = {.trans_a = 1, .m = rows, .n = p->in_sz, .k = cg, .alpha = 1.0f, .lda = rows, .ldb = p->in_sz,
+                  .c = col, .ldc = p->in_sz, .threads = threads};
+    const size_t per_group = op_sgemm_pack_a_floats(&gm);
+    const float *wpack = NULL;
+    size_t total;
+    if (w_in >= 0 && per_group && !mem_mul(per_group, (size_t)p->group, &total)) {
+        op_gemm_layout lay = op_sgemm_layout(cg);
+        uint64_t kv[] = {0x436f6e54u /* "ConT" */, lay.kc, lay.mr, lay.nr, rows, cg, (uint64_t)p->group};
+        conv_wpack wp = {p, w};
+        wpack = op_nn_packed_const(ctx, w_in, op_nn_pack_key(kv, sizeof kv / sizeof kv[0]), total, convt_fill_a, &wp);
+    }
     for (int64_t n = 0; n < p->n; n++)
         for (int64_t gi = 0; gi < p->group; gi++) {
-            const float *xg = x + ((size_t)n * (size_t)p->c + (size_t)gi * cg) * p->in_sz;
-            float *yg = y + ((size_t)n * (size_t)p->m + (size_t)gi * mg) * p->out_sz;
-            const float *wg = w + (size_t)gi * cg * rows;
-            for (size_t m = 0; m < mg; m++) {
-                float bv = bias ? bias[(size_t)gi * mg + m] : 0.0f;
-                for (size_t i = 0; i < p->out_sz; i++)
-                    yg[m * p->out_sz + i] = bv;
-            }
-            op_gemm gm = {.trans_a = 1, .m = rows, .n = p->in_sz, .k = cg, .alpha = 1.0f, .a = wg, .lda = rows,
-                          .b = xg, .ldb = p->in_sz, .c = col, .ldc = p->in_sz,
-                          .threads = ctx->threads > 0 ? ctx->threads : 1};
+            size_t yoff = ((size_t)n * (size_t)p->m + (size_t)gi * mg) * p->out_sz;
+            gm.a = w + (size_t)gi * cg * rows;
+            gm.apack = wpack ? wpack + (size_t)gi * per_group : NULL;
+            gm.b = x + ((size_t)n * (size_t)p->c + (size_t)gi * cg) * p->in_sz;
             if (op_sgemm_run(&gm)) {
                 mem_free(col);
                 return op_fail(ctx, TDM_E_NOMEM, "out of memory");
             }
-            col2im(&p->g, col, mg, yg);
+            convt_job cj = {p, col, bias ? bias + (size_t)gi * mg : NULL, y + yoff, yoff, ctx->fuse};
+            size_t work;
+            if (mem_mul(mg, p->out_sz + rows * p->in_sz / (mg ? mg : 1), &work))
+                work = SIZE_MAX;
+            pool_run(pool_tasks(threads, work, (size_t)1 << 14) > 1 ? threads : 1, mg, task_col2im, &cj);
         }
     mem_free(col);
     return TDM_OK;
@@ -543,14 +606,14 @@ tdm_status op_run_ConvTranspose(op_ctx *ctx)
     if (!y->count)
         return TDM_OK;
     if (x->dtype == TDM_FLOAT)
-        return convt_f32(ctx, &p, x->data, w->data, b ? b->data : NULL, y->data);
+        return convt_f32(ctx, &p, x->data, w->data, 1, b ? b->data : NULL, y->data);
     /* double, float16, bfloat16: through float32 */
     float *fx = op_nn_to_f32(x), *fw = op_nn_to_f32(w), *fb = b ? op_nn_to_f32(b) : NULL;
     float *fy = mem_alloc(y->count * sizeof *fy);
     if (!fx || !fw || (b && !fb) || !fy)
         st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
     else
-        st = convt_f32(ctx, &p, fx, fw, fb, fy);
+        st = convt_f32(ctx, &p, fx, fw, -1, fb, fy);
     if (!st)
         op_nn_from_f32(y, fy);
     mem_free(fx);

@@ -10,21 +10,27 @@
 
 /* ------------------------------------------------------------------ sgemm */
 
-/* Goto-style blocking. A is packed whole (all K blocks) into MR-row panels,
- * B chunk by chunk of columns into NR-column panels (or arrives packed from
- * the caller: Conv's im2col writes that layout directly), then tiles of
- * GEMM_MC rows x a range of panels are computed as independent tasks. Every
- * element of C is computed by the same sequence of micro-kernel calls over
- * the same K blocks whatever the thread count and the task split, so the
- * result does not depend on either.
- *
- * Packed layout of a K x N operand (B; A likewise with MR rows): K block b
- * (rows p0 = b * GEMM_KC .. p0 + kcb) starts at p0 * Npad (Npad = N rounded
- * up to NR); in it, panel q at q * kcb * NR holds element (p, j) at
- * (p - p0) * NR + (j - q * NR); padding is zero. */
-#define GEMM_KC 256
+/* Goto-style blocking. K is cut into blocks of about equal size, at most
+ * GEMM_KC_MAX (op_sgemm_layout). A is packed whole (all K blocks) into
+ * MR-row panels (or arrives packed: constant weights are packed once, see
+ * op_nn_packed_const), B chunk by chunk of columns into NR-column panels
+ * (or arrives packed, or is packed panel by panel by the caller's pack_b:
+ * Conv's im2col). A task owns a range of column panels: it packs them (so
+ * no thread waits for panels another one packs, and they are still in
+ * cache) and computes them for every row block; when there are too few
+ * panels for the threads, B is packed first and tasks are (row block,
+ * panel range) pairs. Every element of C is computed by the same sequence
+ * of micro-kernel calls over the same K blocks whatever the thread count
+ * and the task split, so the result does not depend on either. The bias,
+ * the activation and the fused program run on each panel's tiles after its
+ * last K block, while they are in cache. */
+#define GEMM_KC_MAX 320               /* B micro-panel + A micro-panel fit L1 (32 KiB) */
 #define GEMM_MC 120                   /* a multiple of every MR */
 #define GEMM_B_BUDGET ((size_t)2 << 20) /* floats of packed B per column chunk */
+#define GEMM_TASK_B ((size_t)48 << 10) /* floats of packed B a task aims at (in L2) */
+#define GEMM_A_L2 ((size_t)96 << 10)   /* floats of packed A that stay in L2 */
+#define GEMM_EPI ((size_t)16 << 10)    /* floats of C per epilogue run (in L2) */
+#define GEMM_SMALL_B ((size_t)32 << 10) /* floats of packed B one thread packs faster than two */
 #define GEMM_TILE_MAX 128             /* MR * NR of the widest kernel */
 #define GEMM_MR_MAX 8
 #define GEMM_IN_PLACE_MAX_N 256
@@ -40,6 +46,7 @@ typedef struct gemm_kernel {
     size_t mr, nr;
     gemm_ukr_fn fn;
     gemm_ukr_rows_fn rows; /* (optional) A read in place, unpacked */
+    gemm_ukr_fn half;      /* (optional) nr / 2 columns of a packed panel (A packed) */
 } gemm_kernel;
 
 /* Portable kernel: 6 x (2 * GV) with accumulator arrays the compiler keeps
@@ -97,14 +104,24 @@ static gemm_kernel pick_kernel(void)
         atomic_store(&kernel_choice, k);
     }
     if (k == 2)
-        return (gemm_kernel){6, 16, gemm_ukr_avx2_bias, gemm_ukr_avx2_rows_bias};
-    return (gemm_kernel){G_MR, G_NR, ukr_generic, NULL};
+        return (gemm_kernel){6, 16, gemm_ukr_avx2_bias, gemm_ukr_avx2_rows_bias, gemm_ukr_avx2_6x8_bias};
+    return (gemm_kernel){G_MR, G_NR, ukr_generic, NULL, NULL};
 }
 
-op_gemm_layout op_sgemm_layout(void)
+static size_t gemm_kc(size_t k)
 {
-    gemm_kernel k = pick_kernel();
-    return (op_gemm_layout){GEMM_KC, k.nr};
+    size_t nb = (k + GEMM_KC_MAX - 1) / GEMM_KC_MAX;
+    if (nb < 1)
+        nb = 1;
+    size_t kc = (k + nb - 1) / nb;
+    kc = (kc + 3) / 4 * 4;
+    return kc < 4 ? 4 : kc > GEMM_KC_MAX ? GEMM_KC_MAX : kc;
+}
+
+op_gemm_layout op_sgemm_layout(size_t k)
+{
+    gemm_kernel kern = pick_kernel();
+    return (op_gemm_layout){gemm_kc(k), kern.mr, kern.nr};
 }
 
 const char *op_sgemm_kernel_name(void) { return pick_kernel().fn == gemm_ukr_avx2_bias ? "avx2-fma 6x16" : "portable"; }
@@ -146,12 +163,12 @@ void op_act_apply(const op_act *act, float *x, size_t n)
 /* ---- packing ---- */
 
 /* Rows [r0, r0 + rows) of op(A) (M x K), all K blocks, into panel pi of
- * the packed layout (MR rows per panel), times alpha. */
-static void pack_a_panel(const op_gemm *g, size_t mr_w, size_t mpad, size_t pi, float *dst)
+ * the packed layout (mr rows per panel), times alpha. */
+static void pack_a_panel(const op_gemm *g, size_t kc, size_t mr_w, size_t mpad, size_t pi, float *dst)
 {
     size_t r0 = pi * mr_w, rows = g->m - r0 < mr_w ? g->m - r0 : mr_w;
-    for (size_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
-        size_t kcb = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
+    for (size_t p0 = 0; p0 < g->k; p0 += kc) {
+        size_t kcb = g->k - p0 < kc ? g->k - p0 : kc;
         float *d = dst + p0 * mpad + pi * kcb * mr_w;
         for (size_t p = 0; p < kcb; p++) {
             size_t i = 0;
@@ -167,22 +184,29 @@ static void pack_a_panel(const op_gemm *g, size_t mr_w, size_t mpad, size_t pi, 
     }
 }
 
-/* Columns [j0 + q * NR, ...) of op(B), all K blocks, into panel q of the
- * packed layout of a chunk of npad columns. */
-static void pack_b_panel(const op_gemm *g, size_t nr_w, size_t j0, size_t ncols, size_t npad, size_t q, float *dst)
+/* Panel q of a chunk of op(B) (an op_gemm_pack_fn; arg is the op_gemm). */
+static void pack_b_plain(const void *arg, op_gemm_layout lay, size_t j0, size_t ncols, size_t npad, size_t q,
+                         float *dst)
 {
+    const op_gemm *g = arg;
+    const size_t nr_w = lay.nr, kc = lay.kc;
     size_t c0 = q * nr_w, cols = ncols - c0 < nr_w ? ncols - c0 : nr_w;
-    for (size_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
-        size_t kcb = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
+    for (size_t p0 = 0; p0 < g->k; p0 += kc) {
+        size_t kcb = g->k - p0 < kc ? g->k - p0 : kc;
         float *d = dst + p0 * npad + q * kcb * nr_w;
         if (!g->trans_b) {
             const float *src = g->b + p0 * g->ldb + j0 + c0;
+            if (cols == nr_w) {
+                for (size_t p = 0; p < kcb; p++)
+                    memcpy(d + p * nr_w, src + p * g->ldb, nr_w * sizeof *d);
+                continue;
+            }
             for (size_t p = 0; p < kcb; p++) {
-                const float *s = src + p * g->ldb;
+                const float *sp = src + p * g->ldb;
                 float *dp = d + p * nr_w;
                 size_t j = 0;
                 for (; j < cols; j++)
-                    dp[j] = s[j];
+                    dp[j] = sp[j];
                 for (; j < nr_w; j++)
                     dp[j] = 0.0f;
             }
@@ -198,16 +222,51 @@ static void pack_b_panel(const op_gemm *g, size_t nr_w, size_t j0, size_t ncols,
     }
 }
 
+size_t op_sgemm_pack_a_floats(const op_gemm *g)
+{
+    gemm_kernel kern = pick_kernel();
+    size_t mpad = (g->m + kern.mr - 1) / kern.mr * kern.mr, n;
+    return mem_mul(mpad, g->k, &n) ? 0 : n;
+}
+
+void op_sgemm_pack_a(const op_gemm *g, float *dst)
+{
+    gemm_kernel kern = pick_kernel();
+    size_t mpad = (g->m + kern.mr - 1) / kern.mr * kern.mr, kc = gemm_kc(g->k);
+    for (size_t pi = 0; pi < mpad / kern.mr; pi++)
+        pack_a_panel(g, kc, kern.mr, mpad, pi, dst);
+}
+
+size_t op_sgemm_pack_b_floats(const op_gemm *g)
+{
+    gemm_kernel kern = pick_kernel();
+    size_t npad = (g->n + kern.nr - 1) / kern.nr * kern.nr, n;
+    return mem_mul(npad, g->k, &n) ? 0 : n;
+}
+
+void op_sgemm_pack_b(const op_gemm *g, float *dst)
+{
+    op_gemm_layout lay = op_sgemm_layout(g->k);
+    size_t npad = (g->n + lay.nr - 1) / lay.nr * lay.nr;
+    for (size_t q = 0; q < npad / lay.nr; q++)
+        pack_b_plain(g, lay, 0, g->n, npad, q, dst);
+}
+
 /* ---- the parallel driver ---- */
 
 typedef struct gemm_job {
     const op_gemm *g;
     gemm_kernel kern;
-    float *apack;         /* NULL: A read in place (kern.rows) */
+    op_gemm_layout lay;
+    const float *apack;   /* NULL: A read in place (kern.rows) */
+    float *apack_buf;     /* A packed here for this call */
     size_t mpad;
     float *bpack;         /* packed chunk */
+    op_gemm_pack_fn pack; /* packs panels of the chunk; NULL when it is ready */
+    const void *pack_arg;
     size_t j0, ncols, npad; /* the chunk's columns */
     int add_first;        /* C is accumulated into from the first K block */
+    int grid;             /* tasks are (row block, split) pairs, else splits over all row blocks */
     size_t n_mblocks, n_splits, panels_per_split;
     size_t n_tasks;
 } gemm_job;
@@ -217,7 +276,7 @@ static void task_pack_a(void *arg, size_t t)
     const gemm_job *j = arg;
     size_t panels = j->mpad / j->kern.mr, per = (panels + j->n_tasks - 1) / j->n_tasks;
     for (size_t pi = t * per; pi < panels && pi < (t + 1) * per; pi++)
-        pack_a_panel(j->g, j->kern.mr, j->mpad, pi, j->apack);
+        pack_a_panel(j->g, j->lay.kc, j->kern.mr, j->mpad, pi, j->apack_buf);
 }
 
 static void task_pack_b(void *arg, size_t t)
@@ -225,45 +284,50 @@ static void task_pack_b(void *arg, size_t t)
     const gemm_job *j = arg;
     size_t panels = j->npad / j->kern.nr, per = (panels + j->n_tasks - 1) / j->n_tasks;
     for (size_t q = t * per; q < panels && q < (t + 1) * per; q++)
-        pack_b_panel(j->g, j->kern.nr, j->j0, j->ncols, j->npad, q, j->bpack);
+        j->pack(j->pack_arg, j->lay, j->j0, j->ncols, j->npad, q, j->bpack);
 }
 
-/* Rows [i0, i1) x chunk columns [c0, c1) of C after the product: bias, then
- * the activation. */
-static void epilogue(const op_gemm *g, size_t i0, size_t i1, size_t c0, size_t c1)
+/* Rows [i0, i1) x columns [c0, c1) of C after the product: the bias (when
+ * with_bias), the activation, the fused program. */
+static void epilogue(const op_gemm *g, int with_bias, size_t i0, size_t i1, size_t c0, size_t c1)
 {
-    if (!g->bias && g->act.kind == OP_ACT_NONE)
+    if (!(with_bias && g->bias) && g->act.kind == OP_ACT_NONE && !g->fuse)
         return;
+    void (*fuse)(const op_fuse *, float *, size_t, size_t) = g->fuse_fn ? g->fuse_fn : op_fuse_apply;
+    /* whole rows of a dense C: one call of the fused program for them all */
+    const int dense = c0 == 0 && c1 == g->n && g->ldc == g->n;
     for (size_t i = i0; i < i1; i++) {
         float *row = g->c + i * g->ldc + c0;
-        if (g->bias) {
+        if (with_bias && g->bias) {
             float bv = g->bias[i];
             for (size_t j = 0; j < c1 - c0; j++)
                 row[j] += bv;
         }
         op_act_apply(&g->act, row, c1 - c0);
+        if (g->fuse && !dense)
+            fuse(g->fuse, row, g->fuse_at + i * g->ldc + c0, c1 - c0);
     }
+    if (g->fuse && dense && i1 > i0)
+        fuse(g->fuse, g->c + i0 * g->ldc, g->fuse_at + i0 * g->ldc, (i1 - i0) * g->n);
 }
 
-static void task_compute(void *arg, size_t t)
+/* Row block mb x panels [q0, q1) of the chunk, every K block. */
+static void compute_block(const gemm_job *j, size_t mb, size_t q0, size_t q1)
 {
-    const gemm_job *j = arg;
     const op_gemm *g = j->g;
-    const size_t mr = j->kern.mr, nr = j->kern.nr;
-    size_t mb = t / j->n_splits, sp = t % j->n_splits;
-    size_t i0 = mb * GEMM_MC, i1 = i0 + GEMM_MC < g->m ? i0 + GEMM_MC : g->m;
-    size_t panels = j->npad / nr;
-    size_t q0 = sp * j->panels_per_split, q1 = q0 + j->panels_per_split < panels ? q0 + j->panels_per_split : panels;
+    const size_t mr = j->kern.mr, nr = j->kern.nr, kc = j->lay.kc;
+    const size_t mpanels = j->mpad / mr;
+    size_t i0 = mb * mpanels / j->n_mblocks * mr, i1 = (mb + 1) * mpanels / j->n_mblocks * mr;
+    if (i1 > g->m)
+        i1 = g->m;
     float tmp[GEMM_TILE_MAX];
-    float aedge[GEMM_MR_MAX * GEMM_KC];
+    float aedge[GEMM_MR_MAX * GEMM_KC_MAX];
     float bedge[GEMM_MR_MAX];
     /* The bias goes into the first K block's stores (C is not accumulated
-     * into then), the activation after the last one. */
+     * into then), the rest of the epilogue after the last one. */
     const int kbias = g->bias && !j->add_first;
-    if (q0 >= q1)
-        return;
-    for (size_t p0 = 0; p0 < g->k; p0 += GEMM_KC) {
-        size_t kcb = g->k - p0 < GEMM_KC ? g->k - p0 : GEMM_KC;
+    for (size_t p0 = 0; p0 < g->k; p0 += kc) {
+        size_t kcb = g->k - p0 < kc ? g->k - p0 : kc, ep_q = q0;
         int add = p0 > 0 || j->add_first, last = p0 + kcb >= g->k;
         const float *ab = j->apack ? j->apack + p0 * j->mpad : NULL, *bb = j->bpack + p0 * j->npad;
         size_t edge_row = j->apack ? SIZE_MAX : (i1 - i0) / mr * mr + i0; /* first row of a partial panel */
@@ -277,6 +341,7 @@ static void task_compute(void *arg, size_t t)
         for (size_t q = q0; q < q1; q++) {
             const float *bp = bb + q * kcb * nr;
             size_t col = j->j0 + q * nr, cols = j->ncols - q * nr < nr ? j->ncols - q * nr : nr;
+            const int half = j->kern.half && cols <= nr / 2;
             for (size_t i = i0; i < i1; i += mr) {
                 size_t rows = i1 - i < mr ? i1 - i : mr;
                 float *cp = g->c + i * g->ldc + col;
@@ -290,31 +355,59 @@ static void task_compute(void *arg, size_t t)
                         bias = bedge;
                     }
                 }
+                int direct = rows == mr && cols == nr; /* the tile is stored into C itself */
                 if (!ab && rows == mr) {
                     const float *ar = g->a + i * g->lda + p0;
-                    if (cols == nr)
+                    if (direct)
                         j->kern.rows(kcb, ar, g->lda, bp, cp, g->ldc, add, bias);
                     else
                         j->kern.rows(kcb, ar, g->lda, bp, tmp, nr, 0, bias);
                 } else {
                     const float *ap = ab ? ab + (i / mr) * kcb * mr : aedge;
-                    if (rows == mr && cols == nr)
+                    if (direct) {
                         j->kern.fn(kcb, ap, bp, cp, g->ldc, add, bias);
-                    else
+                    } else if (half && rows == mr && cols == nr / 2) {
+                        j->kern.half(kcb, ap, bp, cp, g->ldc, add, bias);
+                        direct = 1;
+                    } else if (half) {
+                        j->kern.half(kcb, ap, bp, tmp, nr, 0, bias);
+                    } else {
                         j->kern.fn(kcb, ap, bp, tmp, nr, 0, bias);
+                    }
                 }
-                if (rows != mr || cols != nr)
+                if (!direct)
                     for (size_t r = 0; r < rows; r++)
                         for (size_t c = 0; c < cols; c++)
                             cp[r * g->ldc + c] = add ? cp[r * g->ldc + c] + tmp[r * nr + c] : tmp[r * nr + c];
             }
-            if (last && !kbias) /* bias and activation while the panel's tiles are in cache */
-                epilogue(g, i0, i1, col, col + cols);
-            else if (last && g->act.kind != OP_ACT_NONE)
-                for (size_t i = i0; i < i1; i++)
-                    op_act_apply(&g->act, g->c + i * g->ldc + col, cols);
+            /* The epilogue on runs of panels of about GEMM_EPI floats of C,
+             * while their tiles are in cache (longer runs for the fused
+             * program's calls). */
+            if (last && (q + 1 == q1 || (q + 1 - ep_q) * nr * (i1 - i0) >= GEMM_EPI)) {
+                epilogue(g, !kbias, i0, i1, j->j0 + ep_q * nr, col + cols);
+                ep_q = q + 1;
+            }
         }
     }
+}
+
+static void task_compute(void *arg, size_t t)
+{
+    const gemm_job *j = arg;
+    size_t panels = j->npad / j->kern.nr;
+    size_t sp = j->grid ? t % j->n_splits : t;
+    size_t q0 = sp * j->panels_per_split, q1 = q0 + j->panels_per_split < panels ? q0 + j->panels_per_split : panels;
+    if (q0 >= q1)
+        return;
+    if (j->grid) {
+        compute_block(j, t / j->n_splits, q0, q1);
+        return;
+    }
+    if (j->pack)
+        for (size_t q = q0; q < q1; q++)
+            j->pack(j->pack_arg, j->lay, j->j0, j->ncols, j->npad, q, j->bpack);
+    for (size_t mb = 0; mb < j->n_mblocks; mb++)
+        compute_block(j, mb, q0, q1);
 }
 
 static void scale_c(size_t m, size_t n, float beta, float *c, size_t ldc)
@@ -372,7 +465,7 @@ static void task_gemv(void *arg, size_t t)
             for (size_t c = 0; c < w; c++)
                 y[c] = g->alpha * acc[c] + g->beta * y[c];
     }
-    epilogue(g, 0, 1, c0, c1);
+    epilogue(g, 1, 0, 1, c0, c1);
 }
 
 static int sgemm_gemv(const op_gemm *g)
@@ -425,9 +518,9 @@ static void task_dot(void *arg, size_t t)
         *y = g->beta == 0.0f ? g->alpha * s : g->alpha * s + g->beta * *y;
     }
     if (j->by_rows)
-        epilogue(g, c0, c1, 0, 1);
+        epilogue(g, 1, c0, c1, 0, 1);
     else
-        epilogue(g, 0, 1, c0, c1);
+        epilogue(g, 1, 0, 1, c0, c1);
 }
 
 /* 1 when g was computed by dot products, 0 when it does not fit them, -1
@@ -484,23 +577,25 @@ int op_sgemm_run(const op_gemm *g)
 {
     if (!g->m || !g->n)
         return 0;
-    if (!g->k || g->alpha == 0.0f) {
+    if (!g->k || (g->alpha == 0.0f && !g->apack)) {
         scale_c(g->m, g->n, g->beta, g->c, g->ldc);
-        epilogue(g, 0, g->m, 0, g->n);
+        epilogue(g, 1, 0, g->m, 0, g->n);
         return 0;
     }
-    if ((g->m == 1 || g->n == 1) && !g->bpack) {
+    int b_given = g->bpack || g->pack_b;
+    if ((g->m == 1 || g->n == 1) && !b_given && !g->apack) {
         int r = sgemm_dots(g);
         if (r)
             return r < 0 ? -1 : 0;
     }
-    if (g->m == 1 && !g->bpack)
+    if (g->m == 1 && !b_given && !g->apack)
         return sgemm_gemv(g);
     gemm_kernel kern = pick_kernel();
     gemm_job j;
     memset(&j, 0, sizeof j);
     j.g = g;
     j.kern = kern;
+    j.lay = (op_gemm_layout){gemm_kc(g->k), kern.mr, kern.nr};
     if (g->beta != 0.0f && g->beta != 1.0f)
         scale_c(g->m, g->n, g->beta, g->c, g->ldc);
     j.add_first = g->beta != 0.0f;
@@ -522,44 +617,77 @@ int op_sgemm_run(const op_gemm *g)
         return -1;
     /* A read in place pays when it is used against few column panels
      * (packing costs M x K, amortised over N / NR uses); measured. */
-    int in_place = kern.rows && !g->trans_a && g->alpha == 1.0f && g->n <= GEMM_IN_PLACE_MAX_N;
-    j.apack = in_place ? NULL : pool_scratch_get(asz * sizeof(float));
+    int in_place = !g->apack && kern.rows && !g->trans_a && g->alpha == 1.0f && g->n <= GEMM_IN_PLACE_MAX_N;
+    j.apack_buf = in_place || g->apack ? NULL : pool_scratch_get(asz * sizeof(float));
+    j.apack = g->apack ? g->apack : j.apack_buf;
     float *bbuf = g->bpack ? NULL : pool_scratch_get(bsz * sizeof(float));
     if ((!in_place && !j.apack) || (!g->bpack && !bbuf)) {
-        pool_scratch_put(j.apack);
+        pool_scratch_put(j.apack_buf);
         pool_scratch_put(bbuf);
         return -1;
     }
-    size_t apanels = j.mpad / kern.mr;
-    j.n_tasks = pool_tasks(g->threads, apanels, 4);
-    if (!in_place)
+    if (j.apack_buf) {
+        j.n_tasks = pool_tasks(g->threads, j.mpad / kern.mr, 4);
         pool_run(g->threads, j.n_tasks, task_pack_a, &j);
-    j.n_mblocks = (g->m + GEMM_MC - 1) / GEMM_MC;
+    }
+    /* Row blocks of at most GEMM_MC rows, of equal sizes to a panel (so
+     * that tasks over them are balanced): block b holds the row panels
+     * [b * P / n, (b + 1) * P / n) of the P panels. */
+    const size_t mpanels = j.mpad / kern.mr;
+    j.n_mblocks = (mpanels * kern.mr + GEMM_MC - 1) / GEMM_MC;
+    const size_t threads = g->threads > 1 ? (size_t)g->threads : 1;
     for (size_t j0 = 0; j0 < g->n; j0 += chunk) {
         j.j0 = j0;
         j.ncols = g->n - j0 < chunk ? g->n - j0 : chunk;
         j.npad = (j.ncols + kern.nr - 1) / kern.nr * kern.nr;
         size_t panels = j.npad / kern.nr;
-        if (g->bpack) {
-            j.bpack = (float *)g->bpack;
-        } else {
-            j.bpack = bbuf;
-            j.n_tasks = pool_tasks(g->threads, panels, 2);
-            pool_run(g->threads, j.n_tasks, task_pack_b, &j);
+        j.bpack = g->bpack ? (float *)g->bpack : bbuf;
+        j.pack = g->bpack ? NULL : g->pack_b ? g->pack_b : pack_b_plain;
+        j.pack_arg = g->pack_b ? g->pack_b_arg : (const void *)g;
+        /* Column splits. Every split reads all of A: when A fits in L2, a
+         * task packs about GEMM_TASK_B floats of B (still in cache when it
+         * computes them), and there are about 3 tasks per thread; a larger
+         * A is read by as few splits as the threads need. */
+        size_t per = panels;
+        const int a_fits = asz <= GEMM_A_L2;
+        if (j.pack && a_fits) {
+            per = GEMM_TASK_B / (g->k * kern.nr);
+            if (per < 1)
+                per = 1;
         }
-        /* Tasks: row blocks x column splits, about 3 per thread. */
-        size_t splits = 1;
-        if (g->threads > 1) {
-            size_t want = (size_t)g->threads * 3;
-            splits = (want + j.n_mblocks - 1) / j.n_mblocks;
+        if (threads > 1) {
+            size_t want = (panels + threads * 3 - 1) / (threads * 3);
+            if (per > want)
+                per = want ? want : 1;
+        }
+        j.panels_per_split = per;
+        j.n_splits = (panels + per - 1) / per;
+        j.grid = threads > 1 && (j.n_splits < 2 * threads || !a_fits) && j.n_mblocks > 1;
+        if (j.grid) {
+            /* Too few panels for the threads: pack B first, then split the
+             * rows as well. */
+            if (j.pack) {
+                /* a small B on this thread: a parallel region costs more */
+                j.n_tasks = g->k * j.npad <= GEMM_SMALL_B ? 1 : pool_tasks(g->threads, panels, 1);
+                pool_run(j.n_tasks > 1 ? g->threads : 1, j.n_tasks, task_pack_b, &j);
+                j.pack = NULL;
+            }
+            /* About 3 tasks per thread, as row blocks (of 4 panels or
+             * more) rather than column splits: every split reads all of A. */
+            size_t nmb = threads * 3 < mpanels / 4 ? threads * 3 : mpanels / 4;
+            if (nmb > j.n_mblocks)
+                j.n_mblocks = nmb;
+            size_t splits = (threads * 3 + j.n_mblocks - 1) / j.n_mblocks;
             if (splits > panels)
                 splits = panels;
+            j.panels_per_split = (panels + splits - 1) / splits;
+            j.n_splits = (panels + j.panels_per_split - 1) / j.panels_per_split;
+            pool_run(g->threads, j.n_mblocks * j.n_splits, task_compute, &j);
+        } else {
+            pool_run(g->threads, j.n_splits, task_compute, &j);
         }
-        j.panels_per_split = (panels + splits - 1) / splits;
-        j.n_splits = (panels + j.panels_per_split - 1) / j.panels_per_split;
-        pool_run(g->threads, j.n_mblocks * j.n_splits, task_compute, &j);
     }
-    pool_scratch_put(j.apack);
+    pool_scratch_put(j.apack_buf);
     pool_scratch_put(bbuf);
     return 0;
 }
@@ -646,16 +774,59 @@ static void mm_offsets(const mm_shape *s, size_t i, size_t *oa, size_t *ob)
     *ob = (size_t)op_bcast_offset(i, s->nb, s->bdims, s->sb) * s->k * s->n;
 }
 
-/* C = A B (row-major, contiguous) on the node's threads. */
-static int mm_gemm(const op_ctx *ctx, size_t m, size_t n, size_t k, const float *a, const float *b, float *y)
+static void fill_b(const void *arg, float *dst) { op_sgemm_pack_b(arg, dst); }
+
+/* g's B packed once when it is the node's constant input `input` and the
+ * product packs it at all (M > 1); NULL otherwise. */
+static const float *cached_b(const op_ctx *ctx, int input, const op_gemm *g)
+{
+    if (g->m < 2 || g->n < 2 || !g->k)
+        return NULL;
+    size_t floats = op_sgemm_pack_b_floats(g);
+    if (!floats)
+        return NULL;
+    op_gemm_layout lay = op_sgemm_layout(g->k);
+    uint64_t kv[] = {0x47656d6du /* "Gemm" */, lay.kc, lay.mr, lay.nr, (uint64_t)g->trans_b, g->k, g->n, g->ldb};
+    return op_nn_packed_const(ctx, input, op_nn_pack_key(kv, sizeof kv / sizeof kv[0]), floats, fill_b, g);
+}
+
+/* C = fuse(A B) (row-major, contiguous) on `threads` threads; C starts at
+ * flat index at of the output. b_in: the node's input that is B, or -1. */
+static int mm_gemm(const op_ctx *ctx, int threads, size_t m, size_t n, size_t k, const float *a, const float *b,
+                   int b_in, float *y, size_t at)
 {
     op_gemm g = {.m = m, .n = n, .k = k, .alpha = 1.0f, .a = a, .lda = k, .b = b, .ldb = n, .c = y, .ldc = n,
-                 .threads = ctx->threads > 0 ? ctx->threads : 1};
+                 .fuse = ctx->fuse, .fuse_at = at, .threads = threads};
+    if (b_in >= 0)
+        g.bpack = cached_b(ctx, b_in, &g);
     return op_sgemm_run(&g);
 }
 
-/* A batched float product, folding A's batches into M when B is shared. */
-static tdm_status mm_f32(op_ctx *ctx, const mm_shape *s, const float *a, const float *b, float *y)
+/* Multiply-adds below which a product of a batch is not worth splitting
+ * over threads (the batches are split instead). */
+#define GEMM_MM_SMALL ((size_t)1 << 21)
+
+typedef struct mm_job {
+    const op_ctx *ctx;
+    const mm_shape *s;
+    const float *a, *b;
+    float *y;
+    atomic_int failed;
+} mm_job;
+
+static void task_mm(void *arg, size_t i)
+{
+    mm_job *j = arg;
+    const mm_shape *s = j->s;
+    size_t oa, ob;
+    mm_offsets(s, i, &oa, &ob);
+    if (mm_gemm(j->ctx, 1, s->m, s->n, s->k, j->a + oa, j->b + ob, -1, j->y + i * s->m * s->n, i * s->m * s->n))
+        atomic_store(&j->failed, 1);
+}
+
+/* A batched float product, folding A's batches into M when B is shared.
+ * b_in: the node's input that is b (1), or -1 when b is a converted copy. */
+static tdm_status mm_f32(op_ctx *ctx, const mm_shape *s, const float *a, const float *b, int b_in, float *y)
 {
     int b_shared = 1;
     for (int i = 0; i < s->nb; i++)
@@ -663,15 +834,32 @@ static tdm_status mm_f32(op_ctx *ctx, const mm_shape *s, const float *a, const f
     int a_dense = 1; /* A's batches are all distinct and in order */
     for (int i = 0; i < s->nb; i++)
         a_dense &= s->sa[i] != 0 || s->bdims[i] == 1;
+    const int threads = ctx->threads > 0 ? ctx->threads : 1;
     if (b_shared && a_dense) {
-        if (mm_gemm(ctx, s->batches * s->m, s->n, s->k, a, b, y))
+        if (mm_gemm(ctx, threads, s->batches * s->m, s->n, s->k, a, b, b_in, y, 0))
             return op_fail(ctx, TDM_E_NOMEM, "out of memory");
         return TDM_OK;
+    }
+    size_t work;
+    if (mem_mul(s->m * s->n, s->k, &work))
+        work = SIZE_MAX;
+    if (threads > 1 && s->batches > 1 && work < GEMM_MM_SMALL) {
+        /* Many small products (attention heads): a batch per task, each
+         * on one thread. */
+        mm_job j;
+        j.ctx = ctx;
+        j.s = s;
+        j.a = a;
+        j.b = b;
+        j.y = y;
+        atomic_init(&j.failed, 0);
+        pool_run(threads, s->batches, task_mm, &j);
+        return atomic_load(&j.failed) ? op_fail(ctx, TDM_E_NOMEM, "out of memory") : TDM_OK;
     }
     for (size_t i = 0; i < s->batches; i++) {
         size_t oa, ob;
         mm_offsets(s, i, &oa, &ob);
-        if (mm_gemm(ctx, s->m, s->n, s->k, a + oa, b + ob, y + i * s->m * s->n))
+        if (mm_gemm(ctx, threads, s->m, s->n, s->k, a + oa, b + ob, -1, y + i * s->m * s->n, i * s->m * s->n))
             return op_fail(ctx, TDM_E_NOMEM, "out of memory");
     }
     return TDM_OK;
@@ -716,7 +904,7 @@ tdm_status op_run_MatMul(op_ctx *ctx)
         return TDM_OK;
     switch (a->dtype) {
     case TDM_FLOAT:
-        return mm_f32(ctx, &s, a->data, b->data, y->data);
+        return mm_f32(ctx, &s, a->data, b->data, 1, y->data);
     case TDM_FLOAT16:
     case TDM_BFLOAT16: {
         float *fa = op_nn_to_f32(a), *fb = op_nn_to_f32(b);
@@ -724,7 +912,7 @@ tdm_status op_run_MatMul(op_ctx *ctx)
         if (!fa || !fb || !fy)
             st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
         else
-            st = mm_f32(ctx, &s, fa, fb, fy);
+            st = mm_f32(ctx, &s, fa, fb, -1, fy);
         if (!st)
             op_nn_from_f32(y, fy);
         mem_free(fa);
@@ -812,7 +1000,9 @@ tdm_status op_run_Gemm(op_ctx *ctx)
                     fy[i * n + j] = pc[(int64_t)i * cs[0] + (int64_t)j * cs[1]];
         op_gemm gm = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .alpha = alpha, .a = pa,
                       .lda = (size_t)a->dims[1], .b = pb, .ldb = (size_t)b->dims[1], .beta = pc ? beta : 0.0f,
-                      .c = fy, .ldc = n, .threads = ctx->threads > 0 ? ctx->threads : 1};
+                      .c = fy, .ldc = n, .fuse = ctx->fuse, .threads = ctx->threads > 0 ? ctx->threads : 1};
+        if (a->dtype == TDM_FLOAT)
+            gm.bpack = cached_b(ctx, 1, &gm);
         int rc = op_sgemm_run(&gm);
         if (!rc && a->dtype != TDM_FLOAT)
             op_nn_from_f32(y, fy);

@@ -2,8 +2,66 @@
  * the window geometry of convolutions and pools. */
 #include "ops/nn.h"
 #include "core/mem.h"
+#include "run/exec.h"
 
 #include <string.h>
+
+/* ---- packed constant operands (tensor_aux) ---- */
+
+typedef struct packed_aux {
+    tensor_aux h;
+    float *data; /* 64-byte aligned inside raw */
+    void *raw;
+} packed_aux;
+
+static void packed_free(tensor_aux *a)
+{
+    packed_aux *p = (packed_aux *)a;
+    mem_free(p->raw);
+    mem_free(p);
+}
+
+uint64_t op_nn_pack_key(const uint64_t *v, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a over the values' bytes */
+    for (size_t i = 0; i < n; i++)
+        for (int b = 0; b < 8; b++) {
+            h ^= (v[i] >> (8 * b)) & 0xff;
+            h *= 0x100000001b3ULL;
+        }
+    return h;
+}
+
+const float *op_nn_packed_const(const op_ctx *ctx, int input, uint64_t key, size_t floats,
+                                void (*fill)(const void *arg, float *dst), const void *arg)
+{
+    const exec_scope *s = ctx->scope;
+    const gr_node *node = ctx->node;
+    if (!s || !s->g || !node || input < 0 || input >= ctx->n_in || input >= node->n_inputs || !ctx->in[input])
+        return NULL;
+    int v = node->inputs[input];
+    if (v < 0 || v >= s->g->n_values || !s->g->values[v].init || s->g->values[v].init != ctx->in[input])
+        return NULL;
+    const tdm_tensor *t = ctx->in[input];
+    tensor_aux *found = tensor_aux_find(t, key);
+    if (found)
+        return ((packed_aux *)found)->data;
+    size_t bytes;
+    if (mem_mul(floats, sizeof(float), &bytes) || mem_add(bytes, 64, &bytes))
+        return NULL;
+    packed_aux *p = mem_calloc(1, sizeof *p);
+    void *raw = p ? mem_alloc(bytes) : NULL;
+    if (!raw) {
+        mem_free(p);
+        return NULL;
+    }
+    p->h.key = key;
+    p->h.free_fn = packed_free;
+    p->raw = raw;
+    p->data = (float *)((char *)raw + (64 - (uintptr_t)raw % 64) % 64);
+    fill(arg, p->data);
+    return ((packed_aux *)tensor_aux_attach(t, &p->h))->data;
+}
 
 const tdm_tensor *op_nn_in(const op_ctx *ctx, int i)
 {

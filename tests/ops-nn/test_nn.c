@@ -17,6 +17,7 @@ static gr_model *M;
 static gr_graph *G;
 static tdm_err E;
 static int fails, cases;
+static int Threads = 1; /* the threads the kernels run on */
 static unsigned long long rng = 0x9E3779B97F4A7C15ULL;
 
 static float frand(void)
@@ -96,7 +97,7 @@ static tdm_status run(int n, int n_in, const tdm_tensor **in, int n_out, tdm_ten
     nd->version = ver;
     for (int i = 0; i < n_out; i++)
         out[i] = mem_calloc(1, sizeof **out);
-    op_ctx ctx = {nd, ver, n_in, in, n_out, out, &E, NULL, 1, NULL, NULL};
+    op_ctx ctx = {nd, ver, n_in, in, n_out, out, &E, NULL, Threads, NULL, NULL};
     err_clear(&E);
     return op_table[op].run(&ctx);
 }
@@ -846,13 +847,23 @@ int main(void)
         {1, 2, 4, 6, 2, {20}, {5}, {3}, {2}, {2}, {1}, NULL, 1},                       /* 1-D */
         {3, 1, 2, 3, 1, {5, 6, 7}, {3, 2, 3}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1}, {1, 1, 0}, NULL, 1}, /* 3-D */
         {2, 1, 1, 7, 1, {12, 12}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, NULL, 0},    /* single channel */
+        /* stride 1, output rows as wide as the input's (the AVX2 im2col panels) */
+        {2, 1, 64, 13, 1, {10, 17}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, NULL, 1},  /* two K blocks */
+        {2, 2, 5, 7, 1, {9, 9}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}, NULL, 1},      /* dilated */
+        {2, 1, 3, 6, 1, {6, 20}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {2, 2}, NULL, 0},     /* pads at the end */
+        {2, 1, 4, 9, 1, {5, 3}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}, NULL, 1},      /* kernel wider than x */
+        {2, 1, 2, 3, 1, {4, 40}, {1, 7}, {1, 1}, {1, 1}, {0, 3}, {0, 3}, NULL, 1},     /* 1x7 */
+        {1, 1, 3, 5, 1, {37}, {3}, {1}, {1}, {1}, {1}, NULL, 1},                       /* 1-D */
     };
-    for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++)
-        test_conv(&convs[i]);
-    test_convt(3, 4, 1, 5, 4, 3, 2, 1, 1, 0, 1);
-    test_convt(4, 6, 2, 4, 4, 3, 1, 2, 0, 1, 0);
-    test_convt(2, 2, 1, 3, 3, 4, 3, 1, 0, 0, 2);
-    {
+    for (Threads = 1; Threads <= 2; Threads++) {
+        for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++)
+            test_conv(&convs[i]);
+        test_convt(3, 4, 1, 5, 4, 3, 2, 1, 1, 0, 1);
+        test_convt(4, 6, 2, 4, 4, 3, 1, 2, 0, 1, 0);
+        test_convt(2, 2, 1, 3, 3, 4, 3, 1, 0, 0, 2);
+        test_convt(40, 20, 1, 12, 9, 2, 2, 1, 0, 0, 1);
+    }
+    for (Threads = 1; Threads <= 2; Threads++) {
         int64_t a1[4] = {2, 1, 3, 4}, b1[3] = {5, 4, 6};
         test_matmul(4, a1, 3, b1);
         int64_t a2[1] = {4}, b2[3] = {3, 4, 2};
@@ -865,7 +876,10 @@ int main(void)
         test_matmul(2, a5, 2, b5);
         int64_t a6[1] = {5}, b6[1] = {5};
         test_matmul(1, a6, 1, b6);
+        int64_t a7[4] = {1, 4, 33, 16}, b7[4] = {1, 4, 16, 29}; /* attention-like heads */
+        test_matmul(4, a7, 4, b7);
     }
+    Threads = 1;
     test_gemm(5, 7, 3, 0, 0, 2, 1.0f, 1.0f);
     test_gemm(5, 7, 3, 1, 1, 1, 0.5f, 2.0f);
     test_gemm(13, 9, 20, 1, 0, 0, 1.0f, -1.0f);

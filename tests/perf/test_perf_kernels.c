@@ -47,11 +47,59 @@ static double act_ref(const op_act *a, double v)
     }
 }
 
-/* C = act(alpha op(A) op(B) + beta C + bias) at 1, 2 and 3 threads (and
- * with B prepacked through the documented layout when asked). */
-static void check_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, float beta, int use_bias,
-                       int act_kind, int prepack)
+/* How check_gemm hands the operands over. */
+#define P_BPACK 1    /* B prepacked through the documented layout */
+#define P_APACK 2    /* A prepacked by op_sgemm_pack_a */
+#define P_CALLBACK 4 /* B packed panel by panel by pack_b (as Conv's im2col) */
+#define P_FUSE 8     /* a fused program: y -> 2 y + 1, every element once */
+
+/* The fused program of the test: counts the calls per flat index (C[i][j]
+ * is at FUSE_AT + i * ldc + j) and maps y to 2 y + 1. */
+#define FUSE_AT 1000
+static int fuse_token;
+static atomic_int *fuse_hits;
+static size_t fuse_span;
+static atomic_int fuse_bad;
+
+static void test_fuse(const op_fuse *f, float *y, size_t at, size_t n)
 {
+    if ((const void *)f != (const void *)&fuse_token || at < FUSE_AT || at + n > FUSE_AT + fuse_span) {
+        atomic_fetch_add(&fuse_bad, 1);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        atomic_fetch_add(&fuse_hits[at - FUSE_AT + i], 1);
+        y[i] = 2.0f * y[i] + 1.0f;
+    }
+}
+
+typedef struct test_bsrc {
+    const float *b;
+    size_t ldb, k;
+    int tb;
+} test_bsrc;
+
+/* An op_gemm_pack_fn writing the documented layout element by element. */
+static void test_pack_b(const void *arg, op_gemm_layout lay, size_t j0, size_t ncols, size_t npad, size_t q,
+                        float *dst)
+{
+    const test_bsrc *t = arg;
+    for (size_t p = 0; p < t->k; p++)
+        for (size_t j = q * lay.nr; j < (q + 1) * lay.nr; j++) {
+            size_t p0 = p / lay.kc * lay.kc, kcb = t->k - p0 < lay.kc ? t->k - p0 : lay.kc;
+            float v = 0.0f;
+            if (j < ncols)
+                v = t->tb ? t->b[(j0 + j) * t->ldb + p] : t->b[p * t->ldb + j0 + j];
+            dst[p0 * npad + q * kcb * lay.nr + (p - p0) * lay.nr + (j - q * lay.nr)] = v;
+        }
+}
+
+/* C = fuse(act(alpha op(A) op(B) + beta C + bias)) at 1, 2 and 3 threads,
+ * operands handed over as `how` (P_* flags) says. */
+static void check_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, float beta, int use_bias,
+                       int act_kind, int how)
+{
+    int prepack = how & P_BPACK;
     size_t lda = (ta ? m : k) + 1, ldb = (tb ? k : n) + 2, ldc = n + 3;
     float *a = malloc(((ta ? k : m) * lda + 1) * sizeof *a), *b = malloc(((tb ? n : k) * ldb + 1) * sizeof *b);
     float *c0 = malloc((m * ldc + 1) * sizeof *c0), *bias = malloc((m + 1) * sizeof *bias);
@@ -66,7 +114,7 @@ static void check_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha
         bias[i] = frand();
     op_act act = {act_kind, act_kind == OP_ACT_CLIP ? -0.5f : act_kind == OP_ACT_HARD_SWISH ? 1.0f / 6 : 0.1f,
                   act_kind == OP_ACT_CLIP ? 0.5f : 0.5f};
-    op_gemm_layout lay = op_sgemm_layout();
+    op_gemm_layout lay = op_sgemm_layout(k);
     size_t npad = (n + lay.nr - 1) / lay.nr * lay.nr;
     float *packed = NULL;
     if (prepack) {
@@ -78,7 +126,19 @@ static void check_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha
                     tb ? b[j * ldb + p] : b[p * ldb + j];
             }
     }
+    float *apacked = NULL;
+    if (how & P_APACK) {
+        op_gemm pg = {.trans_a = ta, .m = m, .k = k, .alpha = alpha, .a = a, .lda = lda};
+        apacked = malloc((op_sgemm_pack_a_floats(&pg) + 1) * sizeof *apacked);
+        op_sgemm_pack_a(&pg, apacked);
+    }
+    test_bsrc bsrc = {b, ldb, k, tb};
+    fuse_span = m * ldc;
+    fuse_hits = malloc((fuse_span + 1) * sizeof *fuse_hits);
     for (int t = 0; t < 3; t++) {
+        for (size_t i = 0; i < fuse_span; i++)
+            atomic_init(&fuse_hits[i], 0);
+        atomic_store(&fuse_bad, 0);
         res[t] = malloc((m * ldc + 1) * sizeof *res[t]);
         memcpy(res[t], c0, m * ldc * sizeof *c0);
         if (beta == 0.0f)
@@ -88,7 +148,26 @@ static void check_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha
         op_gemm g = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .alpha = alpha, .a = a, .lda = lda,
                      .b = b, .ldb = ldb, .bpack = packed, .beta = beta, .c = res[t], .ldc = ldc,
                      .bias = use_bias ? bias : NULL, .act = act, .threads = t + 1};
+        if (how & P_APACK)
+            g.apack = apacked;
+        if (how & P_CALLBACK) {
+            g.pack_b = test_pack_b;
+            g.pack_b_arg = &bsrc;
+        }
+        if (how & P_FUSE) {
+            g.fuse = (const op_fuse *)(const void *)&fuse_token;
+            g.fuse_at = FUSE_AT;
+            g.fuse_fn = test_fuse;
+        }
         CHECK(op_sgemm_run(&g) == 0, "op_sgemm_run failed");
+        if (how & P_FUSE) {
+            int wrong = atomic_load(&fuse_bad);
+            for (size_t i = 0; i < m; i++)
+                for (size_t j = 0; j < ldc; j++)
+                    wrong += atomic_load(&fuse_hits[i * ldc + j]) != (j < n);
+            CHECK(!wrong, "m=%zu n=%zu k=%zu threads=%d how=%d: the fused program missed or repeated %d elements",
+                  m, n, k, t + 1, how, wrong);
+        }
     }
     int bad = 0;
     for (size_t i = 0; i < m && !bad; i++)
@@ -112,11 +191,13 @@ static void check_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha
             }
             double want = alpha * s + (beta == 0.0f ? 0.0 : beta * c0[i * ldc + j]) + (use_bias ? bias[i] : 0.0);
             want = act_ref(&act, want);
-            double tol = 1e-5 * (fabs(alpha) * mag + fabs(beta) + 2.0);
+            if (how & P_FUSE)
+                want = 2.0 * want + 1.0;
+            double tol = 1e-5 * (fabs(alpha) * mag + fabs(beta) + 2.0) * (how & P_FUSE ? 2.0 : 1.0);
             if (!(fabs(got - want) <= tol)) {
-                CHECK(0, "ta=%d tb=%d m=%zu n=%zu k=%zu alpha=%g beta=%g bias=%d act=%d packed=%d: C[%zu,%zu] = %.7g, "
+                CHECK(0, "ta=%d tb=%d m=%zu n=%zu k=%zu alpha=%g beta=%g bias=%d act=%d how=%d: C[%zu,%zu] = %.7g, "
                          "want %.7g",
-                      ta, tb, m, n, k, alpha, beta, use_bias, act_kind, prepack, i, j, got, want);
+                      ta, tb, m, n, k, alpha, beta, use_bias, act_kind, how, i, j, got, want);
                 bad = 1;
             }
         }
@@ -126,6 +207,8 @@ static void check_gemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha
     free(c0);
     free(bias);
     free(packed);
+    free(apacked);
+    free(fuse_hits);
     for (int t = 0; t < 3; t++)
         free(res[t]);
 }
@@ -200,7 +283,8 @@ int main(void)
     /* GEMM */
     static const size_t sizes[][3] = {{1, 1, 1},    {1, 300, 70},   {7, 1, 3},     {6, 16, 8},     {5, 9, 300},
                                       {13, 33, 257}, {121, 19, 40}, {130, 70, 513}, {2, 2050, 3},  {64, 260, 64},
-                                      {250, 49, 600}, {37, 700, 20}};
+                                      {250, 49, 600}, {37, 700, 20}, {64, 3136, 27},  {17, 40, 1000},
+                                      {300, 100, 650}, {9, 5000, 5}};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         size_t m = sizes[s][0], n = sizes[s][1], k = sizes[s][2];
         for (int ta = 0; ta < 2; ta++)
@@ -213,6 +297,13 @@ int main(void)
         check_gemm(0, 1, m, n, k, 1.0f, 0.0f, 1, OP_ACT_HARD_SWISH, 1);
         check_gemm(1, 0, m, n, k, -1.5f, 0.0f, 1, OP_ACT_LEAKY_RELU, 0);
         check_gemm(0, 0, m, n, k, 1.0f, 0.0f, 0, OP_ACT_HARD_SIGMOID, 1);
+        /* prepacked A, B packed by a callback, fused programs */
+        check_gemm(0, 0, m, n, k, 1.0f, 0.0f, 1, OP_ACT_NONE, P_APACK | P_CALLBACK | P_FUSE);
+        check_gemm(1, 1, m, n, k, 0.5f, 0.0f, 1, OP_ACT_RELU, P_APACK | P_BPACK | P_FUSE);
+        check_gemm(0, 1, m, n, k, 1.0f, 1.0f, 1, OP_ACT_CLIP, P_CALLBACK | P_FUSE);
+        check_gemm(0, 0, m, n, k, 1.0f, 0.0f, 1, OP_ACT_NONE, P_FUSE);
+        check_gemm(1, 1, m, n, k, 1.0f, 0.5f, 0, OP_ACT_NONE, P_FUSE);
+        check_gemm(0, 0, m, n, k, 1.0f, 0.0f, 0, OP_ACT_NONE, P_APACK);
     }
     printf("%d of %d checks passed\n", checks - fails, checks);
     return fails ? 1 : 0;
