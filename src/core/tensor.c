@@ -1,4 +1,5 @@
 #include "core/tensor.h"
+#include "core/arena.h"
 #include "core/mem.h"
 
 #include <math.h>
@@ -144,7 +145,9 @@ void tensor_reset(tdm_tensor *t)
         for (size_t i = 0; i < t->count; i++)
             mem_free(s[i]);
     }
-    if (!t->borrowed)
+    if (!t->borrowed && t->dtype != TDM_STRING)
+        arena_give(t->data, t->nbytes); /* kept by the run's arena, if any (core/arena.h) */
+    else if (!t->borrowed)
         mem_free(t->data);
     for (size_t i = 0; i < t->n_items; i++)
         tdm_tensor_destroy(t->items[i]);
@@ -167,7 +170,7 @@ tdm_status tensor_alloc(tdm_err *e, tdm_tensor *t, tdm_dtype dtype, int rank, co
     size_t esize = dtype == TDM_STRING ? sizeof(char *) : tdm_dtype_size(dtype);
     if (mem_mul(count, esize, &nbytes))
         return err_set(e, TDM_E_NOMEM, "shape %s is too large", shape_str(rank, dims, buf, sizeof buf));
-    void *data = dtype == TDM_STRING ? mem_calloc(count ? count : 1, sizeof(char *)) : mem_alloc(nbytes);
+    void *data = dtype == TDM_STRING ? mem_calloc(count ? count : 1, sizeof(char *)) : arena_take(nbytes);
     if (!data)
         return err_set(e, TDM_E_NOMEM, "out of memory allocating %zu bytes for a %s tensor of shape %s",
                        nbytes, tdm_dtype_name(dtype), shape_str(rank, dims, buf, sizeof buf));

@@ -29,4 +29,35 @@ tdm_status exec_graph(tdm_err *e, const gr_graph *g, exec_scope *parent, const t
 tdm_status exec_hand_outputs(tdm_err *e, const gr_graph *g, tdm_tensor **vals, unsigned char *owned,
                              tdm_tensor **out);
 
+/* What an execution program keeps across its runs (built once per
+ * program, only read by runs, which may be concurrent): the elementwise
+ * fusion of its graph (run/fuse.h) and the arena its intermediates are
+ * allocated from (core/arena.h). */
+struct obs_hook;
+struct fuse_plan;
+struct arena;
+struct exec_prog;
+typedef struct exec_cache {
+    struct fuse_plan *fuse; /* NULL: nothing fused */
+    struct arena *arena;    /* NULL: plain allocation */
+    int fusion;             /* TDM_FUSION_OFF / _ON / _OBSERVED (tandem.h) */
+} exec_cache;
+
+/* Builds the cache of graph g (fusion on). */
+tdm_status exec_cache_init(tdm_err *e, const gr_graph *g, exec_cache *c);
+void exec_cache_free(exec_cache *c);
+
+/* exec_graph_obs (observe.h) with a program's cache (may be NULL): the
+ * fused chains run in their head node (the nodes fused away are not run;
+ * an observer sees them with zero time right after their head, whose time
+ * holds theirs, and without output values) when c->fusion is
+ * TDM_FUSION_OBSERVED, or TDM_FUSION_ON and no observer is set (an
+ * observer then sees every node's outputs: the run is not fused);
+ * intermediates come from c->arena. */
+tdm_status exec_graph_cached(tdm_err *e, const gr_graph *g, const tdm_tensor *const *in, tdm_tensor **out,
+                             int threads, uint64_t *rng, const struct obs_hook *obs, const exec_cache *c);
+
+/* Sets the fusion mode of an all-cpu program (TDM_FUSION_*; hexec.c). */
+void exec_prog_set_fusion(struct exec_prog *p, int mode);
+
 #endif

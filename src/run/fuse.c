@@ -1,12 +1,770 @@
-/* Fusion of elementwise consumers into the node before them (op_fuse in
- * ops/op.h). The executor does not fuse yet: ctx->fuse is always NULL and
- * this entry point is never reached. */
-#include "ops/op.h"
+/* Elementwise fusion (fuse.h): the pass that finds the chains and the
+ * interpreter of their register programs (op_fuse_apply). */
+#include "run/fuse.h"
+#include "core/mem.h"
+#include "core/pool.h"
+#include "ops/elementwise.h"
+#include "ops/nn.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+/* The heads whose kernels apply ctx->fuse themselves: they call
+ * op_fuse_apply once for every output element. Any other float32 head
+ * gets its chain applied in place after it ran. The executor checks the
+ * count of elements applied after the kernel: a kernel that applied
+ * nothing (a path not yet fused) gets the program applied in place. */
+static const int fuse_kernel_ops[] = {OP_Conv, OP_ConvTranspose, OP_Gemm, OP_MatMul};
+
+/* Elements per block of the interpreter. */
+#define FUSE_BLOCK 256
+/* Elements per pool task when a program runs over a whole tensor. */
+#define FUSE_TASK 16384
+
+enum fuse_kind {
+    FK_RELU, FK_CLIP, FK_LEAKY, FK_SIGMOID, FK_HSIGMOID, FK_HSWISH, FK_TANH, FK_ERF,
+    FK_ADD, FK_SUB, FK_MUL, FK_DIV, FK_MAX, FK_MIN
+};
+
+/* One step: reg[dst] = kind(a[, b]). a, b >= 0 name registers (0 is the
+ * head's output), < 0 operand -1 - a. */
+typedef struct fuse_ins {
+    int kind, dst, a, b;
+    float p, q;
+} fuse_ins;
+
+struct fuse_chain {
+    int head, in_kernel, out_value, avx2;
+    int n_members;
+    int members[FUSE_MAX_NODES];
+    fuse_ins ins[FUSE_MAX_NODES];     /* one per member; ins[i].dst == i + 1 */
+    int n_opd;
+    int opd[FUSE_MAX_OPERANDS];       /* value ids */
+};
+
+struct fuse_plan {
+    int n_nodes;
+    int *head_of;          /* per node: chain index, or -1 */
+    unsigned char *member; /* per node: fused away */
+    fuse_chain *chains;
+    int n_chains;
+    int n_fused;
+};
+
+/* ------------------------------------------------------------ queries */
+
+int fuse_plan_chains(const fuse_plan *fp) { return fp ? fp->n_chains : 0; }
+int fuse_plan_fused_nodes(const fuse_plan *fp) { return fp ? fp->n_fused : 0; }
+
+const fuse_chain *fuse_head_chain(const fuse_plan *fp, int n)
+{
+    if (!fp || n < 0 || n >= fp->n_nodes || fp->head_of[n] < 0)
+        return NULL;
+    return &fp->chains[fp->head_of[n]];
+}
+
+int fuse_is_member(const fuse_plan *fp, int n) { return fp && n >= 0 && n < fp->n_nodes && fp->member[n]; }
+int fuse_chain_in_kernel(const fuse_chain *c) { return c->in_kernel; }
+int fuse_chain_out_value(const fuse_chain *c) { return c->out_value; }
+int fuse_chain_n_members(const fuse_chain *c) { return c->n_members; }
+int fuse_chain_member(const fuse_chain *c, int i) { return c->members[i]; }
+
+void fuse_plan_free(fuse_plan *fp)
+{
+    if (!fp)
+        return;
+    mem_free(fp->head_of);
+    mem_free(fp->member);
+    mem_free(fp->chains);
+    mem_free(fp);
+}
+
+/* ------------------------------------------------------------- the pass */
+
+typedef struct fuse_build {
+    const gr_graph *g;
+    int *pos;              /* position of each node in g->order */
+    int *cstart, *cons;    /* consumers of each value (distinct nodes) */
+    unsigned char *esc;    /* value read by a subgraph (by name) */
+    unsigned char *taken;  /* node already in a chain */
+    int avx2;
+} fuse_build;
+
+static void mark_outer(const gr_graph *g, const gr_graph *sub, unsigned char *esc)
+{
+    for (int v = 0; v < sub->n_values; v++) {
+        if (!sub->values[v].outer)
+            continue;
+        int id = gr_value_find(g, sub->values[v].name);
+        if (id >= 0)
+            esc[id] = 1;
+    }
+    for (int n = 0; n < sub->n_nodes; n++)
+        for (int a = 0; a < sub->nodes[n].n_attrs; a++) {
+            const gr_attr *at = &sub->nodes[n].attrs[a];
+            if (at->type == GA_GRAPH && at->g)
+                mark_outer(g, at->g, esc);
+            for (size_t k = 0; at->type == GA_GRAPHS && k < at->n; k++)
+                mark_outer(g, at->graphs[k], esc);
+        }
+}
+
+static int is_f32(const gr_graph *g, int v)
+{
+    const gr_type *t = &g->values[v].type;
+    return t->kind == TDM_KIND_TENSOR && t->dtype == TDM_FLOAT && t->rank >= 0;
+}
+
+static int dim_eq(const gr_dim *a, const gr_dim *b)
+{
+    if (a->v >= 0 || b->v >= 0)
+        return a->v == b->v;
+    return a->sym && b->sym && strcmp(a->sym, b->sym) == 0;
+}
+
+static int same_shape(const gr_type *a, const gr_type *b)
+{
+    if (a->rank < 0 || a->rank != b->rank)
+        return 0;
+    for (int k = 0; k < a->rank; k++)
+        if (!dim_eq(&a->dims[k], &b->dims[k]))
+            return 0;
+    return 1;
+}
+
+/* w broadcasts to o without growing it. */
+static int bcast_into(const gr_type *w, const gr_type *o)
+{
+    if (w->rank < 0 || o->rank < 0 || w->rank > o->rank)
+        return 0;
+    for (int k = 0; k < w->rank; k++) {
+        const gr_dim *wd = &w->dims[k], *od = &o->dims[o->rank - w->rank + k];
+        if (wd->v != 1 && !dim_eq(wd, od))
+            return 0;
+    }
+    return 1;
+}
+
+/* A float scalar constant (Clip bound): 1 and *f, or 0. */
+static int const_scalar(const gr_graph *g, int v, float *f)
+{
+    const tdm_tensor *t = v >= 0 ? g->values[v].init : NULL;
+    if (!t || t->kind != TDM_KIND_TENSOR || t->dtype != TDM_FLOAT || t->count != 1 || g->values[v].is_input)
+        return 0;
+    *f = ((const float *)t->data)[0];
+    return 1;
+}
+
+/* The chain being grown. */
+typedef struct fuse_grow {
+    fuse_chain c;
+    int vals[FUSE_MAX_NODES]; /* chain values: vals[r] is register r */
+    int n_vals;
+    int head_pos;
+} fuse_grow;
+
+static int reg_of(const fuse_grow *w, int v)
+{
+    for (int r = 0; r < w->n_vals; r++)
+        if (w->vals[r] == v)
+            return r;
+    return -1;
+}
+
+/* Source of a binary input: a register, or an operand (added). -100: none. */
+static int binary_src(const fuse_build *b, fuse_grow *w, int v)
+{
+    const gr_graph *g = b->g;
+    int r = reg_of(w, v);
+    if (r >= 0)
+        return r;
+    if (v < 0 || !is_f32(g, v))
+        return -100;
+    const gr_value *val = &g->values[v];
+    int ready = val->init || val->is_input || val->outer ||
+                (val->producer >= 0 && b->pos[val->producer] < w->head_pos);
+    if (!ready || !bcast_into(&val->type, &g->values[w->vals[0]].type))
+        return -100;
+    for (int k = 0; k < w->c.n_opd; k++)
+        if (w->c.opd[k] == v)
+            return -1 - k;
+    if (w->c.n_opd == FUSE_MAX_OPERANDS)
+        return -100;
+    w->c.opd[w->c.n_opd] = v;
+    return -1 - w->c.n_opd++;
+}
+
+/* Appends node n to the chain when it is an elementwise step on chain
+ * values; 1 if added. */
+static int try_add(const fuse_build *b, fuse_grow *w, int n)
+{
+    const gr_graph *g = b->g;
+    const gr_node *node = &g->nodes[n];
+    fuse_ins ins;
+    memset(&ins, 0, sizeof ins);
+    if (node->op < 0 || node->n_outputs != 1 || node->outputs[0] < 0 || node->n_inputs < 1 || *node->domain)
+        return 0;
+    int out = node->outputs[0];
+    if (!is_f32(g, out) || g->values[out].init || !same_shape(&g->values[out].type, &g->values[w->vals[0]].type))
+        return 0;
+    int unary = 1;
+    switch (node->op) {
+    case OP_Relu: ins.kind = FK_RELU; break;
+    case OP_LeakyRelu:
+        ins.kind = FK_LEAKY;
+        ins.p = gr_attr_float(node, "alpha", 0.01f);
+        break;
+    case OP_Sigmoid:
+        if (!b->avx2) /* the portable float Sigmoid is private to elementwise_unary.c */
+            return 0;
+        ins.kind = FK_SIGMOID;
+        break;
+    case OP_HardSigmoid:
+        ins.kind = FK_HSIGMOID;
+        ins.p = gr_attr_float(node, "alpha", 0.2f);
+        ins.q = gr_attr_float(node, "beta", 0.5f);
+        break;
+    case OP_HardSwish:
+        ins.kind = FK_HSWISH;
+        ins.p = (float)(1.0 / 6);
+        ins.q = 0.5f;
+        break;
+    case OP_Tanh: ins.kind = FK_TANH; break;
+    case OP_Erf: ins.kind = FK_ERF; break;
+    case OP_Clip:
+        ins.kind = FK_CLIP;
+        if (node->version < 11) {
+            ins.p = gr_attr_float(node, "min", -FLT_MAX);
+            ins.q = gr_attr_float(node, "max", FLT_MAX);
+        } else {
+            ins.p = -INFINITY;
+            ins.q = INFINITY;
+            if (node->n_inputs > 1 && node->inputs[1] >= 0 && !const_scalar(g, node->inputs[1], &ins.p))
+                return 0;
+            if (node->n_inputs > 2 && node->inputs[2] >= 0 && !const_scalar(g, node->inputs[2], &ins.q))
+                return 0;
+        }
+        break;
+    case OP_Add: ins.kind = FK_ADD; unary = 0; break;
+    case OP_Sub: ins.kind = FK_SUB; unary = 0; break;
+    case OP_Mul: ins.kind = FK_MUL; unary = 0; break;
+    case OP_Div: ins.kind = FK_DIV; unary = 0; break;
+    case OP_Max: ins.kind = FK_MAX; unary = 0; break;
+    case OP_Min: ins.kind = FK_MIN; unary = 0; break;
+    default: return 0;
+    }
+    int n_opd = w->c.n_opd;
+    if (unary) {
+        if ((ins.a = reg_of(w, node->inputs[0])) < 0)
+            return 0;
+        if (node->op != OP_Clip && node->n_inputs != 1)
+            return 0;
+    } else {
+        if (node->n_inputs != 2 || (reg_of(w, node->inputs[0]) < 0 && reg_of(w, node->inputs[1]) < 0))
+            return 0;
+        ins.a = binary_src(b, w, node->inputs[0]);
+        ins.b = ins.a == -100 ? -100 : binary_src(b, w, node->inputs[1]);
+        if (ins.a == -100 || ins.b == -100) {
+            w->c.n_opd = n_opd;
+            return 0;
+        }
+    }
+    ins.dst = w->n_vals;
+    w->c.ins[w->c.n_members] = ins;
+    w->c.members[w->c.n_members++] = n;
+    w->vals[w->n_vals++] = out;
+    return 1;
+}
+
+/* Every chain value but the last has no consumer outside the chain. */
+static int chain_closed(const fuse_build *b, const fuse_grow *w)
+{
+    const gr_graph *g = b->g;
+    for (int r = 0; r < w->n_vals - 1; r++) {
+        int v = w->vals[r];
+        if (g->values[v].is_output || b->esc[v])
+            return 0;
+        for (int k = b->cstart[v]; k < b->cstart[v + 1]; k++) {
+            int c = b->cons[k], in = 0;
+            for (int m = 0; m < w->c.n_members && !in; m++)
+                in = w->c.members[m] == c;
+            if (!in)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+static int grow_chain(fuse_build *b, int head, fuse_chain *out)
+{
+    const gr_graph *g = b->g;
+    const gr_node *hn = &g->nodes[head];
+    if (hn->op < 0 || hn->n_outputs != 1 || hn->outputs[0] < 0 || b->taken[head])
+        return 0;
+    if (op_table[hn->op].flags & (OPF_SHAPE | OPF_SUBGRAPH | OPF_SEQUENCE | OPF_RANDOM))
+        return 0;
+    int hv = hn->outputs[0];
+    if (!is_f32(g, hv) || g->values[hv].init)
+        return 0;
+    fuse_grow w;
+    memset(&w, 0, sizeof w);
+    w.c.head = head;
+    w.vals[0] = hv;
+    w.n_vals = 1;
+    w.head_pos = b->pos[head];
+    fuse_chain best;
+    int have = 0;
+    while (w.n_vals < FUSE_MAX_NODES) {
+        /* the earliest consumer of a chain value not yet in the chain */
+        int next = -1;
+        for (int r = 0; r < w.n_vals; r++) {
+            int v = w.vals[r];
+            for (int k = b->cstart[v]; k < b->cstart[v + 1]; k++) {
+                int c = b->cons[k], in = 0;
+                for (int m = 0; m < w.c.n_members && !in; m++)
+                    in = w.c.members[m] == c;
+                if (!in && (next < 0 || b->pos[c] < b->pos[next]))
+                    next = c;
+            }
+        }
+        if (next < 0 || b->taken[next] || !try_add(b, &w, next))
+            break;
+        if (chain_closed(b, &w)) {
+            best = w.c;
+            best.out_value = w.vals[w.n_vals - 1];
+            have = 1;
+        }
+    }
+    if (!have)
+        return 0;
+    /* operands of the kept prefix only */
+    int n_opd = 0;
+    for (int k = 0; k < best.n_opd; k++) {
+        int used = 0;
+        for (int m = 0; m < best.n_members; m++)
+            used |= best.ins[m].a == -1 - k || best.ins[m].b == -1 - k;
+        if (used)
+            n_opd = k + 1;
+    }
+    best.n_opd = n_opd;
+    best.avx2 = b->avx2;
+    best.in_kernel = 0;
+    for (size_t k = 0; k < sizeof fuse_kernel_ops / sizeof fuse_kernel_ops[0]; k++)
+        best.in_kernel |= hn->op == fuse_kernel_ops[k];
+    *out = best;
+    return 1;
+}
+
+tdm_status fuse_plan_build(tdm_err *e, const gr_graph *g, fuse_plan **out)
+{
+    *out = NULL;
+    int N = g->n_nodes, V = g->n_values;
+    fuse_build b;
+    memset(&b, 0, sizeof b);
+    b.g = g;
+    b.avx2 = gemm_avx2_usable();
+    fuse_plan *fp = mem_calloc(1, sizeof *fp);
+    b.pos = mem_calloc((size_t)N + 1, sizeof *b.pos);
+    b.cstart = mem_calloc((size_t)V + 2, sizeof *b.cstart);
+    b.esc = mem_calloc((size_t)V + 1, 1);
+    b.taken = mem_calloc((size_t)N + 1, 1);
+    if (!fp || !b.pos || !b.cstart || !b.esc || !b.taken)
+        goto nomem;
+    fp->n_nodes = N;
+    fp->head_of = mem_alloc(((size_t)N + 1) * sizeof *fp->head_of);
+    fp->member = mem_calloc((size_t)N + 1, 1);
+    if (!fp->head_of || !fp->member)
+        goto nomem;
+    for (int n = 0; n < N; n++)
+        fp->head_of[n] = -1;
+    if (!g->order || N == 0) {
+        *out = fp;
+        goto done;
+    }
+    for (int p = 0; p < N; p++)
+        b.pos[g->order[p]] = p;
+    /* consumers, distinct per node */
+    for (int n = 0; n < N; n++) {
+        const gr_node *node = &g->nodes[n];
+        for (int i = 0; i < node->n_inputs; i++) {
+            int v = node->inputs[i], dup = 0;
+            for (int j = 0; j < i && !dup; j++)
+                dup = node->inputs[j] == v;
+            if (v >= 0 && !dup)
+                b.cstart[v + 1]++;
+        }
+        for (int a = 0; a < node->n_attrs; a++) {
+            const gr_attr *at = &node->attrs[a];
+            if (at->type == GA_GRAPH && at->g)
+                mark_outer(g, at->g, b.esc);
+            for (size_t k = 0; at->type == GA_GRAPHS && k < at->n; k++)
+                mark_outer(g, at->graphs[k], b.esc);
+        }
+    }
+    for (int v = 0; v < V; v++)
+        b.cstart[v + 1] += b.cstart[v];
+    b.cons = mem_alloc(((size_t)b.cstart[V] + 1) * sizeof *b.cons);
+    int *fill = mem_calloc((size_t)V + 1, sizeof *fill);
+    if (!b.cons || !fill) {
+        mem_free(fill);
+        goto nomem;
+    }
+    for (int n = 0; n < N; n++) {
+        const gr_node *node = &g->nodes[n];
+        for (int i = 0; i < node->n_inputs; i++) {
+            int v = node->inputs[i], dup = 0;
+            for (int j = 0; j < i && !dup; j++)
+                dup = node->inputs[j] == v;
+            if (v >= 0 && !dup)
+                b.cons[b.cstart[v] + fill[v]++] = n;
+        }
+    }
+    mem_free(fill);
+    size_t cap = 0;
+    for (int p = 0; p < N; p++) {
+        int n = g->order[p];
+        fuse_chain c;
+        if (!grow_chain(&b, n, &c))
+            continue;
+        if (mem_grow((void **)&fp->chains, &cap, (size_t)fp->n_chains + 1, sizeof *fp->chains))
+            goto nomem;
+        fp->head_of[n] = fp->n_chains;
+        b.taken[n] = 1;
+        for (int m = 0; m < c.n_members; m++) {
+            fp->member[c.members[m]] = 1;
+            b.taken[c.members[m]] = 1;
+        }
+        fp->n_fused += c.n_members;
+        fp->chains[fp->n_chains++] = c;
+    }
+    *out = fp;
+    goto done;
+nomem:
+    fuse_plan_free(fp);
+    err_set(e, TDM_E_NOMEM, "out of memory");
+done:
+    mem_free(b.pos);
+    mem_free(b.cstart);
+    mem_free(b.cons);
+    mem_free(b.esc);
+    mem_free(b.taken);
+    return *out ? TDM_OK : TDM_E_NOMEM;
+}
+
+/* ------------------------------------------------------------ binding */
+
+tdm_status fuse_bind(tdm_err *e, const fuse_chain *c, tdm_tensor *const *vals, const tdm_tensor *y, op_fuse *f)
+{
+    f->c = c;
+    f->y = y;
+    atomic_init(&f->done, 0);
+    for (int k = 0; k < c->n_opd; k++) {
+        f->opd[k] = vals[c->opd[k]];
+        if (!f->opd[k])
+            return err_set(e, TDM_E_INTERNAL, "a fused operand has no value");
+    }
+    return TDM_OK;
+}
+
+int fuse_shapes_ok(const op_fuse *f)
+{
+    const tdm_tensor *y = f->y;
+    if (!y || y->kind != TDM_KIND_TENSOR || y->dtype != TDM_FLOAT)
+        return 0;
+    for (int k = 0; k < f->c->n_opd; k++) {
+        const tdm_tensor *t = f->opd[k];
+        if (t->kind != TDM_KIND_TENSOR || t->dtype != TDM_FLOAT || t->rank > y->rank)
+            return 0;
+        for (int d = 0; d < t->rank; d++) {
+            int64_t td = t->dims[d], yd = y->dims[y->rank - t->rank + d];
+            if (td != 1 && td != yd)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------- interpreter */
+
+enum { OG_FULL, OG_SCALAR, OG_BLOCK, OG_GENERAL };
+
+/* Where an operand's elements come from for output flat index i. */
+typedef struct fuse_geo {
+    int mode;
+    const float *d;
+    size_t inner, cnt;
+    int64_t strides[TDM_MAX_RANK];
+} fuse_geo;
+
+static void geo_init(fuse_geo *o, const tdm_tensor *t, const tdm_tensor *y)
+{
+    o->d = t->data;
+    o->cnt = t->count;
+    if (t->count == y->count) {
+        o->mode = OG_FULL;
+        return;
+    }
+    if (t->count == 1) {
+        o->mode = OG_SCALAR;
+        return;
+    }
+    int r = y->rank, lo = -1, hi = -1;
+    int64_t dims[TDM_MAX_RANK];
+    for (int k = 0; k < r; k++) {
+        int j = k - (r - t->rank);
+        dims[k] = j >= 0 ? t->dims[j] : 1;
+        if (dims[k] != 1) {
+            if (lo < 0)
+                lo = k;
+            hi = k;
+        }
+    }
+    int block = lo >= 0;
+    for (int k = lo; block && k <= hi; k++)
+        block = dims[k] == y->dims[k];
+    if (block) {
+        o->mode = OG_BLOCK;
+        o->inner = 1;
+        for (int k = hi + 1; k < r; k++)
+            o->inner *= (size_t)y->dims[k];
+        return;
+    }
+    o->mode = OG_GENERAL;
+    op_bcast_strides(r, y->dims, t->rank, t->dims, o->strides);
+}
+
+/* The operand's m elements for output indices i0.. (buf when copied). */
+static const float *geo_load(const fuse_geo *o, const tdm_tensor *y, size_t i0, size_t m, float *buf)
+{
+    switch (o->mode) {
+    case OG_FULL:
+        return o->d + i0;
+    case OG_SCALAR:
+        for (size_t i = 0; i < m; i++)
+            buf[i] = o->d[0];
+        return buf;
+    case OG_BLOCK:
+        for (size_t i = 0; i < m;) {
+            size_t idx = i0 + i, j = (idx / o->inner) % o->cnt, run;
+            if (o->inner == 1) {
+                run = o->cnt - j < m - i ? o->cnt - j : m - i;
+                memcpy(buf + i, o->d + j, run * sizeof *buf);
+            } else {
+                size_t left = o->inner - idx % o->inner;
+                run = left < m - i ? left : m - i;
+                float v = o->d[j];
+                for (size_t k = 0; k < run; k++)
+                    buf[i + k] = v;
+            }
+            i += run;
+        }
+        return buf;
+    default:
+        for (size_t i = 0; i < m; i++)
+            buf[i] = o->d[op_bcast_offset(i0 + i, y->rank, y->dims, o->strides)];
+        return buf;
+    }
+}
+
+static void run_unary(const fuse_ins *in, int avx2, float *d, const float *a, size_t m)
+{
+    const float p = in->p, q = in->q;
+    size_t i;
+    switch (in->kind) {
+    case FK_RELU:
+        if (avx2) {
+            fuse_relu_avx2(d, a, m);
+            break;
+        }
+        for (i = 0; i < m; i++)
+            d[i] = a[i] < 0 ? 0.0f : a[i];
+        break;
+    case FK_CLIP:
+        if (avx2) {
+            fuse_clip_avx2(d, a, m, p, q);
+            break;
+        }
+        for (i = 0; i < m; i++) {
+            float v = a[i];
+            v = v < p ? p : v;
+            d[i] = v > q ? q : v;
+        }
+        break;
+    case FK_LEAKY:
+        for (i = 0; i < m; i++)
+            d[i] = a[i] < 0 ? p * a[i] : a[i];
+        break;
+    case FK_SIGMOID: /* only when avx2 (see try_add) */
+        op_ew_sigmoid_avx2(a, d, m);
+        break;
+    case FK_HSIGMOID:
+        for (i = 0; i < m; i++)
+            d[i] = fmaxf(0.0f, fminf(1.0f, p * a[i] + q));
+        break;
+    case FK_HSWISH:
+        for (i = 0; i < m; i++) {
+            float v = a[i];
+            d[i] = v * fmaxf(0.0f, fminf(1.0f, p * v + q));
+        }
+        break;
+    case FK_TANH:
+        for (i = 0; i < m; i++)
+            d[i] = tanhf(a[i]);
+        break;
+    case FK_ERF:
+        if (avx2)
+            op_ew_erf_avx2(a, d, m);
+        else
+            for (i = 0; i < m; i++)
+                d[i] = erff(a[i]);
+        break;
+    default:
+        break;
+    }
+}
+
+static void run_binary(int kind, int avx2, float *d, const float *a, const float *b, size_t m)
+{
+    size_t i;
+    if (avx2) {
+        fuse_bin_avx2(kind - FK_ADD, d, a, b, m);
+        return;
+    }
+    switch (kind) {
+    case FK_ADD:
+        for (i = 0; i < m; i++)
+            d[i] = a[i] + b[i];
+        break;
+    case FK_SUB:
+        for (i = 0; i < m; i++)
+            d[i] = a[i] - b[i];
+        break;
+    case FK_MUL:
+        for (i = 0; i < m; i++)
+            d[i] = a[i] * b[i];
+        break;
+    case FK_DIV:
+        for (i = 0; i < m; i++)
+            d[i] = a[i] / b[i];
+        break;
+    case FK_MAX:
+        for (i = 0; i < m; i++)
+            d[i] = (a[i] != a[i] || a[i] > b[i]) ? a[i] : b[i];
+        break;
+    case FK_MIN:
+        for (i = 0; i < m; i++)
+            d[i] = (a[i] != a[i] || a[i] < b[i]) ? a[i] : b[i];
+        break;
+    default:
+        break;
+    }
+}
+
+/* d = a op s (s_first: s op a). */
+static void run_binary_s(int kind, int avx2, float *d, const float *a, float s, int s_first, size_t m)
+{
+    size_t i;
+    if (avx2) {
+        fuse_bin_scalar_avx2(kind - FK_ADD, d, a, s, s_first, m);
+        return;
+    }
+    switch (kind * 2 + (s_first != 0)) {
+    case FK_ADD * 2: for (i = 0; i < m; i++) d[i] = a[i] + s; break;
+    case FK_ADD * 2 + 1: for (i = 0; i < m; i++) d[i] = s + a[i]; break;
+    case FK_SUB * 2: for (i = 0; i < m; i++) d[i] = a[i] - s; break;
+    case FK_SUB * 2 + 1: for (i = 0; i < m; i++) d[i] = s - a[i]; break;
+    case FK_MUL * 2: for (i = 0; i < m; i++) d[i] = a[i] * s; break;
+    case FK_MUL * 2 + 1: for (i = 0; i < m; i++) d[i] = s * a[i]; break;
+    case FK_DIV * 2: for (i = 0; i < m; i++) d[i] = a[i] / s; break;
+    case FK_DIV * 2 + 1: for (i = 0; i < m; i++) d[i] = s / a[i]; break;
+    default:
+        for (i = 0; i < m; i++) {
+            float x = s_first ? s : a[i], z = s_first ? a[i] : s;
+            d[i] = kind == FK_MAX ? ((x != x || x > z) ? x : z) : ((x != x || x < z) ? x : z);
+        }
+        break;
+    }
+}
 
 void op_fuse_apply(const op_fuse *f, float *y, size_t at, size_t n)
 {
-    (void)f;
-    (void)y;
-    (void)at;
-    (void)n;
+    const fuse_chain *c = f->c;
+    const int last = c->n_members - 1;
+    if (last == 0 && c->ins[0].kind < FK_ADD) {
+        /* one activation: in place (every loop reads an element before
+         * writing it; the AVX2 Sigmoid / Erf allow x == y) */
+        run_unary(&c->ins[0], c->avx2, y, y, n);
+    } else {
+        /* registers 1 .. last (the last step writes y itself) */
+        float regs[FUSE_MAX_NODES - 1][FUSE_BLOCK];
+        float obuf[FUSE_BLOCK];
+        fuse_geo geo[FUSE_MAX_OPERANDS];
+        for (int k = 0; k < c->n_opd; k++)
+            geo_init(&geo[k], f->opd[k], f->y);
+        for (size_t off = 0; off < n; off += FUSE_BLOCK) {
+            size_t m = n - off < FUSE_BLOCK ? n - off : FUSE_BLOCK, i0 = at + off;
+            float *y0 = y + off;
+            for (int s = 0; s <= last; s++) {
+                const fuse_ins *in = &c->ins[s];
+                float *d = s == last ? y0 : regs[in->dst - 1];
+                if (in->kind < FK_ADD) { /* the source of a unary step is a register */
+                    run_unary(in, c->avx2, d, in->a == 0 ? y0 : regs[in->a - 1], m);
+                    continue;
+                }
+                const int op_first = in->a < 0, ok = op_first ? -1 - in->a : in->b < 0 ? -1 - in->b : -1;
+                const int r = op_first ? in->b : in->a; /* a register */
+                const float *x = r == 0 ? y0 : regs[r - 1];
+                if (ok < 0) {
+                    run_binary(in->kind, c->avx2, d, x, in->b == 0 ? y0 : regs[in->b - 1], m);
+                    continue;
+                }
+                const fuse_geo *o = &geo[ok];
+                if (o->mode == OG_SCALAR) {
+                    run_binary_s(in->kind, c->avx2, d, x, o->d[0], op_first, m);
+                } else if (o->mode == OG_BLOCK && o->inner > 1) { /* runs of one operand value */
+                    for (size_t i = 0; i < m;) {
+                        size_t idx = i0 + i, j = (idx / o->inner) % o->cnt, left = o->inner - idx % o->inner;
+                        size_t run = left < m - i ? left : m - i;
+                        run_binary_s(in->kind, c->avx2, d + i, x + i, o->d[j], op_first, run);
+                        i += run;
+                    }
+                } else {
+                    const float *v = geo_load(o, f->y, i0, m, obuf);
+                    if (op_first)
+                        run_binary(in->kind, c->avx2, d, v, x, m);
+                    else
+                        run_binary(in->kind, c->avx2, d, x, v, m);
+                }
+            }
+        }
+    }
+    atomic_fetch_add_explicit(&((op_fuse *)f)->done, n, memory_order_relaxed);
+}
+
+typedef struct fuse_job {
+    const op_fuse *f;
+    float *y;
+    size_t n, per;
+} fuse_job;
+
+static void fuse_task(void *arg, size_t t)
+{
+    const fuse_job *j = arg;
+    size_t i0 = t * j->per, m = j->n - i0 < j->per ? j->n - i0 : j->per;
+    op_fuse_apply(j->f, j->y + i0, i0, m);
+}
+
+void fuse_apply_all(const op_fuse *f, int threads)
+{
+    fuse_job j;
+    j.f = f;
+    j.y = f->y->data;
+    j.n = f->y->count;
+    if (!j.n)
+        return;
+    size_t tasks = pool_tasks(threads, j.n, FUSE_TASK);
+    j.per = (j.n + tasks - 1) / tasks;
+    j.per = (j.per + 15) / 16 * 16;
+    pool_run(threads, (j.n + j.per - 1) / j.per, fuse_task, &j);
 }

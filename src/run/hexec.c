@@ -22,6 +22,7 @@ struct exec_prog {
     int max_in, max_out;
     pthread_mutex_t plugin_lock;
     obs_hook obs;            /* the session observer (observe.h); fn NULL: none */
+    exec_cache cache;        /* all_cpu: fusion and arena kept across runs (exec.h) */
 };
 
 static int is_builtin(const exec_prog *p, int d) { return p->plan->devs->items[d].ext != NULL; }
@@ -36,6 +37,7 @@ void exec_prog_free(exec_prog *p)
     mem_free(p->free_start);
     mem_free(p->frees);
     pthread_mutex_destroy(&p->plugin_lock);
+    exec_cache_free(&p->cache);
     mem_free(p);
 }
 
@@ -69,6 +71,11 @@ tdm_status exec_prog_build(tdm_err *e, const tdm_plan *plan, exec_prog **out)
             p->max_out = g->nodes[n].n_outputs;
     }
     if (p->all_cpu) {
+        tdm_status st = exec_cache_init(e, g, &p->cache);
+        if (st) {
+            exec_prog_free(p);
+            return st;
+        }
         *out = p;
         return TDM_OK;
     }
@@ -486,7 +493,7 @@ tdm_status exec_prog_run(tdm_err *e, const exec_prog *p, const tdm_tensor *const
     }
     uint64_t obs_t0 = p->obs.fn ? obs_now_ns() : 0;
     if (p->all_cpu) {
-        st = exec_graph_obs(e, g, NULL, in, out, threads, &rng, &p->obs);
+        st = exec_graph_cached(e, g, in, out, threads, &rng, &p->obs, &p->cache);
         obs_run(&p->obs, obs_t0, st);
         if (!st && stats) {
             stats->nodes = (size_t)N;
@@ -658,6 +665,12 @@ void exec_prog_get_observer(const exec_prog *p, tdm_observer_fn *fn, void **user
 {
     *fn = p->obs.fn;
     *user = p->obs.user;
+}
+
+void exec_prog_set_fusion(exec_prog *p, int mode)
+{
+    if (p)
+        p->cache.fusion = mode;
 }
 
 void exec_prog_set_observer(exec_prog *p, tdm_observer_fn fn, void *user)

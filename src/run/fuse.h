@@ -1,0 +1,83 @@
+/* Elementwise fusion (the op_fuse of ops/op.h): a pass over a graph, built
+ * once per execution program, that finds the chains of float32 elementwise
+ * nodes following a node and turns each into a small register program the
+ * executor applies per block of the head node's output:
+ *
+ * - in the kernel: when the head is an op whose kernel calls op_fuse_apply
+ *   (the table fuse_kernel_ops in fuse.c), ctx->fuse carries the program
+ *   and the kernel applies it per tile while the tile is in cache;
+ * - in place: for any other float32 head, the executor applies the program
+ *   to the head's output buffer once the head has run.
+ *
+ * A chain holds Relu, Clip, LeakyRelu, Sigmoid, HardSigmoid, HardSwish,
+ * Tanh, Erf and Add/Sub/Mul/Div/Max/Min of two chain values or of a chain
+ * value and an operand: a constant or a value computed before the head
+ * (a residual), broadcast to the output without growing it. Chains may
+ * be DAG-shaped (hardswish as x * Clip(x + 3, 0, 6) / 6, SiLU, GELU): every
+ * value of a chain but its last has no consumer outside the chain and is
+ * not a graph output. The head's output value becomes the chain's last
+ * value; the other nodes of the chain are not run ("fused away").
+ *
+ * Each step computes what the standalone kernel computes for an element,
+ * in the same order, with the same functions (op_ew_sigmoid_avx2 /
+ * op_ew_erf_avx2 when gemm_avx2_usable()). */
+#ifndef TDM_RUN_FUSE_H
+#define TDM_RUN_FUSE_H
+
+#include "graph/graph.h"
+#include "ops/op.h"
+
+#include <stdatomic.h>
+
+#define FUSE_MAX_NODES 16   /* nodes of one chain, head included */
+#define FUSE_MAX_OPERANDS 8 /* operands of one chain */
+
+typedef struct fuse_plan fuse_plan;
+typedef struct fuse_chain fuse_chain;
+
+/* Builds the fusion of g (its main graph; subgraphs are not fused).
+ * Never fails for lack of a fusable node: *out then has no chain. */
+tdm_status fuse_plan_build(tdm_err *e, const gr_graph *g, fuse_plan **out);
+void fuse_plan_free(fuse_plan *fp);
+
+/* Counts: chains, and nodes fused away (heads excluded). */
+int fuse_plan_chains(const fuse_plan *fp);
+int fuse_plan_fused_nodes(const fuse_plan *fp);
+
+/* The chain node n heads, or NULL. */
+const fuse_chain *fuse_head_chain(const fuse_plan *fp, int n);
+/* Node n is fused away into the chain of another node (its head). */
+int fuse_is_member(const fuse_plan *fp, int n);
+
+/* Chain queries. */
+int fuse_chain_in_kernel(const fuse_chain *c);  /* applied by the head's kernel */
+int fuse_chain_out_value(const fuse_chain *c);  /* value id of the chain's last value */
+int fuse_chain_n_members(const fuse_chain *c);  /* nodes fused away, in execution order */
+int fuse_chain_member(const fuse_chain *c, int i);
+
+/* A chain bound to one run: what ctx->fuse points to. */
+struct op_fuse {
+    const fuse_chain *c;
+    const tdm_tensor *y;                        /* the head's output (its dims are read when applied) */
+    const tdm_tensor *opd[FUSE_MAX_OPERANDS];   /* the operands' values */
+    atomic_size_t done;                         /* elements applied so far */
+};
+
+/* Binds chain c for a run: vals[] holds the current value of each value
+ * id; y is the head's output tensor (dims set by the kernel before any
+ * op_fuse_apply). Fails (TDM_E_INTERNAL) when an operand has no value. */
+tdm_status fuse_bind(tdm_err *e, const fuse_chain *c, tdm_tensor *const *vals, const tdm_tensor *y, op_fuse *f);
+/* 1 when f's operands are float32 and broadcast to f->y's shape without
+ * growing it (the condition of a fused run), else 0. */
+int fuse_shapes_ok(const op_fuse *f);
+/* Applies f to the whole of f->y in place (pool threads). */
+void fuse_apply_all(const op_fuse *f, int threads);
+
+/* The AVX2 loops (fuse_avx2.c; call only when gemm_avx2_usable()). */
+void fuse_relu_avx2(float *y, const float *x, size_t n);
+void fuse_clip_avx2(float *y, const float *x, size_t n, float lo, float hi);
+void fuse_bin_avx2(int kind, float *y, const float *a, const float *b, size_t n);
+/* y = a op s (s_first: s op a). */
+void fuse_bin_scalar_avx2(int kind, float *y, const float *a, float s, int s_first, size_t n);
+
+#endif

@@ -1,0 +1,514 @@
+/* Elementwise fusion (run/fuse.h) and the buffer arena (core/arena.h):
+ * on small graphs built by hand, the pass fuses what it should (counted),
+ * and sessions with fusion on compute what sessions with fusion off do
+ * (within a few float ulps); observers see every node; the arena reuses
+ * blocks within its bound.
+ *
+ * usage: test_perf_fuse CASE */
+#include "core/arena.h"
+#include "core/mem.h"
+#include "graph/graph.h"
+#include "graph/model.h"
+#include "ops/nn.h"
+#include "ops/op.h"
+#include "run/fuse.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+static tdm_err err;
+
+#define CHECK(c)                                                                                         \
+    do {                                                                                                 \
+        if (!(c)) {                                                                                      \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                        \
+            failures++;                                                                                  \
+        }                                                                                                \
+    } while (0)
+
+#define MUST(x)                                                                                          \
+    do {                                                                                                 \
+        tdm_status st_ = (x);                                                                            \
+        if (st_) {                                                                                       \
+            fprintf(stderr, "%s:%d: %s failed: %s %s\n", __FILE__, __LINE__, #x, tdm_status_str(st_),    \
+                    err.msg);                                                                            \
+            exit(1);                                                                                     \
+        }                                                                                                \
+    } while (0)
+
+/* ---- building graphs ---- */
+
+static uint64_t seed = 12345;
+static double rnd(void)
+{
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(seed >> 11) / 9007199254740992.0 * 2 - 1;
+}
+
+static gr_model *model_new(int64_t opset)
+{
+    gr_model *m;
+    MUST(gr_model_new(&err, &m));
+    m->opsets = mem_calloc(2, sizeof *m->opsets);
+    m->opsets[0].domain = mem_strdup("");
+    m->opsets[0].version = opset;
+    m->n_opsets = 1;
+    MUST(gr_graph_new(&err, m, NULL, "main", &m->main));
+    return m;
+}
+
+static void set_type(gr_graph *g, int id, int rank, const int64_t *dims)
+{
+    gr_type *t = &g->values[id].type;
+    gr_type_unknown(t);
+    t->dtype = TDM_FLOAT;
+    t->rank = rank;
+    for (int k = 0; k < rank; k++)
+        t->dims[k] = (gr_dim){dims[k], NULL};
+    g->values[id].has_type = 1;
+}
+
+static void input(gr_graph *g, const char *name, int rank, const int64_t *dims)
+{
+    int id;
+    MUST(gr_value_get(&err, g, name, &id));
+    g->values[id].is_input = 1;
+    set_type(g, id, rank, dims);
+    g->inputs = mem_realloc(g->inputs, sizeof *g->inputs * (size_t)(g->n_inputs + 1));
+    g->inputs[g->n_inputs++] = id;
+}
+
+static void output(gr_graph *g, const char *name)
+{
+    int id;
+    MUST(gr_value_get(&err, g, name, &id));
+    g->values[id].is_output = 1;
+    g->outputs = mem_realloc(g->outputs, sizeof *g->outputs * (size_t)(g->n_outputs + 1));
+    g->outputs[g->n_outputs++] = id;
+}
+
+/* A float initializer; vals NULL: random in [-1, 1]. */
+static void init(gr_graph *g, const char *name, int rank, const int64_t *dims, const float *vals)
+{
+    int id;
+    tdm_tensor *t;
+    MUST(tensor_new(&err, TDM_FLOAT, rank, dims, &t));
+    for (size_t i = 0; i < t->count; i++)
+        ((float *)t->data)[i] = vals ? vals[i] : (float)rnd();
+    MUST(gr_value_get(&err, g, name, &id));
+    g->values[id].init = t;
+    g->values[id].is_initializer = 1;
+    g->values[id].has_type = 1;
+    gr_type_from_tensor(&g->values[id].type, t);
+}
+
+static void scalar(gr_graph *g, const char *name, float v) { init(g, name, 0, NULL, &v); }
+
+/* node(g, "name", "Op", "in1,in2", "out"); an empty field: omitted. */
+static int node(gr_graph *g, const char *name, const char *op, const char *ins, const char *outs)
+{
+    const char *in[16], *out[16];
+    char ib[256], ob[256];
+    int ni = 0, no = 0, idx;
+    snprintf(ib, sizeof ib, "%s", ins);
+    snprintf(ob, sizeof ob, "%s", outs);
+    for (char *p = ib; *ins;) {
+        in[ni++] = p;
+        char *c = strchr(p, ',');
+        if (!c)
+            break;
+        *c = '\0';
+        p = c + 1;
+    }
+    for (char *p = ob; *outs;) {
+        out[no++] = p;
+        char *c = strchr(p, ',');
+        if (!c)
+            break;
+        *c = '\0';
+        p = c + 1;
+    }
+    MUST(gr_node_add(&err, g, name, op, "", ni, in, no, out, &idx));
+    return idx;
+}
+
+static void attr_ints(gr_graph *g, int n, const char *name, int count, const int64_t *v)
+{
+    gr_attr *a = gr_attr_add(&err, g, n, name);
+    a->type = GA_INTS;
+    a->n = (size_t)count;
+    a->ints = mem_calloc((size_t)count, sizeof *a->ints);
+    memcpy(a->ints, v, (size_t)count * sizeof *v);
+}
+
+static void attr_float(gr_graph *g, int n, const char *name, float f)
+{
+    gr_attr *a = gr_attr_add(&err, g, n, name);
+    a->type = GA_FLOAT;
+    a->f = f;
+}
+
+/* A 3x3 pad-1 Conv of x ([1,ci,h,w]) into out with ci -> co channels. */
+static void conv(gr_graph *g, const char *name, const char *x, const char *out, int64_t ci, int64_t co)
+{
+    char w[64], b[64], ins[200];
+    int64_t wd[4] = {co, ci, 3, 3}, bd[1] = {co};
+    snprintf(w, sizeof w, "%s_w", name);
+    snprintf(b, sizeof b, "%s_b", name);
+    init(g, w, 4, wd, NULL);
+    init(g, b, 1, bd, NULL);
+    snprintf(ins, sizeof ins, "%s,%s,%s", x, w, b);
+    int n = node(g, name, "Conv", ins, out);
+    int64_t pads[4] = {1, 1, 1, 1}, ks[2] = {3, 3};
+    attr_ints(g, n, "pads", 4, pads);
+    attr_ints(g, n, "kernel_shape", 2, ks);
+}
+
+/* ---- running ---- */
+
+typedef struct obs_count {
+    int nodes;     /* node events */
+    int no_output; /* node events without an output value */
+} obs_count;
+
+static void observe(void *user, const tdm_event *ev)
+{
+    obs_count *c = user;
+    if (ev->kind != TDM_EVENT_NODE)
+        return;
+    c->nodes++;
+    if (ev->n_outputs < 1 || !ev->outputs || !ev->outputs[0])
+        c->no_output++;
+}
+
+/* Runs model m's session (fusion mode, observer when oc) on ins;
+ * outs receives the outputs. Runs twice (the arena's second run reuses). */
+static void run(tdm_model *m, int mode, obs_count *oc, int threads, const tdm_tensor *const *ins, tdm_tensor **outs)
+{
+    tdm_ctx *ctx;
+    tdm_session_options *so;
+    tdm_session *s;
+    MUST(tdm_ctx_create(&ctx));
+    MUST(tdm_session_options_create(&so));
+    MUST(tdm_session_options_set_fusion(so, mode));
+    MUST(tdm_session_options_set_threads(so, threads));
+    MUST(tdm_session_create(ctx, m, so, &s));
+    if (oc)
+        MUST(tdm_session_set_observer(s, observe, oc));
+    size_t n_out = tdm_model_output_count(m);
+    for (int r = 0; r < 2; r++) {
+        if (r) {
+            for (size_t k = 0; k < n_out; k++)
+                tdm_tensor_destroy(outs[k]);
+            if (oc)
+                memset(oc, 0, sizeof *oc);
+        }
+        tdm_status st = tdm_session_run(s, ins, outs);
+        if (st) {
+            fprintf(stderr, "run failed: %s\n", tdm_ctx_error(ctx));
+            exit(1);
+        }
+    }
+    tdm_session_destroy(s);
+    tdm_session_options_destroy(so);
+    tdm_ctx_destroy(ctx);
+}
+
+/* Distance in float ulps. */
+static long ulps(float a, float b)
+{
+    if (a == b)
+        return 0;
+    if (isnan(a) || isnan(b))
+        return isnan(a) && isnan(b) ? 0 : 1L << 30;
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    if (ia < 0)
+        ia = INT32_MIN - ia;
+    if (ib < 0)
+        ib = INT32_MIN - ib;
+    long d = (long)ia - (long)ib;
+    return d < 0 ? -d : d;
+}
+
+/* Builds the model, checks the pass's counts, and compares fused against
+ * unfused runs (1 and 2 threads) within max_ulps. */
+static void check_model(const char *what, gr_model *gm, int want_chains, int want_fused, long max_ulps)
+{
+    tdm_model *m;
+    MUST(model_build(&err, gm, what, &m));
+    fuse_plan *fp;
+    MUST(fuse_plan_build(&err, m->gm->main, &fp));
+    int chains = fuse_plan_chains(fp), fused = fuse_plan_fused_nodes(fp);
+    fprintf(stderr, "%s: %d chains, %d nodes fused away\n", what, chains, fused);
+    CHECK(chains == want_chains);
+    CHECK(fused == want_fused);
+    fuse_plan_free(fp);
+
+    size_t n_in = tdm_model_input_count(m), n_out = tdm_model_output_count(m);
+    tdm_tensor *ins[4] = {NULL}, *ref[4] = {NULL}, *got[4] = {NULL};
+    for (size_t k = 0; k < n_in; k++) {
+        tdm_value_info vi;
+        int64_t dims[TDM_MAX_RANK];
+        MUST(tdm_model_input(m, k, &vi));
+        for (int d = 0; d < vi.rank; d++)
+            dims[d] = vi.dims[d].value;
+        MUST(tdm_tensor_create(TDM_FLOAT, vi.rank, dims, &ins[k]));
+        float *x = tdm_tensor_data(ins[k]);
+        for (size_t i = 0; i < tdm_tensor_count(ins[k]); i++)
+            x[i] = (float)(3 * rnd());
+    }
+    /* the reference: unfused, and under an observer, so without in-place
+     * reuse either; the observer sees every node with its value */
+    obs_count oc;
+    memset(&oc, 0, sizeof oc);
+    run(m, TDM_FUSION_OFF, &oc, 1, (const tdm_tensor *const *)ins, ref);
+    CHECK(oc.nodes == m->gm->main->n_nodes);
+    CHECK(oc.no_output == 0);
+    /* unfused with in-place reuse; fused on 1 and 2 threads; fused under
+     * an observer (OBSERVED: every node reported, the heads and the nodes
+     * fused away without a value but the last of each chain, which has
+     * the chain's); ON under an observer: unfused, every value seen */
+    static const int modes[5] = {TDM_FUSION_OFF, TDM_FUSION_ON, TDM_FUSION_ON, TDM_FUSION_OBSERVED, TDM_FUSION_ON};
+    static const int nthreads[5] = {1, 1, 2, 1, 1};
+    static const int observed[5] = {0, 0, 0, 1, 1};
+    for (int v = 0; v < 5; v++) {
+        memset(&oc, 0, sizeof oc);
+        run(m, modes[v], observed[v] ? &oc : NULL, nthreads[v], (const tdm_tensor *const *)ins, got);
+        for (size_t k = 0; k < n_out; k++) {
+            CHECK(tdm_tensor_count(got[k]) == tdm_tensor_count(ref[k]));
+            const float *a = tdm_tensor_cdata(got[k]), *b = tdm_tensor_cdata(ref[k]);
+            long worst = 0;
+            for (size_t i = 0; i < tdm_tensor_count(ref[k]); i++) {
+                long u = ulps(a[i], b[i]);
+                if (u > worst)
+                    worst = u;
+            }
+            fprintf(stderr, "%s: fusion %d, %d thread(s)%s: output %zu, max %ld ulps\n", what, modes[v],
+                    nthreads[v], observed[v] ? ", observed" : "", k, worst);
+            CHECK(worst <= max_ulps);
+            tdm_tensor_destroy(got[k]);
+            got[k] = NULL;
+        }
+        if (observed[v]) {
+            CHECK(oc.nodes == m->gm->main->n_nodes);
+            CHECK(oc.no_output == (modes[v] == TDM_FUSION_OBSERVED ? want_fused : 0));
+        }
+    }
+    for (size_t k = 0; k < n_out; k++)
+        tdm_tensor_destroy(ref[k]);
+    for (size_t k = 0; k < n_in; k++)
+        tdm_tensor_destroy(ins[k]);
+    tdm_model_destroy(m);
+}
+
+/* ---- cases ---- */
+
+/* Conv -> Mul(scalar) -> Add([1,C,1,1]) -> hardswish as
+ * Add(x, 3) -> Clip(0, 6) -> Mul(x, clip) -> Div(6) (ppocr_det). */
+static void t_hardswish(void)
+{
+    gr_model *m = model_new(13);
+    gr_graph *g = m->main;
+    int64_t xd[4] = {1, 3, 19, 21}, cd[4] = {1, 8, 1, 1};
+    input(g, "x", 4, xd);
+    conv(g, "conv", "x", "c", 3, 8);
+    scalar(g, "k", 0.75f);
+    init(g, "bias", 4, cd, NULL);
+    scalar(g, "three", 3.0f);
+    scalar(g, "zero", 0.0f);
+    scalar(g, "six", 6.0f);
+    node(g, "mul", "Mul", "c,k", "m");
+    node(g, "add", "Add", "m,bias", "a");
+    node(g, "add3", "Add", "a,three", "p");
+    node(g, "clip", "Clip", "p,zero,six", "q");
+    node(g, "mulx", "Mul", "a,q", "r");
+    node(g, "div6", "Div", "r,six", "y");
+    output(g, "y");
+    check_model("hardswish", m, 1, 6, 0);
+}
+
+/* Conv -> Sigmoid, Mul(x, sigmoid) (SiLU), then Relu of a second Conv
+ * added to the first's SiLU output (residual). */
+static void t_silu_residual(void)
+{
+    gr_model *m = model_new(13);
+    gr_graph *g = m->main;
+    int64_t xd[4] = {1, 4, 7, 5};
+    input(g, "x", 4, xd);
+    conv(g, "conv1", "x", "c1", 4, 6);
+    node(g, "sig", "Sigmoid", "c1", "s");
+    node(g, "silu", "Mul", "c1,s", "h");
+    conv(g, "conv2", "h", "c2", 6, 6);
+    node(g, "res", "Add", "h,c2", "r");
+    node(g, "relu", "Relu", "r", "y");
+    output(g, "y");
+    int avx2 = gemm_avx2_usable();
+    /* conv1's chain needs the Sigmoid (AVX2 only); conv2 takes the
+     * residual Add and the Relu */
+    check_model("silu_residual", m, avx2 ? 2 : 1, avx2 ? 4 : 2, 0);
+}
+
+/* MatMul -> Add(bias) -> GELU as Div, Erf, Add(1), Mul(x, .), Mul(0.5). */
+static void t_gelu(void)
+{
+    gr_model *m = model_new(17);
+    gr_graph *g = m->main;
+    int64_t xd[3] = {2, 5, 8}, wd[2] = {8, 12}, bd[1] = {12};
+    input(g, "x", 3, xd);
+    init(g, "w", 2, wd, NULL);
+    init(g, "b", 1, bd, NULL);
+    scalar(g, "sqrt2", 1.4142135f);
+    scalar(g, "one", 1.0f);
+    scalar(g, "half", 0.5f);
+    node(g, "mm", "MatMul", "x,w", "t");
+    node(g, "bias", "Add", "b,t", "u"); /* constant first: operand order kept */
+    node(g, "div", "Div", "u,sqrt2", "v");
+    node(g, "erf", "Erf", "v", "e");
+    node(g, "add1", "Add", "e,one", "f");
+    node(g, "mulx", "Mul", "u,f", "h");
+    node(g, "mulh", "Mul", "h,half", "y");
+    output(g, "y");
+    check_model("gelu", m, 1, 6, 0);
+}
+
+/* Heads that are not kernels taking fusion (in place after the head), the
+ * other activations, operands broadcast along inner and middle axes, and
+ * what must not fuse: a value used outside the chain, a graph output in
+ * the middle, an operand computed after the head. */
+static void t_inplace(void)
+{
+    gr_model *m = model_new(14);
+    gr_graph *g = m->main;
+    int64_t xd[3] = {2, 3, 400}, md[3] = {2, 1, 400}, rd[1] = {400}, cd[2] = {3, 1};
+    input(g, "x", 3, xd);
+    input(g, "z", 3, xd);
+    init(g, "mid", 3, md, NULL);
+    init(g, "row", 1, rd, NULL);
+    init(g, "col", 2, cd, NULL);
+    scalar(g, "two", 2.0f);
+    /* chain 1: head Add(x, z), all in place */
+    node(g, "add", "Add", "x,z", "a");
+    node(g, "tanh", "Tanh", "a", "b");
+    int n = node(g, "leaky", "LeakyRelu", "b", "c");
+    attr_float(g, n, "alpha", 0.3f);
+    node(g, "sub", "Sub", "two,c", "d");     /* operand first */
+    node(g, "max", "Max", "d,mid", "e");     /* [2,1,40]: general broadcast */
+    node(g, "min", "Min", "row,e", "f");     /* [40]: inner block */
+    n = node(g, "hsig", "HardSigmoid", "f", "h");
+    attr_float(g, n, "alpha", 0.3f);
+    node(g, "mulc", "Mul", "h,col", "i");     /* [3,1]: middle block */
+    node(g, "hswish", "HardSwish", "i", "j");
+    node(g, "erf", "Erf", "j", "k");
+    /* k feeds two nodes outside any chain of k: Relu(k) and an Add(k, r)
+     * whose r is computed after Relu: k's chain stops at k */
+    node(g, "relu", "Relu", "k", "r");
+    node(g, "add2", "Add", "k,r", "s");
+    /* s -> Neg (not fusable) -> Mul: a chain of the Neg with a graph
+     * output in its middle does not fuse past it */
+    node(g, "neg", "Neg", "s", "t");
+    node(g, "clip", "Clip", "t", "u");       /* no bounds */
+    node(g, "sig", "Relu", "u", "y2");
+    /* an operand computed after the head: Neg(z) takes no chain (Abs(x) is
+     * computed after it); Abs(x) takes the Add, Neg(z) being ready */
+    node(g, "h", "Neg", "z", "hz");
+    node(g, "late", "Abs", "x", "lx");
+    node(g, "mix", "Add", "hz,lx", "y3");
+    output(g, "u");
+    output(g, "y2");
+    output(g, "y3");
+    /* chains: add takes tanh .. erf (9), then relu and add2 (k's two
+     * consumers, 11 in all); neg takes clip only (its output u is a graph
+     * output); late takes mix (1) */
+    check_model("inplace", m, 3, 13, 0);
+}
+
+/* The arena: a block given back is taken again; kept bytes stay within the
+ * most that was in use; outside an arena nothing is kept. */
+static void t_arena(void)
+{
+    arena *a = arena_new();
+    CHECK(a != NULL);
+    arena *prev = arena_enter(a);
+    int64_t d1[1] = {100000}, d2[1] = {90000}, d3[1] = {10000};
+    tdm_tensor *t1, *t2, *t3;
+    MUST(tensor_new(&err, TDM_FLOAT, 1, d1, &t1));
+    void *p1 = t1->data;
+    memset(t1->data, 1, t1->nbytes);
+    tdm_tensor_destroy(t1);
+    size_t blocks, bytes, reused;
+    arena_stats(a, &blocks, &bytes, &reused);
+    CHECK(blocks == 1 && bytes == 400000 && reused == 0);
+    MUST(tensor_new(&err, TDM_FLOAT, 1, d2, &t2)); /* 90% of the block: reused */
+    CHECK(t2->data == p1);
+    memset(t2->data, 2, t2->nbytes);
+    MUST(tensor_new(&err, TDM_FLOAT, 1, d3, &t3)); /* too small for no block: new */
+    CHECK(t3->data != p1);
+    arena_stats(a, &blocks, &bytes, &reused);
+    CHECK(blocks == 0 && reused == 360000);
+    tdm_tensor_destroy(t2);
+    tdm_tensor_destroy(t3);
+    arena_stats(a, &blocks, &bytes, &reused);
+    CHECK(blocks == 2 && bytes == 400000);
+    /* the bound: the most in use at once was 400000 bytes */
+    int64_t d4[1] = {200000};
+    tdm_tensor *t4;
+    MUST(tensor_new(&err, TDM_FLOAT, 1, d4, &t4));
+    arena_leave(prev);
+    arena_enter(a);
+    tdm_tensor_destroy(t4);
+    arena_stats(a, &blocks, &bytes, &reused);
+    CHECK(bytes <= 800000 + 40000);
+    /* a donated block serves the next request of exactly its size */
+    tdm_tensor *t5, *t6;
+    MUST(tensor_new(&err, TDM_FLOAT, 1, d3, &t5));
+    arena_donate(t5->data, t5->nbytes);
+    MUST(tensor_new(&err, TDM_FLOAT, 1, d2, &t6)); /* another size: not the donor */
+    CHECK(t6->data != t5->data);
+    tdm_tensor_destroy(t6);
+    MUST(tensor_new(&err, TDM_FLOAT, 1, d3, &t6));
+    CHECK(t6->data == t5->data);
+    CHECK(arena_donation_end() == 1);
+    t5->data = NULL; /* the output owns it now */
+    tdm_tensor_destroy(t5);
+    tdm_tensor_destroy(t6);
+    arena_donate(NULL, 0);
+    CHECK(arena_donation_end() == 0);
+    arena_leave(prev);
+    /* outside the arena: plain memory */
+    MUST(tensor_new(&err, TDM_FLOAT, 1, d1, &t1));
+    tdm_tensor_destroy(t1);
+    arena_stats(a, &blocks, &bytes, &reused);
+    CHECK(bytes <= 800000 + 40000);
+    arena_free(a);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_perf_fuse CASE\n");
+        return 2;
+    }
+    const char *c = argv[1];
+    if (!strcmp(c, "hardswish"))
+        t_hardswish();
+    else if (!strcmp(c, "silu_residual"))
+        t_silu_residual();
+    else if (!strcmp(c, "gelu"))
+        t_gelu();
+    else if (!strcmp(c, "inplace"))
+        t_inplace();
+    else if (!strcmp(c, "arena"))
+        t_arena();
+    else {
+        fprintf(stderr, "unknown case %s\n", c);
+        return 2;
+    }
+    if (failures)
+        fprintf(stderr, "%d check(s) failed\n", failures);
+    return failures ? 1 : 0;
+}
