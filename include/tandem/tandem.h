@@ -290,6 +290,18 @@ tdm_status tdm_session_options_add_pin(tdm_session_options *opts, const char *pi
  * from path when a session is created; the paths in the environment
  * variable TANDEM_PLUGINS (colon-separated) are loaded too. */
 tdm_status tdm_session_options_add_plugin(tdm_session_options *opts, const char *path);
+/* Elementwise fusion on plans that run wholly on cpu: the elementwise
+ * nodes after a node (activations, Add/Mul/... with constants or a
+ * residual) run inside it, their intermediates never stored.
+ * TDM_FUSION_ON (the default): fused, except in runs with an observer
+ * (tdm_session_set_observer), which see every node's outputs.
+ * TDM_FUSION_OBSERVED: fused even under an observer, which then sees each
+ * node fused away with zero time (its time is in the node it was fused
+ * into) and without output values. TDM_FUSION_OFF: never. */
+#define TDM_FUSION_OFF 0
+#define TDM_FUSION_ON 1
+#define TDM_FUSION_OBSERVED 2
+tdm_status tdm_session_options_set_fusion(tdm_session_options *opts, int mode);
 
 /* A plan: every node of the model's main graph with its device, reason
  * code and the devices that rejected it; partitions, boundary copies,
@@ -525,8 +537,30 @@ tdm_status tdm_session_options_set_precision(tdm_session_options *opts, double m
  * success closes the breaker, a fault re-opens it. */
 tdm_status tdm_session_options_set_breaker(tdm_session_options *opts, int faults, double window_ms,
                                            double cooldown_ms);
+/* Re-planning with measured costs (off by default: slow_ratio 0). Per run,
+ * each partition on a non-cpu device is timed (the device's timer, a
+ * simulated device's model, else wall time); one at >= slow_ratio (>= 1,
+ * e.g. 1.5) times its estimate in `runs` consecutive runs (0: 3) triggers a
+ * re-plan with its measured per-node times replacing the estimates. The new
+ * plan is adopted only when its estimate is >= 10 % below the current
+ * placement's with the same measured figures (hysteresis); at most one
+ * re-plan per min_runs runs. Each decision is recorded with its figures
+ * (tdm_session_adaptation_json "decisions"; the adopted plan's ledger
+ * "replan") and emitted as TDM_EVENT_REPLAN. */
+tdm_status tdm_session_options_set_adaptation(tdm_session_options *opts, double slow_ratio, int runs, int min_runs);
+/* Plans cached per input-shape signature (0: off, the default): each run's
+ * input shapes select a plan made for them (the model specialized to those
+ * shapes, as with set_shape), the `size` least recently used kept. A new
+ * signature whose placement differs from the previous signature's is
+ * reported as a shape-dependent fallback (which nodes moved, from and to
+ * which device, why) in the adaptation JSON and as TDM_EVENT_REPLAN. Needs
+ * a model loaded from a file. */
+tdm_status tdm_session_options_set_plan_cache(tdm_session_options *opts, int size);
 /* The breaker's state and counters (runs, faults, re-executed runs, opens,
- * probes) and the cpu plan's ledger once built, as JSON; tdm_free(). */
+ * probes) and the cpu plan's ledger once built, the re-planning decisions
+ * and the plan cache (entries, hits, shape-dependent fallbacks), as JSON;
+ * tdm_free(). With the breaker, re-planning or the plan cache on,
+ * tdm_session_ledger_json includes the same object as "adaptation". */
 tdm_status tdm_session_adaptation_json(tdm_session *session, char **json);
 
 #ifdef __cplusplus

@@ -16,9 +16,16 @@
  *                   exceeds timeout_ms (default 1000) it then fails as a
  *                   timeout ("did not answer within timeout_ms"), else it
  *                   proceeds normally.
+ *   slow=F          (F >= 1, default 1) the device is F times slower than it
+ *                   says: run-time adaptation (run/adapt.h) multiplies the
+ *                   times it measures for the device's nodes by F
+ *                   (dev_faulty_slowdown), so that a test can make a
+ *                   partition miss its estimate deterministically; the
+ *                   estimates stay INNER's.
  * The device's name is the entry without its options ("faulty:vnpu:edge-npu"). */
 #define _POSIX_C_SOURCE 200809L
 #include "devices/device_internal.h"
+#include "devices/faulty.h"
 #include "core/mem.h"
 
 #include <pthread.h>
@@ -35,6 +42,7 @@ typedef struct faulty_ctx {
     uint64_t calls, rng;
     long long fail_at, fail_every, hang_at, hang_every;
     double fail_p, hang_ms, timeout_ms;
+    double slow;
 } faulty_ctx;
 
 /* 0: proceed; else TDM_E_DEVICE with the sentence in msg */
@@ -173,6 +181,14 @@ static const tdm_device_iface faulty_iface = {
     TDM_DEVICE_API_VERSION, f_name, f_description, f_supports, f_capacity, f_alloc, f_free, f_to_dev, f_to_host,
     f_run, f_estimate, f_copy_ms, f_take, f_destroy};
 
+double dev_faulty_slowdown(const dev_instance *d)
+{
+    if (!d || d->dev.iface != &faulty_iface || !d->dev.ctx)
+        return 1;
+    const faulty_ctx *c = d->dev.ctx;
+    return c->slow >= 1 ? c->slow : 1;
+}
+
 static int opt_num(const char *val, double lo, double hi, double *out)
 {
     char *end = NULL;
@@ -192,6 +208,7 @@ tdm_status dev_faulty_open(tdm_err *e, const char *args, dev_instance *out)
     if (!c)
         return err_set(e, TDM_E_NOMEM, "out of memory");
     c->timeout_ms = 1000;
+    c->slow = 1;
     c->rng = 1;
     const char *q = strchr(args, '?');
     size_t ilen = q ? (size_t)(q - args) : strlen(args);
@@ -224,6 +241,8 @@ tdm_status dev_faulty_open(tdm_err *e, const char *args, dev_instance *out)
             bad = opt_num(eq + 1, 0, 3.6e6, &c->hang_ms);
         else if (IS("timeout_ms"))
             bad = opt_num(eq + 1, 0, 3.6e6, &c->timeout_ms);
+        else if (IS("slow"))
+            bad = opt_num(eq + 1, 1, 1e6, &c->slow);
         else if (IS("fail_at") || IS("fail_every") || IS("hang_at") || IS("hang_every") || IS("seed")) {
             bad = opt_num(eq + 1, 0, 9e15, &d);
             long long v = (long long)d;
@@ -240,7 +259,7 @@ tdm_status dev_faulty_open(tdm_err *e, const char *args, dev_instance *out)
         } else {
             st = err_set(e, TDM_E_USAGE,
                          "faulty: unknown option '%.*s' (fail_at, fail_every, fail_p, seed, hang_at, hang_every, "
-                         "hang_ms, timeout_ms)",
+                         "hang_ms, timeout_ms, slow)",
                          (int)nl, o);
             break;
         }

@@ -4,6 +4,7 @@
 #include "core/mem.h"
 #include "core/tensor.h"
 #include "run/exec.h"
+#include "devices/opencl/opencl.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -292,6 +293,95 @@ fail:
         out[o] = NULL;
     }
     mem_free((void *)in);
+    return st;
+}
+
+/* Runs node n on device d through the public ABI (OpenCL, plugins): the
+ * inputs from vals copied to device buffers, run(), the outputs copied back
+ * into new host tensors out[]. *ms receives the node's time on the device:
+ * its own timer when it has one (OpenCL profiling events), else the wall
+ * time of run(). */
+static tdm_status run_node_device(calrun *c, int n, int d, tdm_tensor **vals, tdm_tensor **out, double *ms)
+{
+    const gr_node *node = &c->g->nodes[n];
+    const dev_instance *di = &c->p->devs->items[d];
+    const tdm_device_iface *f = di->dev.iface;
+    tdm_device_tensor *in = mem_calloc((size_t)node->n_inputs + 1, sizeof *in);
+    tdm_device_tensor *dout = mem_calloc((size_t)node->n_outputs + 1, sizeof *dout);
+    tdm_status st = TDM_OK;
+    char label[256], msg[512];
+    *ms = -1;
+    for (int o = 0; o < node->n_outputs; o++)
+        out[o] = NULL;
+    if (!in || !dout) {
+        st = err_set(c->e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < node->n_inputs; i++) {
+        const tdm_tensor *t = node->inputs[i] >= 0 ? vals[node->inputs[i]] : NULL;
+        if (!t || t->kind != TDM_KIND_TENSOR)
+            continue;
+        size_t bytes = t->nbytes;
+        in[i].dtype = t->dtype;
+        in[i].rank = t->rank;
+        for (int r = 0; r < t->rank && r < 16; r++)
+            in[i].dims[r] = t->dims[r];
+        in[i].bytes = bytes;
+        if (f->buffer_alloc(di->dev.ctx, bytes ? bytes : 1, &in[i].buf) != TDM_OK ||
+            (bytes && f->copy_to_device(di->dev.ctx, in[i].buf, t->data, bytes) != TDM_OK)) {
+            st = err_set(c->e, TDM_E_DEVICE, "calibrating node %s on %s: cannot copy input %d to the device",
+                         gr_node_label(node, label, sizeof label), di->name, i);
+            goto done;
+        }
+    }
+    msg[0] = '\0';
+    double t0 = now_ms();
+    st = f->run(di->dev.ctx, &c->p->descs[n], in, dout, msg, sizeof msg);
+    double wall = now_ms() - t0;
+    msg[sizeof msg - 1] = '\0';
+    if (st) {
+        st = err_set(c->e, TDM_E_DEVICE, "calibrating node %s on %s: %s", gr_node_label(node, label, sizeof label),
+                     di->name, msg[0] ? msg : tdm_status_str(st));
+        goto done;
+    }
+    if (ocl_is_device(&di->dev)) {
+        double dm = ocl_last_run_ms(&di->dev);
+        *ms = dm >= 0 ? dm : now_ms() - t0;
+    } else {
+        *ms = wall;
+    }
+    for (int o = 0; o < node->n_outputs; o++) {
+        const tdm_device_tensor *x = &dout[o];
+        if (!x->buf)
+            continue;
+        if ((st = tensor_new(c->e, x->dtype, x->rank, x->dims, &out[o])) != TDM_OK)
+            goto done;
+        size_t bytes = out[o]->nbytes;
+        if (bytes != x->bytes && x->bytes) {
+            st = err_set(c->e, TDM_E_DEVICE, "calibrating node %s on %s: output %d has %zu bytes, its shape needs %zu",
+                         gr_node_label(node, label, sizeof label), di->name, o, x->bytes, bytes);
+            goto done;
+        }
+        if (bytes && f->copy_to_host(di->dev.ctx, out[o]->data, x->buf, bytes) != TDM_OK) {
+            st = err_set(c->e, TDM_E_DEVICE, "calibrating node %s on %s: cannot copy output %d to the host",
+                         gr_node_label(node, label, sizeof label), di->name, o);
+            goto done;
+        }
+    }
+done:
+    for (int i = 0; in && i < node->n_inputs; i++)
+        if (in[i].buf)
+            f->buffer_free(di->dev.ctx, in[i].buf);
+    for (int o = 0; dout && o < node->n_outputs; o++)
+        if (dout[o].buf)
+            f->buffer_free(di->dev.ctx, dout[o].buf);
+    if (st)
+        for (int o = 0; o < node->n_outputs; o++) {
+            tdm_tensor_destroy(out[o]);
+            out[o] = NULL;
+        }
+    mem_free(in);
+    mem_free(dout);
     return st;
 }
 
@@ -625,6 +715,27 @@ tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const
                     qsort(times, (size_t)repeat, sizeof *times, cmp_double);
                     cJSON_AddNumberToObject(o, "ms", times[repeat / 2]);
                     cJSON_AddBoolToObject(o, "modeled", 0);
+                } else if (!di->ext) {
+                    /* through the public ABI: the median of repeated runs
+                     * on the device, and the error of the last run */
+                    for (int r = 0; r < repeat; r++) {
+                        if ((st = run_node_device(&c, n, d, vals[cpu], out2, &times[r])) != TDM_OK)
+                            goto done;
+                        if (r + 1 < repeat)
+                            free_outs(out2, node->n_outputs);
+                    }
+                    qsort(times, (size_t)repeat, sizeof *times, cmp_double);
+                    cJSON_AddNumberToObject(o, "ms", times[repeat / 2]);
+                    cJSON_AddBoolToObject(o, "modeled", 0);
+                    cJSON_AddStringToObject(o, "timer", ocl_is_device(&di->dev) ? "device" : "wall");
+                    if (est >= 0 && isfinite(est))
+                        cJSON_AddNumberToObject(o, "estimate_ms", est);
+                    for (int k = 0; k < node->n_outputs; k++) {
+                        compare(out[k], out2[k], &m);
+                        merge_metrics(&alone, &m);
+                    }
+                    free_outs(out2, node->n_outputs);
+                    merge_entry(o, "error", &alone);
                 } else if (est >= 0 && isfinite(est)) {
                     cJSON_AddNumberToObject(o, "ms", est);
                     cJSON_AddBoolToObject(o, "modeled", mod != 0);
@@ -641,9 +752,14 @@ tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const
                 merge_entry(o, "error", &alone);
             }
             /* chain: on the device when it can, else cpu, from the chain's values */
-            int cd = ok && di->ext ? d : cpu;
-            if ((st = run_node(&c, n, cd, vals[d], owned[d], out2)) != TDM_OK)
+            int cd = ok ? d : cpu;
+            if (cd != cpu && !di->ext) {
+                double ignored;
+                if ((st = run_node_device(&c, n, d, vals[d], out2, &ignored)) != TDM_OK)
+                    goto done;
+            } else if ((st = run_node(&c, n, cd, vals[d], owned[d], out2)) != TDM_OK) {
                 goto done;
+            }
             for (int k = 0; k < node->n_outputs; k++) {
                 compare(out[k], out2[k], &m);
                 merge_metrics(&chain, &m);

@@ -5,10 +5,16 @@
  * reference), keeping each value until its last reader, and for every node:
  *   time      cpu (and any device with a host path that is not modeled):
  *             the median of `repeat` runs of the node on the reference
- *             inputs; vnpu: its modeled estimate_ms; plugins: their
- *             estimate_ms when they give one.
- *   error     on every non-cpu device with a host path that supports the
- *             node: the node run alone on the reference inputs, its outputs
+ *             inputs; vnpu: its modeled estimate_ms; devices used through
+ *             the public ABI (opencl, plugins): the median of `repeat` runs
+ *             of the node on the device (inputs copied to device buffers,
+ *             run(), outputs copied back; the time is the device's own timer
+ *             for OpenCL — profiling events —, else the wall time of run();
+ *             "timer": "device" or "wall", and their estimate_ms as
+ *             "estimate_ms" when they give one).
+ *   error     on every non-cpu device that supports the node (host path,
+ *             or through the public ABI as for the time): the node run alone
+ *             on the reference inputs, its outputs
  *             against the reference outputs — max |diff|, RMSE, cosine;
  *             non-finite device values where the reference is finite give
  *             cosine 0 and max_abs null ("nonfinite": true).

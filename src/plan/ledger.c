@@ -36,6 +36,12 @@ static cJSON *ms_number(double v) { return v >= 0 ? cJSON_CreateNumber(round(v *
 
 tdm_status plan_ledger_json(tdm_err *e, const tdm_plan *p, const char *run_json, char **json)
 {
+    return plan_ledger_json_adapt(e, p, run_json, NULL, json);
+}
+
+tdm_status plan_ledger_json_adapt(tdm_err *e, const tdm_plan *p, const char *run_json, const char *adapt_json,
+                                  char **json)
+{
     const gr_graph *g = p->g;
     int D = (int)p->devs->n;
     cJSON *root = cJSON_CreateObject(), *a, *o, *x;
@@ -83,6 +89,22 @@ tdm_status plan_ledger_json(tdm_err *e, const tdm_plan *p, const char *run_json,
                 CHK(cJSON_AddNumberToObject(x, "rmse", pp->rmse));
             if (pp->chain)
                 CHK(cJSON_AddNumberToObject(x, "alone_cosine", pp->alone_cosine));
+        }
+    }
+    if (p->opts.replan_reason || p->opts.n_measured) {
+        cJSON *rp, *ms;
+        CHK(rp = cJSON_AddObjectToObject(root, "replan"));
+        CHK(cJSON_AddStringToObject(rp, "reason", p->opts.replan_reason ? p->opts.replan_reason : ""));
+        CHK(cJSON_AddNumberToObject(rp, "measured_estimates", (double)p->adapt_measured));
+        CHK(ms = cJSON_AddArrayToObject(rp, "measured"));
+        for (size_t k = 0; k < p->opts.n_measured; k++) {
+            const plan_measured *pm = &p->opts.measured[k];
+            CHK(x = cJSON_CreateObject());
+            CHK(cJSON_AddItemToArray(ms, x));
+            CHK(cJSON_AddStringToObject(x, "node", pm->node));
+            CHK(cJSON_AddStringToObject(x, "device", pm->device));
+            CHK(cJSON_AddItemToObject(x, "measured_ms", ms_number(pm->ms)));
+            CHK(cJSON_AddItemToObject(x, "estimated_ms", ms_number(pm->est_ms)));
         }
     }
     CHK(a = cJSON_AddArrayToObject(root, "nodes"));
@@ -225,6 +247,14 @@ tdm_status plan_ledger_json(tdm_err *e, const tdm_plan *p, const char *run_json,
         cJSON *r = cJSON_Parse(run_json);
         CHK(r);
         if (!cJSON_AddItemToObject(root, "run", r)) {
+            cJSON_Delete(r);
+            goto nomem;
+        }
+    }
+    if (adapt_json) {
+        cJSON *r = cJSON_Parse(adapt_json);
+        CHK(r);
+        if (!cJSON_AddItemToObject(root, "adaptation", r)) {
             cJSON_Delete(r);
             goto nomem;
         }

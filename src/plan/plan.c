@@ -67,7 +67,37 @@ void plan_options_free(plan_options *o)
     mem_free(o->pins);
     mem_free(o->calibration);
     mem_free(o->device_fault);
+    for (size_t i = 0; i < o->n_measured; i++) {
+        mem_free(o->measured[i].node);
+        mem_free(o->measured[i].device);
+    }
+    mem_free(o->measured);
+    mem_free(o->replan_reason);
     plan_options_init(o);
+}
+
+tdm_status plan_options_add_measured(plan_options *o, const char *node, const char *device, double ms, double est_ms)
+{
+    for (size_t i = 0; i < o->n_measured; i++)
+        if (strcmp(o->measured[i].node, node) == 0 && strcmp(o->measured[i].device, device) == 0) {
+            o->measured[i].ms = ms;
+            o->measured[i].est_ms = est_ms;
+            return TDM_OK;
+        }
+    if (mem_grow((void **)&o->measured, &o->cap_measured, o->n_measured + 1, sizeof *o->measured))
+        return TDM_E_NOMEM;
+    plan_measured *m = &o->measured[o->n_measured];
+    m->node = mem_strdup(node);
+    m->device = mem_strdup(device);
+    m->ms = ms;
+    m->est_ms = est_ms;
+    if (!m->node || !m->device) {
+        mem_free(m->node);
+        mem_free(m->device);
+        return TDM_E_NOMEM;
+    }
+    o->n_measured++;
+    return TDM_OK;
 }
 
 tdm_status plan_options_copy(const plan_options *src, plan_options *dst)
@@ -86,6 +116,12 @@ tdm_status plan_options_copy(const plan_options *src, plan_options *dst)
         goto nomem;
     if (src->device_fault && !(dst->device_fault = mem_strdup(src->device_fault)))
         goto nomem;
+    if (src->replan_reason && !(dst->replan_reason = mem_strdup(src->replan_reason)))
+        goto nomem;
+    for (size_t i = 0; i < src->n_measured; i++)
+        if (plan_options_add_measured(dst, src->measured[i].node, src->measured[i].device, src->measured[i].ms,
+                                      src->measured[i].est_ms))
+            goto nomem;
     if (src->n_plugins) {
         if (!(dst->plugins = mem_calloc(src->n_plugins, sizeof *dst->plugins)))
             goto nomem;
@@ -630,6 +666,30 @@ done:
     mem_free(have);
     calib_free(cd);
     return st;
+}
+
+static int find_device(const tdm_plan *p, const char *name);
+
+/* Run-time measurements (opts.measured) replace the estimates of (node,
+ * device) — after the calibration file's, so the latest figure wins. */
+static void apply_measured(pstate *s)
+{
+    tdm_plan *p = s->p;
+    const plan_options *o = &p->opts;
+    for (size_t i = 0; i < o->n_measured; i++) {
+        int d = find_device(p, o->measured[i].device), n = -1;
+        for (int k = 0; k < s->N && n < 0 && d >= 0; k++)
+            if (strcmp(s->g->nodes[k].name, o->measured[i].node) == 0)
+                n = k;
+        if (n < 0 || !(o->measured[i].ms >= 0))
+            continue;
+        size_t k = (size_t)n * (size_t)s->D + (size_t)d;
+        if (s->sup[k] != TDM_REASON_OK)
+            continue;
+        s->est[k] = o->measured[i].ms;
+        s->estmod[k] = 0;
+        p->adapt_measured++;
+    }
 }
 
 static int find_device(const tdm_plan *p, const char *name)
@@ -1735,7 +1795,7 @@ tdm_status plan_build(tdm_err *e, const tdm_model *model, const plan_options *op
         if ((st = plan_desc_build(e, &p->arena, g, &g->nodes[n], &p->descs[n])) != TDM_OK)
             goto fail;
     if ((st = build_structure(&s)) != TDM_OK || (st = ask_devices(&s)) != TDM_OK || (st = apply_precision(&s)) != TDM_OK ||
-        (st = apply_pins(&s)) != TDM_OK ||
+        (apply_measured(&s), (st = apply_pins(&s)) != TDM_OK) ||
         (st = initial_placement(&s)) != TDM_OK)
         goto fail;
     if ((st = p->opts.granularity == PLAN_GRAN_AUTO ? auto_best(&s) : place(&s, p->opts.granularity)) != TDM_OK)

@@ -118,7 +118,23 @@ typedef struct plan_options {
     /* circuit breaker (run/adapt.h): when set, every device but cpu
      * refuses every node with DEVICE_FAULT and this sentence */
     char *device_fault;
+    /* run-time adaptation (run/adapt.h): measured times that replace the
+     * devices' estimates of (node, device), and why the plan was made */
+    struct plan_measured *measured;
+    size_t n_measured, cap_measured;
+    char *replan_reason;    /* NULL: not a re-plan */
 } plan_options;
+
+/* A measured node time (node and device by name; ms per run). est_ms is
+ * the estimate it replaces (recorded in the ledger). */
+typedef struct plan_measured {
+    char *node, *device;
+    double ms, est_ms;
+} plan_measured;
+
+/* Appends (node, device, ms, est_ms) to o->measured, replacing an entry
+ * for the same (node, device). */
+tdm_status plan_options_add_measured(plan_options *o, const char *node, const char *device, double ms, double est_ms);
 
 void plan_options_init(plan_options *o);
 void plan_options_free(plan_options *o);
@@ -217,6 +233,7 @@ struct tdm_plan {
     size_t n_precision;
     size_t calib_missing;       /* nodes the calibration file has no figures for */
     size_t calib_measured;      /* (node, device) estimates replaced by measured times */
+    size_t adapt_measured;      /* of those, from run-time measurements (opts.measured) */
 };
 
 /* A node refused by a device for its calibrated error. */
@@ -247,6 +264,11 @@ int plan_implicit_inputs(const gr_graph *g, const gr_node *n, int **ids);
 /* Ledger (ledger.c): the plan as JSON (cJSON); run_json, when not NULL, is
  * a JSON object text added as "run". *json is allocated with mem_alloc. */
 tdm_status plan_ledger_json(tdm_err *e, const tdm_plan *p, const char *run_json, char **json);
+/* The same with adapt_json (when not NULL: the session's run-time
+ * adaptation, run/adapt.h adapt_json) added as "adaptation": the breaker,
+ * the re-planning decisions with their figures, the plan cache. */
+tdm_status plan_ledger_json_adapt(tdm_err *e, const tdm_plan *p, const char *run_json, const char *adapt_json,
+                                  char **json);
 /* The readable report of `tandem plan`. */
 tdm_status plan_report(tdm_err *e, const tdm_plan *p, char **text);
 

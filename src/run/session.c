@@ -23,7 +23,8 @@ struct tdm_session_options {
     shape_override *shapes;
     size_t n_shapes, cap_shapes;
     plan_options po;
-    adapt_opts breaker;       /* the circuit breaker (run/adapt.h); faults 0: off */
+    int fusion;               /* TDM_FUSION_* (tdm_session_options_set_fusion) */
+    adapt_opts breaker;       /* run-time adaptation (run/adapt.h): breaker, re-planning, plan cache */
 };
 
 struct tdm_session {
@@ -49,6 +50,7 @@ tdm_status tdm_session_options_create(tdm_session_options **out)
     if (!*out)
         return TDM_E_NOMEM;
     plan_options_init(&(*out)->po);
+    (*out)->fusion = TDM_FUSION_ON;
     return TDM_OK;
 }
 
@@ -160,6 +162,25 @@ tdm_status tdm_session_options_set_breaker(tdm_session_options *opts, int faults
     return TDM_OK;
 }
 
+tdm_status tdm_session_options_set_adaptation(tdm_session_options *opts, double slow_ratio, int runs, int min_runs)
+{
+    if (!opts || !(slow_ratio == 0 || (slow_ratio >= 1 && slow_ratio <= 1e6)) || runs < 0 || runs > 1000000 ||
+        min_runs < 0 || min_runs > 1000000000)
+        return TDM_E_USAGE;
+    opts->breaker.slow_ratio = slow_ratio;
+    opts->breaker.slow_runs = slow_ratio > 0 && runs == 0 ? 3 : runs;
+    opts->breaker.min_runs = min_runs;
+    return TDM_OK;
+}
+
+tdm_status tdm_session_options_set_plan_cache(tdm_session_options *opts, int size)
+{
+    if (!opts || size < 0 || size > 4096)
+        return TDM_E_USAGE;
+    opts->breaker.cache_size = size;
+    return TDM_OK;
+}
+
 tdm_status tdm_session_adaptation_json(tdm_session *s, char **json)
 {
     if (!s || !json)
@@ -223,24 +244,44 @@ tdm_status tdm_session_options_add_plugin(tdm_session_options *opts, const char 
     return TDM_OK;
 }
 
+tdm_status tdm_session_options_set_fusion(tdm_session_options *opts, int mode)
+{
+    if (!opts || mode < TDM_FUSION_OFF || mode > TDM_FUSION_OBSERVED)
+        return TDM_E_USAGE;
+    opts->fusion = mode;
+    return TDM_OK;
+}
+
 /* The model with the dimensions fixed by opts' shapes, so that the
  * planner sees static shapes (devices may refuse dynamic ones, and sizes
  * and estimates need them): the file is loaded again, the graph inputs get
  * the fixed dimensions, and the usual inference and folding run. *out is
  * NULL when there is nothing to fix, or the model was loaded from memory
  * (no file to reload: it is planned with its dynamic shapes). */
+static tdm_status specialize_shapes(tdm_err *e, const tdm_model *model, const shape_override *shapes, size_t n_shapes,
+                                   tdm_model **out);
+
 static tdm_status specialize(tdm_err *e, const tdm_model *model, const tdm_session_options *opts, tdm_model **out)
+{
+    *out = NULL;
+    if (!opts)
+        return TDM_OK;
+    return specialize_shapes(e, model, opts->shapes, opts->n_shapes, out);
+}
+
+static tdm_status specialize_shapes(tdm_err *e, const tdm_model *model, const shape_override *shapes, size_t n_shapes,
+                                   tdm_model **out)
 {
     gr_model *gm = NULL;
     *out = NULL;
-    if (!opts || !opts->n_shapes || !model->gm->dir || !model->gm->path)
+    if (!n_shapes || !model->gm->dir || !model->gm->path)
         return TDM_OK;
     tdm_status st = onnx_load_file(e, model->gm->path, &gm);
     if (st)
         return st;
     gr_graph *g = gm->main;
-    for (size_t i = 0; g && i < opts->n_shapes; i++) {
-        const shape_override *o = &opts->shapes[i];
+    for (size_t i = 0; g && i < n_shapes; i++) {
+        const shape_override *o = &shapes[i];
         int v = gr_value_find(g, o->input);
         if (v < 0 || !g->values[v].is_input)
             continue;
@@ -295,6 +336,53 @@ static void policy_message(tdm_err *e, const tdm_plan *p)
         }
         off += (size_t)w;
     }
+}
+
+/* The plan cache's builder (run/adapt.h): the session's model specialized
+ * to the shapes of inputs, planned with the session's plan options. */
+static tdm_status build_for_inputs(void *user, tdm_err *e, const tdm_tensor *const *inputs, size_t n, tdm_model **model,
+                                   tdm_plan **plan)
+{
+    const tdm_session *s = user;
+    const tdm_model *m = s->model;
+    shape_override *sh = mem_calloc(n + 1, sizeof *sh);
+    size_t k = 0;
+    dev_list *devs = NULL;
+    tdm_status st;
+    *model = NULL;
+    *plan = NULL;
+    if (!sh)
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n && i < m->n_inputs; i++) {
+        const tdm_tensor *t = inputs[i];
+        if (!t || t->kind != TDM_KIND_TENSOR)
+            continue;
+        sh[k].input = (char *)m->inputs[i].info.name;
+        sh[k].rank = t->rank;
+        for (int d = 0; d < t->rank; d++)
+            sh[k].dims[d] = t->dims[d];
+        k++;
+    }
+    st = specialize_shapes(e, m, sh, k, model);
+    mem_free(sh);
+    if (st)
+        return st;
+    if (!*model)
+        return err_set(e, TDM_E_USAGE, "the plan cache needs a model loaded from a file with inputs to specialize");
+    const plan_options *po = &s->plan->opts;
+    if ((st = dev_list_open(e, po->devices, (const char *const *)po->plugins, po->n_plugins, &devs)) == TDM_OK)
+        st = plan_build(e, *model, po, devs, plan);
+    if (!st && (*plan)->n_violations) {
+        policy_message(e, *plan);
+        plan_free(*plan);
+        *plan = NULL;
+        st = TDM_E_POLICY;
+    }
+    if (st) {
+        tdm_model_destroy(*model);
+        *model = NULL;
+    }
+    return st;
 }
 
 tdm_status tdm_plan_create(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts, tdm_plan **out)
@@ -392,12 +480,16 @@ tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_se
         tdm_session_destroy(s);
         return st;
     }
+    exec_prog_set_fusion(s->prog, opts ? opts->fusion : TDM_FUSION_ON);
     {
-        adapt_opts none = {0, 0, 0};
-        if ((st = adapt_init(e, &s->adapt, opts ? &opts->breaker : &none)) != TDM_OK) {
+        adapt_opts none;
+        memset(&none, 0, sizeof none);
+        if ((st = adapt_init(e, &s->adapt, opts ? &opts->breaker : &none, s->plan, s->prog, build_for_inputs, s)) !=
+            TDM_OK) {
             tdm_session_destroy(s);
             return st;
         }
+        adapt_set_fusion(&s->adapt, opts ? opts->fusion : TDM_FUSION_ON);
     }
     *out = s;
     return TDM_OK;
@@ -431,7 +523,11 @@ tdm_status tdm_session_error_copy(const tdm_session *s, char *buf, size_t size)
     return TDM_OK;
 }
 
-const tdm_plan *tdm_session_plan(const tdm_session *s) { return s ? s->plan : NULL; }
+const tdm_plan *tdm_session_plan(const tdm_session *s)
+{
+    /* the plan of the last run (re-planning and the plan cache change it) */
+    return !s ? NULL : s->adapt.have_lock ? adapt_current_plan((adapt_state *)&s->adapt) : s->plan;
+}
 
 tdm_status tdm_session_ledger_json(tdm_session *s, char **json)
 {
@@ -440,13 +536,20 @@ tdm_status tdm_session_ledger_json(tdm_session *s, char **json)
     char *run = NULL;
     tdm_err e;
     err_clear(&e);
+    const tdm_plan *plan = tdm_session_plan(s);
     pthread_mutex_lock(&s->lock);
-    if (s->have_last && !(run = exec_stats_json(&s->last, s->plan))) {
+    if (s->have_last && !(run = exec_stats_json(&s->last, plan))) {
         pthread_mutex_unlock(&s->lock);
         return TDM_E_NOMEM;
     }
     pthread_mutex_unlock(&s->lock);
-    tdm_status st = plan_ledger_json(&e, s->plan, run, json);
+    /* with run-time adaptation on, its state and decisions too */
+    const adapt_opts *ao = &s->adapt.o;
+    char *ad = s->adapt.have_lock && (ao->faults > 0 || ao->slow_ratio > 0 || ao->cache_size > 0)
+                   ? adapt_json(&s->adapt)
+                   : NULL;
+    tdm_status st = plan_ledger_json_adapt(&e, plan, run, ad, json);
+    mem_free(ad);
     mem_free(run);
     return st;
 }
@@ -514,18 +617,25 @@ static tdm_status run_inner(tdm_session *s, tdm_err *e, const tdm_tensor *const 
         if (st)
             return st;
     }
-    const tdm_model *rm = s->own_model ? s->own_model : m;
+    adapt_variant *var = NULL;
+    tdm_status st = adapt_select(e, &s->adapt, inputs, m->n_inputs, &var);
+    if (st)
+        return st;
+    const tdm_model *rm = adapt_variant_model(var) ? adapt_variant_model(var) : s->own_model ? s->own_model : m;
     const gr_graph *g = rm->gm->main;
     /* The graph's input list may include initializer-backed inputs that the
      * model API hides; map API inputs onto graph inputs by value id. */
     const tdm_tensor **gin = mem_calloc((size_t)g->n_inputs + 1, sizeof *gin);
-    if (!gin)
+    if (!gin) {
+        adapt_release(&s->adapt, var);
         return err_set(e, TDM_E_NOMEM, "out of memory");
+    }
     for (int k = 0; k < g->n_inputs; k++)
         for (size_t j = 0; j < rm->n_inputs; j++)
             if (rm->inputs[j].value == g->inputs[k])
                 gin[k] = inputs[j];
-    tdm_status st = adapt_run(e, &s->adapt, s->plan, s->prog, gin, outputs, s->threads, stats);
+    st = adapt_run(e, &s->adapt, var, gin, outputs, s->threads, stats);
+    adapt_release(&s->adapt, var);
     mem_free(gin);
     return st;
 }
@@ -556,8 +666,9 @@ tdm_status tdm_session_set_observer(tdm_session *s, tdm_observer_fn fn, void *us
 {
     if (!s || !s->prog)
         return TDM_E_USAGE;
-    exec_prog_set_observer(s->prog, fn, user);
-    if (s->adapt.fallback_prog) /* the circuit breaker's cpu program, if built */
-        exec_prog_set_observer(s->adapt.fallback_prog, fn, user);
+    if (s->adapt.have_lock) /* every program of the session (run/adapt.h) */
+        adapt_set_observer(&s->adapt, fn, user);
+    else
+        exec_prog_set_observer(s->prog, fn, user);
     return TDM_OK;
 }

@@ -143,3 +143,49 @@ elif case == "ppocr_det":
                 print("FAIL")
                 sys.exit(1)
     print("ok")
+elif case == "opencl":
+    # calibration on a real device (PoCL): per node the median of repeated
+    # runs on the device (its profiling timer), the error against cpu fp32
+    # (max abs, RMSE, cosine; alone and along the chain), the measured copy
+    # cost; the file's measured times then replace the plan's estimates
+    model = os.path.join(cache, "models", "squeezenet1_1.onnx")
+    xin = os.path.join(cache, "refs", "squeezenet1_1", "inputs", "input.npy")
+    if not os.path.exists(model) or not os.path.exists(xin):
+        print("squeezenet1_1 is missing (skipped)")
+        sys.exit(77)
+    cal = os.path.join(work, "ocl.calib.json")
+    sh([tandem, "calibrate", model, "--devices", "opencl", "--input", "input=" + xin, "--out", cal, "--repeat", "5"])
+    c = json.load(open(cal))
+    dev = next(d for d in c["devices"] if d["kind"] == "opencl")
+    cp = dev["copy"]
+    print("copy (measured on %s): to device %.4f ms + %.3g ms/byte, to host %.4f ms + %.3g ms/byte" % (
+        dev["name"], cp["to_device_per_copy_ms"], cp["to_device_per_byte_ms"], cp["to_host_per_copy_ms"],
+        cp["to_host_per_byte_ms"]))
+    bad = cp["modeled"] or not (cp["to_device_per_byte_ms"] > 0 and cp["to_host_per_byte_ms"] > 0)
+    n_sup, worst, tot_dev, tot_cpu = 0, 1.0, 0.0, 0.0
+    for k, v in c["nodes"].items():
+        o = v["devices"].get(dev["name"], {})
+        if not o.get("supported"):
+            continue
+        n_sup += 1
+        e = o.get("error", {})
+        if o.get("modeled") is not False or o.get("timer") != "device" or not (o.get("ms", -1) >= 0) \
+                or "cosine" not in e or "rmse" not in e or "max_abs" not in e or "chain" not in o:
+            print("FAIL: node %s lacks device figures: %s" % (v["names"], o))
+            bad = True
+            continue
+        worst = min(worst, e["cosine"], o["chain"]["cosine"])
+        tot_dev += o["ms"]
+        tot_cpu += v["devices"]["cpu"]["ms"]
+    print("%d nodes on %s: device time (median of 5) sum %.3f ms vs cpu %.3f ms; worst cosine vs cpu fp32 %.9f" % (
+        n_sup, dev["name"], tot_dev, tot_cpu, worst))
+    bad = bad or n_sup < 20 or worst < 0.9999
+    led = json.loads(sh([tandem, "plan", model, "--devices", "opencl,cpu", "--granularity", "auto", "--calibration",
+                         cal, "--json"]).stdout)
+    meas = led["precision"]["measured_estimates"]
+    print("plan with the file: %d measured estimates, estimated %.3f ms, nodes %s" % (
+        meas, led["summary"]["estimated_ms"]["total"], led["summary"]["nodes_by_device"]))
+    if bad or meas < n_sup:
+        print("FAIL")
+        sys.exit(1)
+    print("ok")

@@ -30,6 +30,7 @@ typedef struct bench_args {
     const char *threads_arg; /* --threads VALUE, or NULL: TANDEM_THREADS */
     int json, paced;
     cli_runopts ro; /* --devices, --granularity, --fallback, --pin, … */
+    cli_adaptopts ao; /* --breaker, --adapt, --plan-cache, --adaptation-json */
     const char *metrics;    /* --metrics FILE: counters of every run (cmd_profile.c) */
     tdm_metrics *metrics_m;
 } bench_args;
@@ -86,6 +87,7 @@ void usage_bench(FILE *f)
           "\n",
           f);
     usage_runopts(f);
+    usage_adaptopts(f);
 }
 
 /* ---------------------------------------------------------------- options */
@@ -182,6 +184,11 @@ static int parse_args(int argc, char **argv, bench_args *a)
             continue;
         }
         if (cli_runopts_parse("bench", argc, argv, &i, &a->ro, &r)) {
+            if (r)
+                return r;
+            continue;
+        }
+        if (cli_adaptopts_parse("bench", argc, argv, &i, &a->ao, &r)) {
             if (r)
                 return r;
             continue;
@@ -594,7 +601,7 @@ static int make_options(const bench_args *a, const tdm_model *m, size_t c, tdm_s
         rc = cli_fail(st, NULL, "--threads: the value is not accepted");
         goto fail;
     }
-    if ((rc = cli_runopts_apply(&a->ro, so)) != 0)
+    if ((rc = cli_runopts_apply(&a->ro, so)) != 0 || (rc = cli_adaptopts_apply(&a->ao, so)) != 0)
         goto fail;
     for (size_t i = 0; i < tdm_model_input_count(m); i++) {
         tdm_value_info vi;
@@ -790,6 +797,8 @@ int cmd_bench(int argc, char **argv)
             goto done;
         compute_stats(samples, n_samples, &cf[c].st);
         cf[c].batch = batch_of(&a, m, cf[c].ins);
+        if ((rc = cli_adaptopts_write(&a.ao, s)) != 0)
+            goto done;
         tdm_session_destroy(s);
         s = NULL;
         tdm_session_options_destroy(so);

@@ -113,6 +113,7 @@ typedef struct cli_runopts {
     const char *calibration;   /* --calibration FILE */
     double min_cosine, max_abs; /* --min-cosine, --max-abs */
     int has_min_cosine, has_max_abs;
+    int no_fusion;              /* --no-fusion */
 } cli_runopts;
 
 void cli_runopts_init(cli_runopts *o);
@@ -130,6 +131,29 @@ int cli_policy_report(const tdm_plan *plan);
 int cli_session_fail(tdm_ctx *ctx, const tdm_model *m, const tdm_session_options *so, tdm_status st);
 void usage_runopts(FILE *f);
 
+/* ADAPTATION OPTIONS (adaptopts.c) of run, bench and profile: --breaker
+ * K,WINDOW_MS,COOLDOWN_MS, --adapt RATIO,N[,M], --plan-cache N,
+ * --adaptation-json FILE. */
+typedef struct cli_adaptopts {
+    int faults;                  /* --breaker */
+    double window_ms, cooldown_ms;
+    int has_breaker;
+    double ratio;                /* --adapt */
+    int runs, min_runs, has_adapt;
+    int cache;                   /* --plan-cache */
+    int has_cache;
+    const char *json;            /* --adaptation-json FILE */
+} cli_adaptopts;
+
+/* As cli_runopts_parse. */
+int cli_adaptopts_parse(const char *cmd, int argc, char **argv, int *i, cli_adaptopts *o, int *rc);
+/* Applies o to so; 0, or an exit code after printing an error. */
+int cli_adaptopts_apply(const cli_adaptopts *o, tdm_session_options *so);
+/* Writes the session's adaptation JSON to o->json when given; 0 or an
+ * exit code. */
+int cli_adaptopts_write(const cli_adaptopts *o, tdm_session *s);
+void usage_adaptopts(FILE *f);
+
 /* Commands. argv[0] is the command name. */
 int cmd_info(int argc, char **argv);
 int cmd_run(int argc, char **argv);
@@ -145,6 +169,7 @@ void usage_calibrate(FILE *f);
 typedef struct diag_common {
     const char *model;
     cli_runopts ro;
+    cli_adaptopts ao;        /* --breaker, --adapt, --plan-cache, --adaptation-json */
     const char **inputs, **shapes;
     size_t n_inputs, n_shapes;
     const char *threads_arg; /* --threads VALUE, or NULL: TANDEM_THREADS */

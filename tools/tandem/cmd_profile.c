@@ -34,6 +34,8 @@ int diag_common_opt(const char *cmd, int argc, char **argv, int *i, diag_common 
     *rc = 0;
     if (cli_runopts_parse(cmd, argc, argv, i, &d->ro, rc))
         return 1;
+    if (cli_adaptopts_parse(cmd, argc, argv, i, &d->ao, rc))
+        return 1;
     if ((r = cli_opt_value(cmd, argc, argv, i, "--input", &val)) != 0) {
         const char *eq = r > 0 ? strrchr(val, '=') : NULL;
         if (r < 0 || !eq || eq == val || !eq[1]) {
@@ -108,7 +110,15 @@ int diag_session(const char *cmd, diag_setup *x, const diag_common *d, const cha
         if ((st = tdm_session_options_set_devices(so, devices)) != TDM_OK)
             rc = cli_fail(st, NULL, "--devices: the list is not accepted");
     } else {
-        rc = cli_runopts_apply(&d->ro, so);
+        /* profile times the fused execution and reports each fused-away
+         * node right after its head (zero time, counted in the head's);
+         * compare and extract need every value, so they run unfused. */
+        if (strcmp(cmd, "profile") == 0 && tdm_session_options_set_fusion(so, TDM_FUSION_OBSERVED) != TDM_OK)
+            rc = cli_fail(TDM_E_NOMEM, NULL, "out of memory");
+        else
+            rc = cli_runopts_apply(&d->ro, so);
+        if (!rc)
+            rc = cli_adaptopts_apply(&d->ao, so);
     }
     long long threads = 0;
     if (!rc && cli_threads(cmd, d->threads_arg, &threads))
@@ -124,6 +134,8 @@ int diag_session(const char *cmd, diag_setup *x, const diag_common *d, const cha
         int dyn = vi.rank < 0;
         for (int k = 0; k < vi.rank; k++)
             dyn |= vi.dims[k].value < 0;
+        if (!devices && d->ao.has_cache && d->ao.cache > 0)
+            dyn = 0; /* the plan cache plans per shape */
         if (dyn && (st = tdm_session_options_set_shape(so, vi.name, tdm_tensor_rank(x->ins[i]),
                                                        tdm_tensor_dims(x->ins[i]))) != TDM_OK)
             rc = cli_fail(st, NULL, "out of memory");
@@ -568,6 +580,7 @@ void usage_profile(FILE *f)
           "\n",
           f);
     usage_runopts(f);
+    usage_adaptopts(f);
 }
 
 typedef struct prof_args {
@@ -891,6 +904,8 @@ int cmd_profile(int argc, char **argv)
     if (a.metrics && (rc = diag_write_metrics(m, a.metrics)) != 0)
         goto done;
     if (a.fallback_log && (rc = diag_write_fallback_log(&c, a.c.model, a.fallback_log)) != 0)
+        goto done;
+    if ((rc = cli_adaptopts_write(&a.c.ao, x.s)) != 0)
         goto done;
     if (a.has_alert && diag_fallback_ratio(&c) > a.alert) {
         cli_error("the fallback ratio %.4f exceeds --alert-fallback-ratio %.4f", diag_fallback_ratio(&c), a.alert);

@@ -67,12 +67,16 @@ void usage_run(FILE *f)
           "  --overwrite         replace existing files in DIR (never done otherwise)\n"
           "  --threads N         CPU worker threads (0: the default)\n"
           "  --ledger FILE       write the ledger (the plan, and the run's copies and bytes) as JSON\n"
+          "  --repeat N          run N times in one session (the breaker and re-planning act across\n"
+          "                      runs); every run's outputs are compared with the first's, a summary\n"
+          "                      goes to stderr, and a failed run or a difference exits 2\n"
           DIAG_FLAGS_USAGE
           "The shapes of the given inputs fix the dynamic dimensions the plan sees, unless\n"
           "--shape sets them.\n"
           "\n",
           f);
     usage_runopts(f);
+    usage_adaptopts(f);
 }
 
 static const char *const later[] = {"calibrate"};

@@ -29,6 +29,8 @@ typedef struct run_args {
     const char *devices;
     cli_runopts ro;      /* RUN OPTIONS (runopts.c) */
     const char *ledger;  /* --ledger FILE */
+    cli_adaptopts ao;    /* --breaker, --adapt, --plan-cache, --adaptation-json (adaptopts.c) */
+    long long repeat;    /* --repeat N: runs (outputs of the last; each compared with the first) */
     diag_flags diag;     /* --trace, --metrics, --fallback-log, --alert-fallback-ratio (cmd_profile.c) */
 } run_args;
 
@@ -113,6 +115,19 @@ static int parse_args(int argc, char **argv, run_args *a)
         if (cli_runopts_parse("run", argc, argv, &i, &a->ro, &r)) {
             if (r)
                 return r;
+            continue;
+        }
+        if (cli_adaptopts_parse("run", argc, argv, &i, &a->ao, &r)) {
+            if (r)
+                return r;
+            continue;
+        }
+        if ((r = cli_opt_value("run", argc, argv, &i, "--repeat", &val)) != 0) {
+            if (r < 0 || cli_parse_i64(val, &a->repeat) || a->repeat < 1 || a->repeat > 100000000) {
+                if (r > 0)
+                    cli_error("run: --repeat expects a number of runs >= 1, not '%s'", val);
+                return EXIT_USAGE;
+            }
             continue;
         }
         if ((r = cli_opt_value("run", argc, argv, &i, "--ledger", &val)) != 0) {
@@ -725,6 +740,73 @@ static int plan_for_inputs(tdm_ctx *ctx, const tdm_model *m, tdm_session_options
     return 0;
 }
 
+/* --repeat N: runs 2..N, each output compared with the first run's (which
+ * outs holds; it keeps the last run's at the end). Prints one summary line
+ * on stderr; a failed run or different outputs exit EXIT_INVALID. */
+static int run_repeat(tdm_session *s, const run_args *a, tdm_tensor **ins, tdm_tensor **outs, size_t n_out)
+{
+    tdm_tensor **cur = calloc(n_out ? n_out : 1, sizeof *cur);
+    long long failed = 0, differ = 0;
+    double maxdiff = 0;
+    if (!cur) {
+        cli_error("out of memory");
+        return EXIT_INTERNAL;
+    }
+    for (long long r = 1; r < a->repeat; r++) {
+        tdm_status st = tdm_session_run(s, (const tdm_tensor *const *)ins, cur);
+        if (st) {
+            if (!failed)
+                cli_error("run %lld of %lld failed: %s", r + 1, a->repeat, tdm_session_error(s));
+            failed++;
+            continue;
+        }
+        int same = 1;
+        for (size_t k = 0; k < n_out; k++) {
+            const tdm_tensor *x = outs[k], *y = cur[k];
+            if (!x || !y || tdm_tensor_kind(x) != tdm_tensor_kind(y)) {
+                same = same && !x && !y;
+                continue;
+            }
+            if (tdm_tensor_kind(x) != TDM_KIND_TENSOR)
+                continue;
+            size_t n = tdm_tensor_count(x);
+            if (n != tdm_tensor_count(y) || tdm_tensor_dtype(x) != tdm_tensor_dtype(y)) {
+                same = 0;
+                continue;
+            }
+            if (tdm_tensor_dtype(x) == TDM_FLOAT) {
+                const float *p = tdm_tensor_cdata(x), *q = tdm_tensor_cdata(y);
+                for (size_t i = 0; i < n; i++) {
+                    double d = (double)p[i] - (double)q[i];
+                    d = d < 0 ? -d : d;
+                    if (!(d <= maxdiff))
+                        maxdiff = d;
+                    if (!(d == 0) && !(p[i] != p[i] && q[i] != q[i]))
+                        same = 0;
+                }
+            } else if (tdm_tensor_dtype(x) != TDM_STRING) {
+                size_t bytes = tdm_tensor_nbytes(x);
+                if (bytes != tdm_tensor_nbytes(y) || memcmp(tdm_tensor_cdata(x), tdm_tensor_cdata(y), bytes) != 0)
+                    same = 0;
+            }
+        }
+        differ += !same;
+        for (size_t k = 0; k < n_out; k++) {
+            if (r + 1 == a->repeat) {
+                tdm_tensor_destroy(outs[k]);
+                outs[k] = cur[k];
+            } else {
+                tdm_tensor_destroy(cur[k]);
+            }
+            cur[k] = NULL;
+        }
+    }
+    free(cur);
+    fprintf(stderr, "repeat: %lld runs, %lld failed, %lld with outputs different from run 1 (max |diff| %g)\n",
+            a->repeat, failed, differ, maxdiff);
+    return failed || differ ? EXIT_INVALID : 0;
+}
+
 static int write_ledger(tdm_session *s, const char *path)
 {
     char *json = NULL;
@@ -815,7 +897,7 @@ int cmd_run(int argc, char **argv)
             goto done;
         }
     }
-    if ((rc = cli_runopts_apply(&a.ro, so)) != 0)
+    if ((rc = cli_runopts_apply(&a.ro, so)) != 0 || (rc = cli_adaptopts_apply(&a.ao, so)) != 0)
         goto done;
     if ((st = tdm_session_create(ctx, m, so, &s)) != TDM_OK) {
         rc = cli_session_fail(ctx, m, so, st);
@@ -888,7 +970,7 @@ int cmd_run(int argc, char **argv)
                   "random booleans)",
                   n_random == 1 ? "" : "s", random_names);
 
-    if (a.ro.devices && (rc = plan_for_inputs(ctx, m, so, &a, ins, &s)) != 0)
+    if (a.ro.devices && !(a.ao.has_cache && a.ao.cache > 0) && (rc = plan_for_inputs(ctx, m, so, &a, ins, &s)) != 0)
         goto done;
     if (a.output_dir) {
         if ((rc = name_outputs(m, ents, n_out)) != 0 || (rc = precheck_outputs(&a, ents, n_out)) != 0)
@@ -900,6 +982,10 @@ int cmd_run(int argc, char **argv)
         rc = cli_fail(st, NULL, tdm_session_error(s));
         goto done;
     }
+    if (a.repeat > 1 && (rc = run_repeat(s, &a, ins, outs, n_out)) != 0)
+        goto done;
+    if ((rc = cli_adaptopts_write(&a.ao, s)) != 0)
+        goto done;
     if (a.output_dir && (rc = write_outputs(ctx, &a, m, outs, ents, n_out)) != 0)
         goto done;
     if (a.ledger && (rc = write_ledger(s, a.ledger)) != 0)

@@ -21,6 +21,10 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
     const char *val;
     int r;
     *rc = 0;
+    if (strcmp(argv[*i], "--no-fusion") == 0) {
+        o->no_fusion = 1;
+        return 1;
+    }
     if ((r = cli_opt_value(cmd, argc, argv, i, "--devices", &val)) != 0) {
         if (r < 0 || !*val) {
             if (r > 0)
@@ -152,6 +156,8 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
 int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so)
 {
     tdm_status st = TDM_OK;
+    if (o->no_fusion && (st = tdm_session_options_set_fusion(so, TDM_FUSION_OFF)) != TDM_OK)
+        return cli_fail(st, NULL, "--no-fusion: not accepted");
     if (o->devices && (st = tdm_session_options_set_devices(so, o->devices)) != TDM_OK)
         return cli_fail(st, NULL, "--devices: the list is not accepted");
     if (o->granularity && (st = tdm_session_options_set_granularity(so, o->granularity)) != TDM_OK)
@@ -244,6 +250,8 @@ void usage_runopts(FILE *f)
           "                         error accumulated along a chain crosses them\n"
           "  --min-cosine C         the cosine threshold (default 0.99)\n"
           "  --max-abs A            also refuse a node whose max |diff| exceeds A\n"
+          "  --no-fusion            run every elementwise node on its own (by default, on cpu,\n"
+          "                         those after a node run inside it)\n"
           "A policy violation exits 3 and lists every offending node on stderr.\n",
           f);
 }
