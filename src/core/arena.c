@@ -4,14 +4,17 @@
 
 #include <pthread.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 /* Blocks smaller than this come from malloc's bins, cheaply: not kept. */
 #define ARENA_MIN_BLOCK 4096
 /* At most this many blocks are kept. */
 #define ARENA_MAX_BLOCKS 512
-/* A block serves a request of at least 4/5 of its size. */
-#define ARENA_FIT_NUM 4
-#define ARENA_FIT_DEN 5
+/* A block serves a request of at least half its size. */
+#define ARENA_FIT_NUM 1
+#define ARENA_FIT_DEN 2
 
 typedef struct arena_block {
     void *p;
@@ -104,6 +107,21 @@ void *arena_take(size_t nbytes)
     return p;
 }
 
+/* The bytes block p (given back by a tensor of nbytes) can hold: its real
+ * size where the C library tells it, else nbytes. Recording only nbytes
+ * would shrink a block each time it serves a smaller request, until it
+ * fits nothing and every run allocates (and faults in) fresh pages. */
+static size_t block_capacity(void *p, size_t nbytes)
+{
+#ifdef __GLIBC__
+    size_t cap = malloc_usable_size(p);
+    return cap > nbytes ? cap : nbytes;
+#else
+    (void)p;
+    return nbytes;
+#endif
+}
+
 void arena_give(void *p, size_t nbytes)
 {
     arena *a = arena_tls;
@@ -114,13 +132,14 @@ void arena_give(void *p, size_t nbytes)
         return;
     }
     int kept = 0;
+    size_t cap = block_capacity(p, nbytes);
     pthread_mutex_lock(&a->lock);
     a->in_use = a->in_use > nbytes ? a->in_use - nbytes : 0;
-    if (a->n_blocks < ARENA_MAX_BLOCKS && a->held + nbytes <= a->peak) {
+    if (a->n_blocks < ARENA_MAX_BLOCKS && a->held + cap <= 2 * a->peak) {
         a->blocks[a->n_blocks].p = p;
-        a->blocks[a->n_blocks].n = nbytes;
+        a->blocks[a->n_blocks].n = cap;
         a->n_blocks++;
-        a->held += nbytes;
+        a->held += cap;
         kept = 1;
     }
     pthread_mutex_unlock(&a->lock);

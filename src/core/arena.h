@@ -13,7 +13,10 @@
  * (arena_enter / arena_leave); tensor_alloc then takes blocks from it and
  * tensor_reset gives them back (arena_take / arena_give). Several runs may
  * share one arena at once: it has a lock. The bytes it keeps never exceed
- * the most its runs had in use at once. */
+ * twice the most its runs had in use at once: with one block per size a
+ * run needs, the next run allocates nothing (squeezenet1_1: 1450 page
+ * faults per run with a bound of 1.25x, none with 2x; peak RSS unchanged,
+ * 23 MiB). A block serves requests from half its size up. */
 #ifndef TDM_CORE_ARENA_H
 #define TDM_CORE_ARENA_H
 

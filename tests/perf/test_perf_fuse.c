@@ -442,19 +442,19 @@ static void t_arena(void)
     tdm_tensor_destroy(t1);
     size_t blocks, bytes, reused;
     arena_stats(a, &blocks, &bytes, &reused);
-    CHECK(blocks == 1 && bytes == 400000 && reused == 0);
+    CHECK(blocks == 1 && bytes >= 400000 && bytes < 400000 + 8192 && reused == 0); /* its real size */
     MUST(tensor_new(&err, TDM_FLOAT, 1, d2, &t2)); /* 90% of the block: reused */
     CHECK(t2->data == p1);
     memset(t2->data, 2, t2->nbytes);
-    MUST(tensor_new(&err, TDM_FLOAT, 1, d3, &t3)); /* too small for no block: new */
+    MUST(tensor_new(&err, TDM_FLOAT, 1, d3, &t3)); /* below half of any block: new */
     CHECK(t3->data != p1);
     arena_stats(a, &blocks, &bytes, &reused);
     CHECK(blocks == 0 && reused == 360000);
     tdm_tensor_destroy(t2);
     tdm_tensor_destroy(t3);
     arena_stats(a, &blocks, &bytes, &reused);
-    CHECK(blocks == 2 && bytes == 400000);
-    /* the bound: the most in use at once was 400000 bytes */
+    CHECK(blocks == 2 && bytes >= 440000 && bytes < 440000 + 16384); /* real sizes: 400000 + 40000 */
+    /* the bound: twice the most in use at once (400000 bytes) */
     int64_t d4[1] = {200000};
     tdm_tensor *t4;
     MUST(tensor_new(&err, TDM_FLOAT, 1, d4, &t4));
@@ -462,7 +462,7 @@ static void t_arena(void)
     arena_enter(a);
     tdm_tensor_destroy(t4);
     arena_stats(a, &blocks, &bytes, &reused);
-    CHECK(bytes <= 800000 + 40000);
+    CHECK(bytes <= 2 * 800000 + 40000);
     /* a donated block serves the next request of exactly its size */
     tdm_tensor *t5, *t6;
     MUST(tensor_new(&err, TDM_FLOAT, 1, d3, &t5));
@@ -483,7 +483,7 @@ static void t_arena(void)
     MUST(tensor_new(&err, TDM_FLOAT, 1, d1, &t1));
     tdm_tensor_destroy(t1);
     arena_stats(a, &blocks, &bytes, &reused);
-    CHECK(bytes <= 800000 + 40000);
+    CHECK(bytes <= 2 * 800000 + 40000);
     arena_free(a);
 }
 
