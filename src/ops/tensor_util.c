@@ -394,37 +394,15 @@ tdm_status op_tensor_gather_map(op_ctx *ctx, tdm_tensor *out, const tdm_tensor *
         int bad = base < 0;
         if (bad)
             base = 0;
-        if (src->dtype == TDM_STRING) {
-            char **d_ = (char **)dst;
-            char *const *s_ = (char *const *)src->data + base;
-            const char *f_ = fill ? *(const char *const *)fill : NULL;
-            for (size_t j = 0; j < n; j++) {
-                const char *v = bad || last[j] < 0 ? f_ : s_[last[j]];
-                d_[j] = NULL;
-                if (v && !(d_[j] = mem_strdup(v)))
-                    return op_fail(ctx, TDM_E_NOMEM, "out of memory copying strings");
-            }
-        } else {
-            switch (es) {
-            case 1: GM_ROW(uint8_t); break;
-            case 2: GM_ROW(uint16_t); break;
-            case 4: GM_ROW(uint32_t); break;
-            case 8: GM_ROW(uint64_t); break;
-            default:
-                for (size_t j = 0; j < n; j++) {
-                    int64_t k = last[j];
-                    char *dp = dst + j * es;
-                    if (bad || k < 0) {
-                        if (fill)
-                            memcpy(dp, fill, es);
-                        else
-                            memset(dp, 0, es);
-                    } else {
-                        memcpy(dp, (const char *)src->data + (size_t)(base + k) * es, es);
-                    }
-                }
-                break;
-            }
+        /* strings: the other types returned above */
+        char **d_ = (char **)dst;
+        char *const *s_ = (char *const *)src->data + base;
+        const char *f_ = fill ? *(const char *const *)fill : NULL;
+        for (size_t j = 0; j < n; j++) {
+            const char *v = bad || last[j] < 0 ? f_ : s_[last[j]];
+            d_[j] = NULL;
+            if (v && !(d_[j] = mem_strdup(v)))
+                return op_fail(ctx, TDM_E_NOMEM, "out of memory copying strings");
         }
         /* Advance the outer index. */
         int d = r - 2;
