@@ -170,6 +170,86 @@ void gemm_ukr_avx2_6x8_bias(size_t kc, const float *a, const float *b, float *c,
     ukr_6x8(kc, a, b, c, ldc, add, bias);
 }
 
+/* Row r < rows of a tile column held in lanes 0..5 of v into c (row
+ * stride ldc): stored, added to c, or stored plus bias[r]. */
+static void narrow_store(__m256 v, float *c, size_t ldc, size_t rows, int add, const float *bias)
+{
+    float t[8];
+    _mm256_storeu_ps(t, v);
+    for (size_t r = 0; r < rows && r < 6; r++) {
+        float *cr = c + r * ldc;
+        *cr = add ? *cr + t[r] : bias ? t[r] + bias[r] : t[r];
+    }
+}
+
+/* Columns col and col + 1 (when two) of up to 4 consecutive packed row
+ * panels (g of them real; the others repeat the last one, not stored). */
+static void narrow_group(size_t kc, const float *a, size_t g, const float *b, size_t col, int two, float *c,
+                         size_t ldc, size_t rows, int add, const float *bias)
+{
+    const __m256i m6 = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
+    const size_t ps = kc * 6;
+    const float *a0 = a, *a1 = a + (g > 1 ? 1 : 0) * ps, *a2 = a + (g > 2 ? 2 : g - 1) * ps,
+                *a3 = a + (g > 3 ? 3 : g - 1) * ps;
+    __m256 s00 = _mm256_setzero_ps(), s10 = _mm256_setzero_ps(), s20 = _mm256_setzero_ps(), s30 = _mm256_setzero_ps();
+    __m256 s01 = _mm256_setzero_ps(), s11 = _mm256_setzero_ps(), s21 = _mm256_setzero_ps(), s31 = _mm256_setzero_ps();
+    const float *bp = b + col;
+    const size_t c1 = two ? 1 : 0;
+    /* every step but the last read whole (lanes 6 and 7 hold the next
+     * step's values, unused), the last masked: nothing past a panel */
+    size_t p = 0;
+    for (; p + 1 < kc; p++) {
+        const __m256 b0 = _mm256_broadcast_ss(bp + p * 16), b1 = _mm256_broadcast_ss(bp + p * 16 + c1);
+        __m256 x = _mm256_loadu_ps(a0 + p * 6);
+        s00 = _mm256_fmadd_ps(x, b0, s00);
+        s01 = _mm256_fmadd_ps(x, b1, s01);
+        x = _mm256_loadu_ps(a1 + p * 6);
+        s10 = _mm256_fmadd_ps(x, b0, s10);
+        s11 = _mm256_fmadd_ps(x, b1, s11);
+        x = _mm256_loadu_ps(a2 + p * 6);
+        s20 = _mm256_fmadd_ps(x, b0, s20);
+        s21 = _mm256_fmadd_ps(x, b1, s21);
+        x = _mm256_loadu_ps(a3 + p * 6);
+        s30 = _mm256_fmadd_ps(x, b0, s30);
+        s31 = _mm256_fmadd_ps(x, b1, s31);
+    }
+    if (p < kc) {
+        const __m256 b0 = _mm256_broadcast_ss(bp + p * 16), b1 = _mm256_broadcast_ss(bp + p * 16 + c1);
+        __m256 x = _mm256_maskload_ps(a0 + p * 6, m6);
+        s00 = _mm256_fmadd_ps(x, b0, s00);
+        s01 = _mm256_fmadd_ps(x, b1, s01);
+        x = _mm256_maskload_ps(a1 + p * 6, m6);
+        s10 = _mm256_fmadd_ps(x, b0, s10);
+        s11 = _mm256_fmadd_ps(x, b1, s11);
+        x = _mm256_maskload_ps(a2 + p * 6, m6);
+        s20 = _mm256_fmadd_ps(x, b0, s20);
+        s21 = _mm256_fmadd_ps(x, b1, s21);
+        x = _mm256_maskload_ps(a3 + p * 6, m6);
+        s30 = _mm256_fmadd_ps(x, b0, s30);
+        s31 = _mm256_fmadd_ps(x, b1, s31);
+    }
+    const __m256 sc[4][2] = {{s00, s01}, {s10, s11}, {s20, s21}, {s30, s31}};
+    for (size_t i = 0; i < g; i++) {
+        size_t r0 = i * 6;
+        const float *bi = bias ? bias + r0 : NULL;
+        narrow_store(sc[i][0], c + r0 * ldc + col, ldc, rows - r0, add, bi);
+        if (two)
+            narrow_store(sc[i][1], c + r0 * ldc + col + 1, ldc, rows - r0, add, bi);
+    }
+}
+
+void gemm_ukr_avx2_narrow(size_t kc, const float *a, size_t np, const float *b, size_t cols, float *c, size_t ldc,
+                          size_t rows, int add, const float *bias)
+{
+    for (size_t pi = 0; pi < np; pi += 4) {
+        size_t g = np - pi < 4 ? np - pi : 4, r0 = pi * 6;
+        const float *ap = a + pi * kc * 6, *bi = bias ? bias + r0 : NULL;
+        float *cp = c + r0 * ldc;
+        for (size_t col = 0; col < cols; col += 2)
+            narrow_group(kc, ap, g, b, col, col + 1 < cols, cp, ldc, rows - r0, add, bi);
+    }
+}
+
 /* A packed: the 6 row values of each step stored together. */
 void gemm_ukr_avx2_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias)
 {
@@ -266,6 +346,21 @@ void gemm_ukr_avx2_6x8_bias(size_t kc, const float *a, const float *b, float *c,
     (void)b;
     (void)c;
     (void)ldc;
+    (void)add;
+    (void)bias;
+}
+
+void gemm_ukr_avx2_narrow(size_t kc, const float *a, size_t np, const float *b, size_t cols, float *c, size_t ldc,
+                          size_t rows, int add, const float *bias)
+{
+    (void)kc;
+    (void)a;
+    (void)np;
+    (void)b;
+    (void)cols;
+    (void)c;
+    (void)ldc;
+    (void)rows;
     (void)add;
     (void)bias;
 }

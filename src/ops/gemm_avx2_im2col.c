@@ -51,9 +51,9 @@ void gemm_im2col_s1_avx2(const op_im2col_s1 *c, size_t j, size_t cols, float *ds
                     v0 = _mm256_loadu_ps(s);
                     v1 = _mm256_loadu_ps(s + 8);
                 } else {
-                    /* masked-out lanes are not read (they may lie outside x) */
-                    v0 = _mm256_maskload_ps(s, lane_mask(m & 0xffu));
-                    v1 = _mm256_maskload_ps(s + 8, lane_mask(m >> 8));
+                        /* masked-out lanes are not read (they may lie outside x) */
+                        v0 = _mm256_maskload_ps(s, lane_mask(m & 0xffu));
+                        v1 = _mm256_maskload_ps(s + 8, lane_mask(m >> 8));
                 }
                 _mm256_storeu_ps(d, v0);
                 _mm256_storeu_ps(d + 8, v1);
@@ -86,6 +86,10 @@ void gemm_im2col_avx2(const op_im2col *c, size_t j, size_t cols, float *dst, siz
     __m256i iw_lo = _mm256_loadu_si256((const __m256i *)iw0), iw_hi = _mm256_loadu_si256((const __m256i *)(iw0 + 8));
     const __m256i live_lo = _mm256_loadu_si256((const __m256i *)live);
     const __m256i live_hi = _mm256_loadu_si256((const __m256i *)(live + 8));
+    /* Stride 2 with the 16 columns in one output row: each tap's row of the
+     * panel is every other element of 31 consecutive inputs, read with
+     * plain loads where they lie inside the input row. */
+    const int s2row = c->sw == 2 && cols == NR && ih0[0] == ih0[NR - 1];
     size_t kin = 0, p0 = 0, kcb = kk < kc ? kk : kc;
     float *d = dst + q * kcb * NR;
     for (size_t ch = 0; ch < c->cg; ch++) {
@@ -105,7 +109,21 @@ void gemm_im2col_avx2(const op_im2col *c, size_t j, size_t cols, float *dst, siz
             ok_lo = _mm256_and_si256(ok_lo, live_lo);
             ok_hi = _mm256_and_si256(ok_hi, live_hi);
             const __m256i base_lo = _mm256_mullo_epi32(r_lo, w), base_hi = _mm256_mullo_epi32(r_hi, w);
+            const int64_t row = ih0[0] + kh * c->dh;
+            const int row_in = s2row && row >= 0 && row < c->h;
             for (int64_t kw = 0; kw < c->kw; kw++) {
+                const int64_t iw = iw0[0] + kw * c->dw;
+                if (row_in && iw >= 0 && iw + 2 * NR <= c->w) {
+                    const float *sp = xc + row * c->w + iw;
+                    __m256 a0 = _mm256_loadu_ps(sp), a1 = _mm256_loadu_ps(sp + 8);
+                    __m256 a2 = _mm256_loadu_ps(sp + 16), a3 = _mm256_loadu_ps(sp + 24);
+                    /* even elements: shuffle to a0 a2 a4 a6 | ..., then order the 64-bit pairs */
+                    __m256 e0 = _mm256_shuffle_ps(a0, a1, 0x88), e1 = _mm256_shuffle_ps(a2, a3, 0x88);
+                    e0 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e0), 0xD8));
+                    e1 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e1), 0xD8));
+                    _mm256_storeu_ps(d, e0);
+                    _mm256_storeu_ps(d + 8, e1);
+                } else {
                 const __m256i dw = _mm256_set1_epi32((int)(kw * c->dw));
                 __m256i cl = _mm256_add_epi32(iw_lo, dw), chh = _mm256_add_epi32(iw_hi, dw);
                 __m256i m_lo = _mm256_and_si256(ok_lo, _mm256_and_si256(_mm256_cmpgt_epi32(cl, _mm256_set1_epi32(-1)),
@@ -119,6 +137,7 @@ void gemm_im2col_avx2(const op_im2col *c, size_t j, size_t cols, float *dst, siz
                                                      _mm256_castsi256_ps(m_hi), 4);
                 _mm256_storeu_ps(d, v0);
                 _mm256_storeu_ps(d + 8, v1);
+                }
                 d += NR;
                 if (++kin == kcb) {
                     p0 += kcb;

@@ -112,6 +112,14 @@ void gemm_ukr_avx2_rows_bias(size_t kc, const float *a, size_t lda, const float 
  * 8 columns of each 16-wide packed step of b. */
 void gemm_ukr_avx2_6x8_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add,
                             const float *bias);
+/* A last panel of 1 to 4 columns, A packed: the first cols columns of np
+ * consecutive packed row panels (kc steps each) times the b-panel, rows of
+ * them (rows <= 6 np) stored into c as gemm_ukr_avx2_bias does, with the
+ * same sums in the same order (so the same values): several row panels at
+ * once make independent FMA chains, where the 6 x 8 kernel would wait on
+ * each chain and compute 8 columns. */
+void gemm_ukr_avx2_narrow(size_t kc, const float *a, size_t np, const float *b, size_t cols, float *c, size_t ldc,
+                          size_t rows, int add, const float *bias);
 /* The im2col of a 2-D float32 Conv with strides 1 and output rows as wide
  * as the input rows (OW == W), group planes at x, kernel kh x kw (each at
  * most OP_IM2COL_MAX_K), dilations dh, dw, top/left pads pt, pl, input

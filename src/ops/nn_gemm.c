@@ -47,6 +47,9 @@ typedef struct gemm_kernel {
     gemm_ukr_fn fn;
     gemm_ukr_rows_fn rows; /* (optional) A read in place, unpacked */
     gemm_ukr_fn half;      /* (optional) nr / 2 columns of a packed panel (A packed) */
+    /* (optional) 1 to 4 columns of a packed panel (A packed), rows of the tile stored */
+    void (*narrow)(size_t kc, const float *a, size_t np, const float *b, size_t cols, float *c, size_t ldc, size_t rows,
+                   int add, const float *bias);
 } gemm_kernel;
 
 /* Portable kernel: 6 x (2 * GV) with accumulator arrays the compiler keeps
@@ -104,8 +107,9 @@ static gemm_kernel pick_kernel(void)
         atomic_store(&kernel_choice, k);
     }
     if (k == 2)
-        return (gemm_kernel){6, 16, gemm_ukr_avx2_bias, gemm_ukr_avx2_rows_bias, gemm_ukr_avx2_6x8_bias};
-    return (gemm_kernel){G_MR, G_NR, ukr_generic, NULL, NULL};
+        return (gemm_kernel){6, 16, gemm_ukr_avx2_bias, gemm_ukr_avx2_rows_bias, gemm_ukr_avx2_6x8_bias,
+                             gemm_ukr_avx2_narrow};
+    return (gemm_kernel){G_MR, G_NR, ukr_generic, NULL, NULL, NULL};
 }
 
 static size_t gemm_kc(size_t k)
@@ -267,7 +271,7 @@ typedef struct gemm_job {
     size_t j0, ncols, npad; /* the chunk's columns */
     int add_first;        /* C is accumulated into from the first K block */
     int grid;             /* tasks are (row block, split) pairs, else splits over all row blocks */
-    size_t n_mblocks, n_splits, panels_per_split;
+    size_t n_mblocks, n_splits; /* split s: panels [s * P / n_splits, (s + 1) * P / n_splits) of the P */
     size_t n_tasks;
 } gemm_job;
 
@@ -341,8 +345,13 @@ static void compute_block(const gemm_job *j, size_t mb, size_t q0, size_t q1)
         for (size_t q = q0; q < q1; q++) {
             const float *bp = bb + q * kcb * nr;
             size_t col = j->j0 + q * nr, cols = j->ncols - q * nr < nr ? j->ncols - q * nr : nr;
-            const int half = j->kern.half && cols <= nr / 2;
-            for (size_t i = i0; i < i1; i += mr) {
+            const int half = j->kern.half && cols <= nr / 2, narrow = ab && j->kern.narrow && cols <= 4;
+            if (narrow) {
+                /* a last panel of a few columns: all the row panels at once */
+                j->kern.narrow(kcb, ab + (i0 / mr) * kcb * mr, (i1 - i0 + mr - 1) / mr, bp, cols,
+                               g->c + i0 * g->ldc + col, g->ldc, i1 - i0, add, kbias && p0 == 0 ? g->bias + i0 : NULL);
+            }
+            for (size_t i = i0; !narrow && i < i1; i += mr) {
                 size_t rows = i1 - i < mr ? i1 - i : mr;
                 float *cp = g->c + i * g->ldc + col;
                 const float *bias = NULL;
@@ -396,7 +405,7 @@ static void task_compute(void *arg, size_t t)
     const gemm_job *j = arg;
     size_t panels = j->npad / j->kern.nr;
     size_t sp = j->grid ? t % j->n_splits : t;
-    size_t q0 = sp * j->panels_per_split, q1 = q0 + j->panels_per_split < panels ? q0 + j->panels_per_split : panels;
+    size_t q0 = sp * panels / j->n_splits, q1 = (sp + 1) * panels / j->n_splits;
     if (q0 >= q1)
         return;
     if (j->grid) {
@@ -655,13 +664,11 @@ int op_sgemm_run(const op_gemm *g)
             if (per < 1)
                 per = 1;
         }
-        if (threads > 1) {
-            size_t want = (panels + threads * 3 - 1) / (threads * 3);
-            if (per > want)
-                per = want ? want : 1;
-        }
-        j.panels_per_split = per;
+        /* Splits of sizes within one panel of each other, about 3 per
+         * thread (the tasks are claimed dynamically). */
         j.n_splits = (panels + per - 1) / per;
+        if (threads > 1 && j.n_splits < threads * 3)
+            j.n_splits = threads * 3 < panels ? threads * 3 : panels;
         j.grid = threads > 1 && (j.n_splits < 2 * threads || !a_fits) && j.n_mblocks > 1;
         if (j.grid) {
             /* Too few panels for the threads: pack B first, then split the
@@ -680,8 +687,7 @@ int op_sgemm_run(const op_gemm *g)
             size_t splits = (threads * 3 + j.n_mblocks - 1) / j.n_mblocks;
             if (splits > panels)
                 splits = panels;
-            j.panels_per_split = (panels + splits - 1) / splits;
-            j.n_splits = (panels + j.panels_per_split - 1) / j.panels_per_split;
+            j.n_splits = splits;
             pool_run(g->threads, j.n_mblocks * j.n_splits, task_compute, &j);
         } else {
             pool_run(g->threads, j.n_splits, task_compute, &j);

@@ -854,6 +854,9 @@ int main(void)
         {2, 1, 4, 9, 1, {5, 3}, {5, 5}, {1, 1}, {1, 1}, {2, 2}, {2, 2}, NULL, 1},      /* kernel wider than x */
         {2, 1, 2, 3, 1, {4, 40}, {1, 7}, {1, 1}, {1, 1}, {0, 3}, {0, 3}, NULL, 1},     /* 1x7 */
         {1, 1, 3, 5, 1, {37}, {3}, {1}, {1}, {1}, {1}, NULL, 1},                       /* 1-D */
+        /* stride 2, 16 outputs of a row read with plain loads inside the row */
+        {2, 1, 3, 8, 1, {9, 70}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, NULL, 1},     /* 7x7 s2 */
+        {2, 2, 4, 5, 1, {7, 67}, {3, 3}, {2, 2}, {1, 2}, {1, 1}, {0, 1}, NULL, 0},     /* dilated, odd */
     };
     for (Threads = 1; Threads <= 2; Threads++) {
         for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++)
