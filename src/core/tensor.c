@@ -170,6 +170,17 @@ tdm_status tensor_alloc(tdm_err *e, tdm_tensor *t, tdm_dtype dtype, int rank, co
     size_t esize = dtype == TDM_STRING ? sizeof(char *) : tdm_dtype_size(dtype);
     if (mem_mul(count, esize, &nbytes))
         return err_set(e, TDM_E_NOMEM, "shape %s is too large", shape_str(rank, dims, buf, sizeof buf));
+    if (t->borrowed == TENSOR_PRESET) {
+        /* a buffer the executor placed (run/exec.c: a slab of a Concat's
+         * output): kept for the request it was made for, else dropped */
+        int same = t->kind == TDM_KIND_TENSOR && t->dtype == dtype && dtype != TDM_STRING && t->rank == rank &&
+                   t->nbytes == nbytes && t->data;
+        for (int i = 0; same && i < rank; i++)
+            same = t->dims[i] == dims[i];
+        t->borrowed = 1;
+        if (same)
+            return TDM_OK;
+    }
     void *data = dtype == TDM_STRING ? mem_calloc(count ? count : 1, sizeof(char *)) : arena_take(nbytes);
     if (!data)
         return err_set(e, TDM_E_NOMEM, "out of memory allocating %zu bytes for a %s tensor of shape %s",

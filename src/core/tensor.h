@@ -22,7 +22,10 @@ struct tdm_tensor {
     size_t count;               /* elements: product of dims */
     size_t nbytes;              /* bytes of data (count * size); 0 for strings */
     void *data;                 /* elements, C order; char *[count] for strings */
-    int borrowed;               /* data is not owned (e.g. a view of an initializer) */
+    int borrowed;               /* data is not owned (e.g. a view of an initializer);
+                                 * TENSOR_PRESET: a buffer the executor supplies */
+    int immutable;              /* data never changes while the tensor lives, as an
+                                 * initializer's: kernels may cache derived forms (tensor_aux) */
     /* sequence */
     struct tdm_tensor **items;
     size_t n_items, cap_items;
@@ -30,6 +33,13 @@ struct tdm_tensor {
      * freed with the tensor. See tensor_aux_find. */
     _Atomic(struct tensor_aux *) aux;
 };
+
+/* tdm_tensor.borrowed of an output shell the executor gave a buffer in
+ * advance (a slab of a Concat's output, run/exec.c): the next
+ * tensor_alloc of exactly its dtype and shape keeps that buffer (the
+ * tensor is then a plain borrowed one, borrowed = 1); another request
+ * drops it (not freed) and allocates as usual. */
+#define TENSOR_PRESET 2
 
 /* A derived form of a tensor's data that a kernel computes once and keeps
  * on the tensor (e.g. a weight matrix packed for the GEMM). Only ever

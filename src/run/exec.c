@@ -6,6 +6,7 @@
 #include "run/fuse.h"
 #include "run/observe.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 /* Finds the value an outer-scope name refers to, walking up the scopes. */
@@ -102,6 +103,9 @@ tdm_status exec_graph(tdm_err *e, const gr_graph *g, exec_scope *parent, const t
 tdm_status exec_cache_init(tdm_err *e, const gr_graph *g, exec_cache *c)
 {
     memset(c, 0, sizeof *c);
+    atomic_init(&c->alias_moves, 0);
+    atomic_init(&c->alias_views, 0);
+    atomic_init(&c->concat_in_place, 0);
     c->fusion = TDM_FUSION_ON;
     tdm_status st = fuse_plan_build(e, g, &c->fuse);
     if (st)
@@ -141,10 +145,12 @@ tdm_status exec_graph_cached(tdm_err *e, const gr_graph *g, const tdm_tensor *co
 }
 
 /* The head's output y can take its chain in place: an owned float32
- * buffer that is none of the node's inputs. */
-static int inplace_ok(const tdm_tensor *y, const tdm_tensor *const *nin, int n_in)
+ * buffer (or its slab of a Concat's output) that is none of the node's
+ * inputs (n_in 0: a Concat done in place, whose inputs are its slabs and
+ * die with it). */
+static int inplace_ok(const tdm_tensor *y, const tdm_tensor *const *nin, int n_in, const void *slab)
 {
-    if (!y || y->kind != TDM_KIND_TENSOR || y->dtype != TDM_FLOAT || y->borrowed || !y->data)
+    if (!y || y->kind != TDM_KIND_TENSOR || y->dtype != TDM_FLOAT || (y->borrowed && y->data != slab) || !y->data)
         return 0;
     for (int i = 0; i < n_in; i++)
         if (nin[i] && nin[i]->data == y->data)
@@ -170,6 +176,226 @@ static int inplace_op(int op)
     }
 }
 
+/* Reshape, Flatten, Squeeze and Unsqueeze: the output holds the input's
+ * elements in the same order. The executor gives it the input's block
+ * (a move, when the input dies at the node) or a borrowed view of it (the
+ * input's last use is then extended to the view's, see exec_run) instead
+ * of running the kernel, which copies. */
+static int alias_op(int op)
+{
+    return op == OP_Reshape || op == OP_Flatten || op == OP_Squeeze || op == OP_Unsqueeze;
+}
+
+/* The integer values of an optional input i (*n = -1: absent); -1 when it
+ * is not a small integer tensor. */
+static int alias_ints(const gr_node *node, const tdm_tensor *const *nin, int i, int64_t *v, int64_t *n)
+{
+    const tdm_tensor *t = i < node->n_inputs ? nin[i] : NULL;
+    *n = -1;
+    if (!t || t->kind == TDM_KIND_NONE)
+        return 0;
+    if (t->kind != TDM_KIND_TENSOR || !dtype_is_int(t->dtype) || t->count > TDM_MAX_RANK || (t->count && !t->data))
+        return -1;
+    for (size_t k = 0; k < t->count; k++)
+        v[k] = tensor_get_i64(t, k);
+    *n = (int64_t)t->count;
+    return 0;
+}
+
+/* The output shape of alias node on x; -1 for anything unusual (the
+ * kernel then runs and reports it). */
+static int alias_shape(const gr_node *node, const tdm_tensor *const *nin, int *rank, int64_t *dims)
+{
+    const tdm_tensor *x = nin[0];
+    int64_t v[TDM_MAX_RANK];
+    int64_t n = -1;
+    if (node->op == OP_Reshape) {
+        if (node->version < 5) {
+            const int64_t *a;
+            int k = gr_attr_ints(node, "shape", &a);
+            if (k < 0 || k > TDM_MAX_RANK)
+                return -1;
+            for (int i = 0; i < k; i++)
+                v[i] = a[i];
+            n = k;
+        } else if (alias_ints(node, nin, 1, v, &n) || n < 0) {
+            return -1;
+        }
+        int allowzero = node->version >= 14 ? (int)gr_attr_int(node, "allowzero", 0) : 0;
+        int neg = -1;
+        size_t known = 1;
+        for (int i = 0; i < (int)n; i++) {
+            int64_t d = v[i];
+            if (d == 0 && !allowzero) {
+                if (i >= x->rank)
+                    return -1;
+                d = x->dims[i];
+            }
+            if (d == -1 && neg < 0) {
+                neg = i;
+                continue;
+            }
+            if (d < 0 || mem_mul(known, (size_t)d, &known))
+                return -1;
+            dims[i] = d;
+        }
+        if (neg >= 0) {
+            if (known == 0 || x->count % known)
+                return -1;
+            dims[neg] = (int64_t)(x->count / known);
+            known = x->count;
+        }
+        if (known != x->count)
+            return -1;
+        *rank = (int)n;
+        return 0;
+    }
+    if (node->op == OP_Flatten) {
+        int64_t axis = gr_attr_int(node, "axis", 1);
+        if (axis < 0)
+            axis += x->rank;
+        if (axis < 0 || axis > x->rank)
+            return -1;
+        dims[0] = dims[1] = 1;
+        for (int d = 0; d < x->rank; d++)
+            dims[d < axis ? 0 : 1] *= x->dims[d];
+        *rank = 2;
+        return 0;
+    }
+    /* Squeeze, Unsqueeze: axes from the attribute before opset 13 */
+    if (node->version < 13) {
+        const int64_t *a;
+        int k = gr_attr_ints(node, "axes", &a);
+        if (k > TDM_MAX_RANK)
+            return -1;
+        for (int i = 0; i < k; i++)
+            v[i] = a[i];
+        n = k;
+    } else if (alias_ints(node, nin, 1, v, &n)) {
+        return -1;
+    }
+    int mark[TDM_MAX_RANK] = {0};
+    int r = node->op == OP_Squeeze ? x->rank : x->rank + (int)n;
+    if (node->op == OP_Unsqueeze && (n < 0 || r > TDM_MAX_RANK))
+        return -1;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t a = v[k] < 0 ? v[k] + r : v[k];
+        if (a < 0 || a >= r || (node->op == OP_Squeeze ? x->dims[a] != 1 : mark[a]))
+            return -1;
+        mark[a] = 1;
+    }
+    *rank = 0;
+    if (node->op == OP_Squeeze) {
+        for (int d = 0; d < x->rank; d++)
+            if (!(n < 0 ? x->dims[d] == 1 : mark[d]))
+                dims[(*rank)++] = x->dims[d];
+    } else {
+        for (int d = 0, j = 0; d < r; d++)
+            dims[(*rank)++] = mark[d] ? 1 : x->dims[j++];
+    }
+    return 0;
+}
+
+/* Concat into place: a Concat whose inputs are contiguous slabs of its
+ * output (every dim before the axis is 1) and are each produced by a node
+ * of this graph for the Concat alone. The output is allocated at the
+ * first producer, each producer writes its slab (its output is a view of
+ * it: tensor_alloc keeps a preset buffer, core/tensor.c) and the Concat
+ * does nothing. Static shapes only; at run time any mismatch (a shape, a
+ * kernel that allocated its output its own way) runs the Concat kernel,
+ * which copies as usual. slab_cat[v]: the position of the Concat whose
+ * slab value v is (-1: none), slab_off[v]: its byte offset. */
+static int concat_plan(const gr_graph *g, const gr_node *node, int pos, const int *uses, int *slab_cat,
+                       size_t *slab_off)
+{
+    if (node->op != OP_Concat || node->n_inputs < 2 || node->n_outputs != 1 || node->outputs[0] < 0 ||
+        g->values[node->outputs[0]].is_output)
+        return 0;
+    const gr_type *t0 = NULL;
+    int64_t axis = gr_attr_int(node, "axis", INT64_MIN);
+    for (int i = 0; i < node->n_inputs; i++) {
+        int v = node->inputs[i];
+        if (v < 0 || uses[v] != 1 || slab_cat[v] >= 0)
+            return 0;
+        const gr_value *val = &g->values[v];
+        const gr_type *t = &val->type;
+        if (val->init || val->is_input || val->is_output || val->outer || val->producer < 0 ||
+            g->nodes[val->producer].n_outputs != 1 ||
+            t->kind != TDM_KIND_TENSOR || t->dtype == TDM_STRING || !dtype_valid(t->dtype) || t->rank < 1)
+            return 0;
+        if (!t0) {
+            t0 = t;
+            if (axis < -t->rank || axis >= t->rank)
+                return 0;
+            if (axis < 0)
+                axis += t->rank;
+        }
+        if (t->dtype != t0->dtype || t->rank != t0->rank)
+            return 0;
+        for (int d = 0; d < t->rank; d++)
+            if (t->dims[d].v < 1 || t->dims[d].sym || (d != axis && t->dims[d].v != t0->dims[d].v) ||
+                (d < axis && t->dims[d].v != 1))
+                return 0;
+    }
+    size_t off = 0, esz = tdm_dtype_size(t0->dtype);
+    for (int i = 0; i < node->n_inputs; i++) {
+        const gr_type *t = &g->values[node->inputs[i]].type;
+        size_t n = esz;
+        for (int d = 0; d < t->rank; d++)
+            if (mem_mul(n, (size_t)t->dims[d].v, &n))
+                return 0;
+        if (mem_add(off, n, &off))
+            return 0;
+    }
+    off = 0;
+    for (int i = 0; i < node->n_inputs; i++) {
+        int v = node->inputs[i];
+        const gr_type *t = &g->values[v].type;
+        slab_cat[v] = pos;
+        slab_off[v] = off;
+        size_t n = esz;
+        for (int d = 0; d < t->rank; d++)
+            n *= (size_t)t->dims[d].v;
+        off += n;
+    }
+    return 1;
+}
+
+/* The Concat output (the shape of its first input with the axis summed)
+ * of plan concat at node. */
+static tdm_status concat_alloc(tdm_err *e, const gr_graph *g, const gr_node *node, tdm_tensor **out)
+{
+    const gr_type *t0 = &g->values[node->inputs[0]].type;
+    int64_t dims[TDM_MAX_RANK], axis = gr_attr_int(node, "axis", 0);
+    if (axis < 0)
+        axis += t0->rank;
+    for (int d = 0; d < t0->rank; d++)
+        dims[d] = t0->dims[d].v;
+    for (int i = 1; i < node->n_inputs; i++)
+        dims[axis] += g->values[node->inputs[i]].type.dims[axis].v;
+    return tensor_new(e, t0->dtype, t0->rank, dims, out);
+}
+
+/* Every input of the planned Concat at node is its slab of y, as planned. */
+static int concat_in_place(const gr_graph *g, const gr_node *node, const tdm_tensor *const *nin, const tdm_tensor *y,
+                           const size_t *slab_off)
+{
+    if (!y || !y->data)
+        return 0;
+    for (int i = 0; i < node->n_inputs; i++) {
+        int v = node->inputs[i];
+        const tdm_tensor *t = nin[i];
+        const gr_type *ty = &g->values[v].type;
+        if (!t || t->kind != TDM_KIND_TENSOR || t->dtype != ty->dtype || t->rank != ty->rank ||
+            t->data != (const void *)((const char *)y->data + slab_off[v]))
+            return 0;
+        for (int d = 0; d < t->rank; d++)
+            if (t->dims[d] != ty->dims[d].v)
+                return 0;
+    }
+    return 1;
+}
+
 static tdm_status exec_run(tdm_err *e, const gr_graph *g, exec_scope *parent, const tdm_tensor *const *in,
                            tdm_tensor **out, int threads, uint64_t *rng, const obs_hook *obs, const exec_cache *cache)
 {
@@ -182,8 +408,18 @@ static tdm_status exec_run(tdm_err *e, const gr_graph *g, exec_scope *parent, co
     /* in-place reuse of dying inputs: with an arena, not under an observer
      * (which reads the inputs after the node) */
     const int donate = cache && cache->arena && !(obs && obs->fn);
+    /* moves and views for the Reshape family (alias_op): not under an
+     * observer, which sees every node run the normal way, unless the run
+     * is the fused one it asked for (TDM_FUSION_OBSERVED: profiles time
+     * what runs) */
+    const int alias = !(obs && obs->fn) || fp;
     exec_scope s = {g, NULL, NULL, parent, e, threads, rng};
     int *last_use = NULL;
+    int *die_head = NULL, *die_next = NULL; /* per position: the values whose last use it is */
+    unsigned char *move_ok = NULL;          /* per position: an alias node may move its input */
+    int *slab_cat = NULL, *uses = NULL;     /* Concat into place (concat_plan) */
+    size_t *slab_off = NULL;
+    int has_sub = 0, n_cat = 0;
     const tdm_tensor **nin = NULL;
     tdm_tensor **nout = NULL;
     int max_in = 0, max_out = 0;
@@ -196,9 +432,12 @@ static tdm_status exec_run(tdm_err *e, const gr_graph *g, exec_scope *parent, co
     s.vals = mem_calloc((size_t)g->n_values + 1, sizeof *s.vals);
     s.owned = mem_calloc((size_t)g->n_values + 1, 1);
     last_use = mem_calloc((size_t)g->n_values + 1, sizeof *last_use);
+    die_head = mem_calloc((size_t)g->n_nodes + 1, sizeof *die_head);
+    die_next = mem_calloc((size_t)g->n_values + 1, sizeof *die_next);
+    move_ok = mem_calloc((size_t)g->n_nodes + 1, 1);
     if (fp)
         unfused = mem_calloc((size_t)g->n_nodes + 1, 1);
-    if (!s.vals || !s.owned || !last_use || (fp && !unfused)) {
+    if (!s.vals || !s.owned || !last_use || !die_head || !die_next || !move_ok || (fp && !unfused)) {
         st = err_set(e, TDM_E_NOMEM, "out of memory");
         goto done;
     }
@@ -243,10 +482,64 @@ static tdm_status exec_run(tdm_err *e, const gr_graph *g, exec_scope *parent, co
                 last_use[node->inputs[i]] = pos;
         for (int a = 0; a < node->n_attrs; a++) {
             const gr_attr *at = &node->attrs[a];
+            has_sub |= at->type == GA_GRAPH || at->type == GA_GRAPHS;
             if (at->type == GA_GRAPH && at->g)
                 mark_outer_uses(g, at->g, pos, last_use);
             for (size_t k = 0; at->type == GA_GRAPHS && k < at->n; k++)
                 mark_outer_uses(g, at->graphs[k], pos, last_use);
+        }
+        n_cat += node->op == OP_Concat;
+    }
+    if (alias && n_cat && !has_sub) {
+        slab_cat = mem_calloc((size_t)g->n_values + 1, sizeof *slab_cat);
+        slab_off = mem_calloc((size_t)g->n_values + 1, sizeof *slab_off);
+        uses = mem_calloc((size_t)g->n_values + 1, sizeof *uses);
+        if (!slab_cat || !slab_off || !uses) {
+            st = err_set(e, TDM_E_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int v = 0; v < g->n_values; v++)
+            slab_cat[v] = -1;
+        for (int n = 0; n < g->n_nodes; n++)
+            for (int i = 0; i < g->nodes[n].n_inputs; i++)
+                if (g->nodes[n].inputs[i] >= 0)
+                    uses[g->nodes[n].inputs[i]]++;
+        for (int pos = 0; pos < g->n_nodes; pos++) {
+            const int n = g->order[pos];
+            if (!(fp && fuse_is_member(fp, n)))
+                concat_plan(g, &g->nodes[n], pos, uses, slab_cat, slab_off);
+        }
+    }
+    /* A view must not outlive its source's data: the input of an alias
+     * node lives as long as its output (backwards, so that the output's
+     * own views count, and a view of a view extends the first source). A
+     * node may move its input when the node is its last direct use and no
+     * view of it outlives the output. Outputs of the graph are never
+     * views (only moves). */
+    for (int pos = g->n_nodes - 1; alias && pos >= 0; pos--) {
+        const gr_node *node = &g->nodes[g->order[pos]];
+        if (!alias_op(node->op) || node->n_inputs < 1 || node->n_outputs != 1)
+            continue;
+        int x = node->inputs[0], y = node->outputs[0];
+        if (x < 0 || y < 0)
+            continue;
+        int direct = last_use[x] == pos;
+        if (!g->values[y].is_output && last_use[x] < last_use[y])
+            last_use[x] = last_use[y];
+        move_ok[pos] = (unsigned char)direct;
+    }
+    for (int pos = 0; alias && pos < g->n_nodes; pos++) {
+        const gr_node *node = &g->nodes[g->order[pos]];
+        if (move_ok[pos])
+            move_ok[pos] = last_use[node->inputs[0]] <= last_use[node->outputs[0]];
+    }
+    for (int pos = 0; pos < g->n_nodes; pos++)
+        die_head[pos] = -1;
+    for (int v = 0; v < g->n_values; v++) {
+        die_next[v] = -1;
+        if (last_use[v] >= 0 && last_use[v] < g->n_nodes && !g->values[v].is_output) {
+            die_next[v] = die_head[last_use[v]];
+            die_head[last_use[v]] = v;
         }
     }
 
@@ -281,6 +574,47 @@ static tdm_status exec_run(tdm_err *e, const gr_graph *g, exec_scope *parent, co
                 goto node_fail;
             }
         }
+        /* a producer of a Concat's slab: its output is the slab */
+        void *preset = NULL;
+        if (slab_cat && node->n_outputs == 1 && node->outputs[0] >= 0) {
+            const int rv = fc ? fuse_chain_out_value(fc) : node->outputs[0];
+            if (rv >= 0 && slab_cat[rv] >= 0) {
+                const gr_node *cn = &g->nodes[g->order[slab_cat[rv]]];
+                const int yv = cn->outputs[0];
+                if (!s.vals[yv]) {
+                    if ((st = concat_alloc(e, g, cn, &s.vals[yv])) != TDM_OK)
+                        goto node_fail;
+                    s.owned[yv] = 1;
+                }
+                const gr_type *t = &g->values[rv].type;
+                tdm_tensor *o = nout[0];
+                o->kind = TDM_KIND_TENSOR;
+                o->dtype = t->dtype;
+                o->rank = t->rank;
+                o->count = 1;
+                for (int d = 0; d < t->rank; d++) {
+                    o->dims[d] = t->dims[d].v;
+                    o->count *= (size_t)t->dims[d].v;
+                }
+                o->nbytes = o->count * tdm_dtype_size(t->dtype);
+                o->data = preset = (char *)s.vals[yv]->data + slab_off[rv];
+                o->borrowed = TENSOR_PRESET;
+            }
+        }
+        /* a planned Concat whose producers wrote their slabs: the output is
+         * done (a chain it heads then runs over it in place) */
+        int cat_done = 0;
+        if (slab_cat && node->op == OP_Concat && node->outputs[0] >= 0 && s.vals[node->outputs[0]] &&
+            concat_in_place(g, node, nin, s.vals[node->outputs[0]], slab_off)) {
+            const int yv = node->outputs[0];
+            tdm_tensor_destroy(nout[0]);
+            nout[0] = s.vals[yv];
+            s.vals[yv] = NULL;
+            s.owned[yv] = 0;
+            cat_done = 1;
+            if (cache)
+                atomic_fetch_add((_Atomic size_t *)&cache->concat_in_place, 1);
+        }
         op_ctx ctx = {node, node->version, node->n_inputs, nin, node->n_outputs, nout, e, &s, threads, rng, NULL};
         if (fc) {
             if ((st = fuse_bind(e, fc, s.vals, nout[0], &fz)) != TDM_OK) {
@@ -289,19 +623,52 @@ static tdm_status exec_run(tdm_err *e, const gr_graph *g, exec_scope *parent, co
             }
             if (fuse_chain_in_kernel(fc))
                 ctx.fuse = &fz;
+            fuse_chain_inputs(fc, nin, &ctx.n_in); /* a folded BatchNormalization's weights and bias */
         }
         int donor = -1;
-        for (int i = 0; donate && inplace_op(node->op) && i < node->n_inputs && donor < 0; i++) {
+        for (int i = 0; donate && !preset && inplace_op(node->op) && i < node->n_inputs && donor < 0; i++) {
             int v = node->inputs[i];
             const tdm_tensor *t = v >= 0 ? s.vals[v] : NULL;
             if (t && s.owned[v] && last_use[v] == pos && !g->values[v].is_output && t->kind == TDM_KIND_TENSOR &&
                 t->dtype == TDM_FLOAT && !t->borrowed && t->data && node->n_outputs == 1)
                 donor = v;
+            for (int j = 0; donor >= 0 && j < node->n_inputs; j++)
+                if (j != i && nin[j] && nin[j]->data == t->data)
+                    donor = -1; /* another input is a view of the block */
         }
         if (donor >= 0)
             arena_donate(s.vals[donor]->data, s.vals[donor]->nbytes);
         uint64_t t0 = obs && obs->fn ? obs_now_ns() : 0;
-        st = op_table[node->op].run(&ctx);
+        int aliased = cat_done;
+        tdm_tensor *moved = NULL; /* the input whose block the output took */
+        if (alias && !fc && !preset && alias_op(node->op) && node->n_inputs >= 1 && node->n_outputs == 1 &&
+            node->inputs[0] >= 0 && node->outputs[0] >= 0 && nin[0]) {
+            const int x = node->inputs[0];
+            tdm_tensor *xt = s.vals[x], *yt = nout[0];
+            const int mv = move_ok[pos] && s.owned[x] && !xt->borrowed;
+            int r;
+            int64_t dims[TDM_MAX_RANK];
+            if (xt->kind == TDM_KIND_TENSOR && xt->dtype != TDM_STRING && xt->data &&
+                (mv || !g->values[node->outputs[0]].is_output) && alias_shape(node, nin, &r, dims) == 0) {
+                yt->kind = TDM_KIND_TENSOR;
+                yt->dtype = xt->dtype;
+                yt->rank = r;
+                for (int d = 0; d < r; d++)
+                    yt->dims[d] = dims[d];
+                yt->count = xt->count;
+                yt->nbytes = xt->nbytes;
+                yt->data = xt->data;
+                yt->borrowed = !mv; /* a view: the source lives as long (last_use) */
+                if (mv) /* the block is the output's now (the input keeps it for an observer) */
+                    moved = xt;
+                aliased = 1;
+                if (cache) /* the figures only: the cache is otherwise read-only here */
+                    atomic_fetch_add((_Atomic size_t *)(mv ? &cache->alias_moves : &cache->alias_views), 1);
+            }
+        }
+        st = aliased ? TDM_OK : op_table[node->op].run(&ctx);
+        if (preset && nout[0]->borrowed == TENSOR_PRESET)
+            nout[0]->borrowed = 1; /* not allocated: still the slab */
         if (donor >= 0 && arena_donation_end())
             s.vals[donor]->data = NULL; /* the block is the output's now; the input dies here */
         if (st) {
@@ -311,12 +678,19 @@ static tdm_status exec_run(tdm_err *e, const gr_graph *g, exec_scope *parent, co
         if (fc) {
             size_t done = atomic_load(&fz.done);
             int ok = fuse_shapes_ok(&fz);
-            if (done == 0 && ok && inplace_ok(nout[0], nin, node->n_inputs)) {
+            if (done == 0 && ok && inplace_ok(nout[0], nin, cat_done ? 0 : node->n_inputs, preset)) {
                 fuse_apply_all(&fz, threads);
             } else if (done == 0) { /* not fusable this time: the chain runs node by node */
                 for (int m = 0; m < fuse_chain_n_members(fc); m++)
                     unfused[fuse_chain_member(fc, m)] = 1;
                 fc = NULL;
+                if (preset && nout[0]->data == preset) { /* the head's own output: not the slab */
+                    tdm_tensor *c;
+                    if ((st = tensor_clone(e, nout[0], &c)) != TDM_OK)
+                        goto node_fail;
+                    tdm_tensor_destroy(nout[0]);
+                    nout[0] = c;
+                }
             } else if (done != nout[0]->count || !ok) {
                 st = err_set(e, TDM_E_INTERNAL,
                              "node %s: the fused elementwise program was applied to %zu of %zu elements%s",
@@ -344,18 +718,21 @@ static tdm_status exec_run(tdm_err *e, const gr_graph *g, exec_scope *parent, co
             for (int m = 0; fc && m < fuse_chain_n_members(fc); m++)
                 obs_node(obs, fuse_chain_member(fc, m), (int)obs->plan->devs->n - 1, obs_now_ns(), s.vals);
         }
+        if (moved) {
+            moved->data = NULL;
+            moved->nbytes = 0;
+        }
         for (int i = 0; i < node->n_outputs; i++) {
             int v = fc && i == 0 ? fuse_chain_out_value(fc) : node->outputs[i];
             if (v >= 0 && last_use[v] < pos + 1 && !g->values[v].is_output)
                 release(&s, v);
         }
     release_inputs:
-        /* Free what this node was the last to use. */
-        for (int i = 0; i < node->n_inputs; i++) {
-            int v = node->inputs[i];
-            if (v >= 0 && last_use[v] == pos && s.owned[v])
+        /* Free what this node was the last to use (the sources of views
+         * are freed with the last use of their views). */
+        for (int v = die_head[pos]; v >= 0; v = die_next[v])
+            if (s.owned[v])
                 release(&s, v);
-        }
         continue;
     node_fail:
         for (int i = 0; i < node->n_outputs; i++) {
@@ -374,6 +751,12 @@ done:
     mem_free(s.vals);
     mem_free(s.owned);
     mem_free(last_use);
+    mem_free(die_head);
+    mem_free(die_next);
+    mem_free(move_ok);
+    mem_free(slab_cat);
+    mem_free(slab_off);
+    mem_free(uses);
     mem_free(nin);
     mem_free(nout);
     mem_free(unfused);

@@ -41,6 +41,11 @@ typedef struct exec_cache {
     struct fuse_plan *fuse; /* NULL: nothing fused */
     struct arena *arena;    /* NULL: plain allocation */
     int fusion;             /* TDM_FUSION_OFF / _ON / _OBSERVED (tandem.h) */
+    /* Figures over all runs (for tests): Reshape-family nodes whose output
+     * took its input's block (moves) or borrowed it (views), no copy. */
+    _Atomic size_t alias_moves, alias_views;
+    /* Concat nodes whose inputs their producers wrote into its output */
+    _Atomic size_t concat_in_place;
 } exec_cache;
 
 /* Builds the cache of graph g (fusion on). */
@@ -53,7 +58,9 @@ void exec_cache_free(exec_cache *c);
  * holds theirs, and without output values) when c->fusion is
  * TDM_FUSION_OBSERVED, or TDM_FUSION_ON and no observer is set (an
  * observer then sees every node's outputs: the run is not fused);
- * intermediates come from c->arena. */
+ * intermediates come from c->arena. In the same cases (and in any run
+ * without an observer) Reshape, Flatten, Squeeze and Unsqueeze do not
+ * copy: their output takes the input's block or borrows it (exec.c). */
 tdm_status exec_graph_cached(tdm_err *e, const gr_graph *g, const tdm_tensor *const *in, tdm_tensor **out,
                              int threads, uint64_t *rng, const struct obs_hook *obs, const exec_cache *c);
 
