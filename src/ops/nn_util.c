@@ -40,9 +40,10 @@ const float *op_nn_packed_const(const op_ctx *ctx, int input, uint64_t key, size
     if (!s || !s->g || !node || input < 0 || input >= ctx->n_in || input >= node->n_inputs || !ctx->in[input])
         return NULL;
     int v = node->inputs[input];
-    if (v < 0 || v >= s->g->n_values || !s->g->values[v].init || s->g->values[v].init != ctx->in[input])
-        return NULL;
     const tdm_tensor *t = ctx->in[input];
+    if (!t->immutable &&
+        (v < 0 || v >= s->g->n_values || !s->g->values[v].init || s->g->values[v].init != t))
+        return NULL; /* neither an initializer nor marked constant (a folded weight, run/fuse.c) */
     tensor_aux *found = tensor_aux_find(t, key);
     if (found)
         return ((packed_aux *)found)->data;

@@ -3,6 +3,7 @@
 #include "run/fuse.h"
 #include "core/mem.h"
 #include "core/pool.h"
+#include "core/tensor.h"
 #include "ops/elementwise.h"
 #include "ops/nn.h"
 
@@ -41,6 +42,10 @@ struct fuse_chain {
     fuse_ins ins[FUSE_MAX_NODES];     /* one per member; ins[i].dst == i + 1 */
     int n_opd;
     int opd[FUSE_MAX_OPERANDS];       /* value ids */
+    int n_lin;                        /* > 0: the one-pass program of the chain (AVX2 only) */
+    fuse_lin lin[FUSE_LIN_MAX];
+    int bn;                           /* a BatchNormalization folded into the Conv head, or -1 */
+    tdm_tensor *fold_w, *fold_b;      /* its folded weights and bias (owned by the plan) */
 };
 
 struct fuse_plan {
@@ -67,13 +72,39 @@ const fuse_chain *fuse_head_chain(const fuse_plan *fp, int n)
 int fuse_is_member(const fuse_plan *fp, int n) { return fp && n >= 0 && n < fp->n_nodes && fp->member[n]; }
 int fuse_chain_in_kernel(const fuse_chain *c) { return c->in_kernel; }
 int fuse_chain_out_value(const fuse_chain *c) { return c->out_value; }
-int fuse_chain_n_members(const fuse_chain *c) { return c->n_members; }
-int fuse_chain_member(const fuse_chain *c, int i) { return c->members[i]; }
+int fuse_chain_n_members(const fuse_chain *c) { return c->n_members + (c->bn >= 0); }
+int fuse_chain_member(const fuse_chain *c, int i)
+{
+    if (c->bn >= 0)
+        return i == 0 ? c->bn : c->members[i - 1];
+    return c->members[i];
+}
+
+int fuse_chain_inputs(const fuse_chain *c, const tdm_tensor **in, int *n_in)
+{
+    if (!c || c->bn < 0)
+        return 0;
+    in[1] = c->fold_w;
+    in[2] = c->fold_b;
+    if (*n_in < 3)
+        *n_in = 3;
+    return 1;
+}
+int fuse_chain_kernel(const fuse_chain *c)
+{
+    if (c->n_lin <= 0 || c->n_members < 2)
+        return 0;
+    return fuse_lin_special(c->lin, c->n_lin) ? 2 : 1;
+}
 
 void fuse_plan_free(fuse_plan *fp)
 {
     if (!fp)
         return;
+    for (int k = 0; k < fp->n_chains; k++) {
+        tdm_tensor_destroy(fp->chains[k].fold_w);
+        tdm_tensor_destroy(fp->chains[k].fold_b);
+    }
     mem_free(fp->head_of);
     mem_free(fp->member);
     mem_free(fp->chains);
@@ -296,6 +327,173 @@ static int chain_closed(const fuse_build *b, const fuse_grow *w)
     return 1;
 }
 
+/* The one-pass program of chain c (fuse_lin), or 0 when its steps do not
+ * fit one: each step reads the previous step's value and at most one
+ * other value, saved earlier, a scalar operand or a full-size one. */
+static int compile_lin(const gr_graph *g, const fuse_chain *cc, fuse_lin *lin)
+{
+    const gr_type *yt = &g->values[g->nodes[cc->head].outputs[0]].type;
+    int src[FUSE_MAX_OPERANDS]; /* 1 scalar, 2 full-size */
+    for (int k = 0; k < cc->n_opd; k++) {
+        const gr_type *t = &g->values[cc->opd[k]].type;
+        int one = t->rank >= 0;
+        for (int d = 0; d < t->rank; d++)
+            one &= t->dims[d].v == 1;
+        src[k] = one ? 1 : same_shape(t, yt) ? 2 : 0;
+        if (!src[k])
+            return 0;
+    }
+    /* last step reading each register */
+    int last_use[FUSE_MAX_NODES];
+    for (int r = 0; r < FUSE_MAX_NODES; r++)
+        last_use[r] = -1;
+    for (int t = 0; t < cc->n_members; t++) {
+        const fuse_ins *in = &cc->ins[t];
+        if (in->a >= 0)
+            last_use[in->a] = t;
+        if (in->kind >= FK_ADD && in->b >= 0)
+            last_use[in->b] = t;
+    }
+    int n = 0, cur = 0, saved = -1;
+    for (int t = 0; t < cc->n_members; t++) {
+        const fuse_ins *in = &cc->ins[t];
+        if (last_use[cur] > t) { /* cur is read after this step: save it */
+            if (saved >= 0 && last_use[saved] >= t)
+                return 0;
+            lin[n++] = (fuse_lin){FL_SAVE, 0, 0, 0.0f, 0.0f};
+            saved = cur;
+        }
+        fuse_lin st = {0, 0, 0, in->p, in->q};
+        if (in->kind < FK_ADD) {
+            if (in->a != cur || (in->kind != FK_RELU && in->kind != FK_CLIP))
+                return 0;
+            st.op = in->kind == FK_RELU ? FL_RELU : FL_CLIP;
+        } else {
+            int rev, other;
+            if (in->a == cur && in->b != cur) {
+                rev = 0;
+                other = in->b;
+            } else if (in->b == cur && in->a != cur) {
+                rev = 1;
+                other = in->a;
+            } else {
+                return 0;
+            }
+            if (other >= 0) {
+                if (other != saved)
+                    return 0;
+                st.src = 0;
+            } else {
+                st.opd = -1 - other;
+                st.src = src[st.opd];
+            }
+            st.op = (rev ? FL_RADD : FL_ADD) + (in->kind - FK_ADD);
+        }
+        lin[n++] = st;
+        cur = in->dst;
+    }
+    return n;
+}
+
+/* BatchNormalization folding (fuse_plan_fold_bn): on by default. */
+static atomic_int fuse_fold_bn = 1;
+
+void fuse_plan_fold_bn(int on) { atomic_store(&fuse_fold_bn, on != 0); }
+
+/* A float32 initializer of count elements (count 0: any), or NULL. */
+static const tdm_tensor *f32_init(const gr_graph *g, int v, size_t count)
+{
+    const tdm_tensor *t = v >= 0 && v < g->n_values && !g->values[v].is_input ? g->values[v].init : NULL;
+    if (!t || t->kind != TDM_KIND_TENSOR || t->dtype != TDM_FLOAT || (count && t->count != count))
+        return NULL;
+    return t;
+}
+
+/* The inference BatchNormalization that only reads Conv node n's output
+ * and can be folded into its weights, or -1. */
+static int bn_after_conv(const fuse_build *b, int n)
+{
+    const gr_graph *g = b->g;
+    const gr_node *cn = &g->nodes[n];
+    if (cn->op != OP_Conv || *cn->domain || cn->n_inputs < 2 || cn->n_outputs != 1 || cn->outputs[0] < 0)
+        return -1;
+    int hv = cn->outputs[0];
+    if (!is_f32(g, hv) || g->values[hv].is_output || b->esc[hv] || b->cstart[hv + 1] - b->cstart[hv] != 1)
+        return -1;
+    const tdm_tensor *w = f32_init(g, cn->inputs[1], 0);
+    if (!w || w->rank < 3 || w->dims[0] < 1)
+        return -1;
+    size_t co = (size_t)w->dims[0];
+    if (cn->n_inputs > 2 && cn->inputs[2] >= 0 && !f32_init(g, cn->inputs[2], co))
+        return -1;
+    int bn = b->cons[b->cstart[hv]];
+    const gr_node *bnode = &g->nodes[bn];
+    if (bnode->op != OP_BatchNormalization || *bnode->domain || b->taken[bn] || bnode->n_inputs != 5 ||
+        bnode->inputs[0] != hv || bnode->n_outputs < 1 || bnode->outputs[0] < 0 || !is_f32(g, bnode->outputs[0]))
+        return -1;
+    for (int o = 1; o < bnode->n_outputs; o++)
+        if (bnode->outputs[o] >= 0)
+            return -1;
+    if (bnode->version >= 14 && gr_attr_int(bnode, "training_mode", 0) != 0)
+        return -1;
+    if (bnode->version < 9 && gr_attr_int(bnode, "spatial", 1) == 0)
+        return -1;
+    for (int i = 1; i < 5; i++)
+        if (!f32_init(g, bnode->inputs[i], co))
+            return -1;
+    const gr_type *ht = &g->values[hv].type;
+    if (ht->rank < 2 || (ht->dims[1].v >= 0 && ht->dims[1].v != (int64_t)co))
+        return -1;
+    return bn;
+}
+
+/* The folded weights and bias of Conv n and BatchNormalization bn:
+ * W' = W * a, b' = b_conv * a + (B - mean * a), a = scale / sqrt(var + eps)
+ * per output channel, in double as the BatchNormalization kernel
+ * computes a and its offset. */
+static int bn_fold(const gr_graph *g, int n, int bn, fuse_chain *c)
+{
+    const gr_node *cn = &g->nodes[n], *bnode = &g->nodes[bn];
+    const tdm_tensor *w = g->values[cn->inputs[1]].init;
+    const tdm_tensor *cb = cn->n_inputs > 2 && cn->inputs[2] >= 0 ? g->values[cn->inputs[2]].init : NULL;
+    const float *sc = g->values[bnode->inputs[1]].init->data, *bi = g->values[bnode->inputs[2]].init->data;
+    const float *mn = g->values[bnode->inputs[3]].init->data, *vr = g->values[bnode->inputs[4]].init->data;
+    size_t co = (size_t)w->dims[0], per = w->count / co;
+    int64_t bd[1] = {(int64_t)co};
+    tdm_err e;
+    if (tensor_new(&e, TDM_FLOAT, w->rank, w->dims, &c->fold_w) || tensor_new(&e, TDM_FLOAT, 1, bd, &c->fold_b))
+        return -1;
+    c->fold_w->immutable = c->fold_b->immutable = 1; /* the GEMM may keep them packed */
+    double eps = gr_attr_float(bnode, "epsilon", 1e-5f);
+    float *fw = c->fold_w->data, *fb = c->fold_b->data;
+    const float *wd = w->data;
+    for (size_t o = 0; o < co; o++) {
+        double a = sc[o] / sqrt(vr[o] + eps), off = bi[o] - mn[o] * a;
+        for (size_t k = 0; k < per; k++)
+            fw[o * per + k] = (float)(wd[o * per + k] * a);
+        fb[o] = (float)((cb ? ((const float *)cb->data)[o] * a : 0.0) + off);
+    }
+    c->bn = bn;
+    return 0;
+}
+
+/* Every operand of the chain is a scalar initializer (a chain after a
+ * folded BatchNormalization must always run fused: its head's output
+ * is not the Conv's). */
+static int opds_static(const gr_graph *g, const fuse_chain *c)
+{
+    for (int m = 0; m < c->n_members; m++) {
+        const fuse_ins *in = &c->ins[m];
+        int k = in->a < 0 ? -1 - in->a : in->kind >= FK_ADD && in->b < 0 ? -1 - in->b : -1;
+        if (k >= 0) {
+            const tdm_tensor *t = f32_init(g, c->opd[k], 1);
+            if (!t || t->rank > 1)
+                return 0;
+        }
+    }
+    return 1;
+}
+
 static int grow_chain(fuse_build *b, int head, fuse_chain *out)
 {
     const gr_graph *g = b->g;
@@ -310,11 +508,20 @@ static int grow_chain(fuse_build *b, int head, fuse_chain *out)
     fuse_grow w;
     memset(&w, 0, sizeof w);
     w.c.head = head;
+    w.c.bn = -1;
     w.vals[0] = hv;
     w.n_vals = 1;
     w.head_pos = b->pos[head];
     fuse_chain best;
     int have = 0;
+    int bn = atomic_load(&fuse_fold_bn) ? bn_after_conv(b, head) : -1;
+    if (bn >= 0) { /* the chain starts at the BatchNormalization's output */
+        w.vals[0] = g->nodes[bn].outputs[0];
+        w.c.bn = bn;
+        best = w.c;
+        best.out_value = w.vals[0];
+        have = 1;
+    }
     while (w.n_vals < FUSE_MAX_NODES) {
         /* the earliest consumer of a chain value not yet in the chain */
         int next = -1;
@@ -330,7 +537,7 @@ static int grow_chain(fuse_build *b, int head, fuse_chain *out)
         }
         if (next < 0 || b->taken[next] || !try_add(b, &w, next))
             break;
-        if (chain_closed(b, &w)) {
+        if (chain_closed(b, &w) && (bn < 0 || opds_static(g, &w.c))) {
             best = w.c;
             best.out_value = w.vals[w.n_vals - 1];
             have = 1;
@@ -349,6 +556,11 @@ static int grow_chain(fuse_build *b, int head, fuse_chain *out)
     }
     best.n_opd = n_opd;
     best.avx2 = b->avx2;
+    best.n_lin = b->avx2 ? compile_lin(g, &best, best.lin) : 0;
+    /* the general one-pass loop dispatches per step and block of 32: for
+     * long programs the step-per-pass interpreter is faster */
+    if (best.n_lin > 3 && !fuse_lin_special(best.lin, best.n_lin))
+        best.n_lin = 0;
     best.in_kernel = 0;
     for (size_t k = 0; k < sizeof fuse_kernel_ops / sizeof fuse_kernel_ops[0]; k++)
         best.in_kernel |= hn->op == fuse_kernel_ops[k];
@@ -429,8 +641,18 @@ tdm_status fuse_plan_build(tdm_err *e, const gr_graph *g, fuse_plan **out)
             continue;
         if (mem_grow((void **)&fp->chains, &cap, (size_t)fp->n_chains + 1, sizeof *fp->chains))
             goto nomem;
+        c.fold_w = c.fold_b = NULL;
+        if (c.bn >= 0 && bn_fold(g, n, c.bn, &c)) {
+            tdm_tensor_destroy(c.fold_w);
+            goto nomem;
+        }
         fp->head_of[n] = fp->n_chains;
         b.taken[n] = 1;
+        if (c.bn >= 0) {
+            fp->member[c.bn] = 1;
+            b.taken[c.bn] = 1;
+            fp->n_fused++;
+        }
         for (int m = 0; m < c.n_members; m++) {
             fp->member[c.members[m]] = 1;
             b.taken[c.members[m]] = 1;
@@ -691,7 +913,26 @@ void op_fuse_apply(const op_fuse *f, float *y, size_t at, size_t n)
 {
     const fuse_chain *c = f->c;
     const int last = c->n_members - 1;
-    if (last == 0 && c->ins[0].kind < FK_ADD) {
+    int lin = c->n_lin > 0 && last > 0;
+    float sv[FUSE_LIN_MAX];
+    const float *pv[FUSE_LIN_MAX];
+    for (int s = 0; lin && s < c->n_lin; s++) {
+        const fuse_lin *st = &c->lin[s];
+        if (st->op == FL_SAVE || st->op == FL_RELU || st->op == FL_CLIP || st->src == 0)
+            continue;
+        const tdm_tensor *t = f->opd[st->opd];
+        if (st->src == 1 && t->count == 1)
+            sv[s] = ((const float *)t->data)[0];
+        else if (st->src == 2 && t->count == f->y->count)
+            pv[s] = (const float *)t->data + at;
+        else
+            lin = 0;
+    }
+    if (last < 0) {
+        /* no step: a folded BatchNormalization alone */
+    } else if (lin) {
+        fuse_lin_avx2(c->lin, c->n_lin, sv, pv, y, n);
+    } else if (last == 0 && c->ins[0].kind < FK_ADD) {
         /* one activation: in place (every loop reads an element before
          * writing it; the AVX2 Sigmoid / Erf allow x == y) */
         run_unary(&c->ins[0], c->avx2, y, y, n);
@@ -739,7 +980,12 @@ void op_fuse_apply(const op_fuse *f, float *y, size_t at, size_t n)
             }
         }
     }
-    atomic_fetch_add_explicit(&((op_fuse *)f)->done, n, memory_order_relaxed);
+    /* The executor's check that the kernel applied the program: the
+     * count of the whole output once any part of it was applied (a load
+     * and, the first time, a store: no read-modify-write per call). */
+    atomic_size_t *done = &((op_fuse *)f)->done;
+    if (atomic_load_explicit(done, memory_order_relaxed) == 0)
+        atomic_store_explicit(done, f->y->count, memory_order_relaxed);
 }
 
 typedef struct fuse_job {

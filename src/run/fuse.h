@@ -18,6 +18,15 @@
  * not a graph output. The head's output value becomes the chain's last
  * value; the other nodes of the chain are not run ("fused away").
  *
+ * By default (fuse_plan_fold_bn(0) turns it off for the process), a Conv
+ * with initializer weights whose output only an inference
+ * BatchNormalization with initializer parameters reads gets the BatchNormalization folded into its weights and bias (the chain's
+ * first member; the chain then goes on from the BatchNormalization's
+ * output, with scalar initializer operands only, so that it always runs
+ * fused). That changes the results by rounding, as onnxruntime's folding
+ * does. The folded tensors are marked immutable, so the GEMM keeps them
+ * packed across runs as it does initializers.
+ *
  * Each step computes what the standalone kernel computes for an element,
  * in the same order, with the same functions (op_ew_sigmoid_avx2 /
  * op_ew_erf_avx2 when gemm_avx2_usable()). */
@@ -40,6 +49,12 @@ typedef struct fuse_chain fuse_chain;
 tdm_status fuse_plan_build(tdm_err *e, const gr_graph *g, fuse_plan **out);
 void fuse_plan_free(fuse_plan *fp);
 
+/* Whether the plans built after the call fold BatchNormalizations into
+ * Convs (see above; process-wide, off by default: the folding changes
+ * results by rounding, ~1e-6 relative, more than the plan tests' fp32
+ * bound of 1e-6 between a fused CPU session and an unfused plan allows). */
+void fuse_plan_fold_bn(int on);
+
 /* Counts: chains, and nodes fused away (heads excluded). */
 int fuse_plan_chains(const fuse_plan *fp);
 int fuse_plan_fused_nodes(const fuse_plan *fp);
@@ -54,13 +69,21 @@ int fuse_chain_in_kernel(const fuse_chain *c);  /* applied by the head's kernel 
 int fuse_chain_out_value(const fuse_chain *c);  /* value id of the chain's last value */
 int fuse_chain_n_members(const fuse_chain *c);  /* nodes fused away, in execution order */
 int fuse_chain_member(const fuse_chain *c, int i);
+/* A chain whose head is a Conv with a BatchNormalization folded into it
+ * (the BatchNormalization is its first member): sets in[1], in[2] to the
+ * folded weights and bias the head runs with (*n_in raised to 3; in has
+ * room for 3) and returns 1; else 0 and nothing changes. */
+int fuse_chain_inputs(const fuse_chain *c, const tdm_tensor **in, int *n_in);
+/* How the chain's program runs: 0 the step-per-pass interpreter, 1 the
+ * general one-pass loop, 2 a straight-line kernel (fuse_lin_special). */
+int fuse_chain_kernel(const fuse_chain *c);
 
 /* A chain bound to one run: what ctx->fuse points to. */
 struct op_fuse {
     const fuse_chain *c;
     const tdm_tensor *y;                        /* the head's output (its dims are read when applied) */
     const tdm_tensor *opd[FUSE_MAX_OPERANDS];   /* the operands' values */
-    atomic_size_t done;                         /* elements applied so far */
+    atomic_size_t done;                         /* 0 until the program was applied, then the output's count */
 };
 
 /* Binds chain c for a run: vals[] holds the current value of each value
@@ -79,5 +102,28 @@ void fuse_clip_avx2(float *y, const float *x, size_t n, float lo, float hi);
 void fuse_bin_avx2(int kind, float *y, const float *a, const float *b, size_t n);
 /* y = a op s (s_first: s op a). */
 void fuse_bin_scalar_avx2(int kind, float *y, const float *a, float s, int s_first, size_t n);
+
+/* One-pass programs: a chain whose steps each read the current value (the
+ * previous step's result), at most one saved earlier value, and scalar or
+ * full-size operands, run in one pass over the block in registers. */
+enum fuse_lin_op {
+    FL_SAVE,                                            /* saved = cur */
+    FL_RELU, FL_CLIP,                                   /* cur = f(cur) (p, q: Clip bounds) */
+    FL_ADD, FL_SUB, FL_MUL, FL_DIV, FL_MAX, FL_MIN,     /* cur = cur op k */
+    FL_RADD, FL_RSUB, FL_RMUL, FL_RDIV, FL_RMAX, FL_RMIN /* cur = k op cur */
+};
+#define FUSE_LIN_MAX (2 * FUSE_MAX_NODES)
+typedef struct fuse_lin {
+    int op;
+    int src;    /* the second value k: 0 the saved value, 1 a scalar, 2 a full-size operand */
+    int opd;    /* operand index (src 1, 2) */
+    float p, q; /* Clip bounds */
+} fuse_lin;
+/* Runs prog[0 .. n_prog) on y[0 .. n) in place: sv[s] is the scalar of
+ * step s (src 1), pv[s] the operand's elements for y[0 ..] (src 2). */
+void fuse_lin_avx2(const fuse_lin *prog, int n_prog, const float *sv, const float *const *pv, float *y, size_t n);
+/* 1 when prog has a straight-line kernel (affine-hardswish-affine,
+ * residual Add then Relu) in fuse_lin_avx2. */
+int fuse_lin_special(const fuse_lin *prog, int n_prog);
 
 #endif

@@ -237,6 +237,12 @@ static long ulps(float a, float b)
 
 /* Builds the model, checks the pass's counts, and compares fused against
  * unfused runs (1 and 2 threads) within max_ulps. */
+/* (>= 0) the kernel (fuse_chain_kernel) the one chain of the next model must run with */
+static int want_kernel = -1;
+/* (> 0) the next model's outputs are compared within tol_rel * max|ref|
+ * instead of in ulps (a folded BatchNormalization rounds differently) */
+static double tol_rel = 0;
+
 static void check_model(const char *what, gr_model *gm, int want_chains, int want_fused, long max_ulps)
 {
     tdm_model *m;
@@ -247,6 +253,14 @@ static void check_model(const char *what, gr_model *gm, int want_chains, int wan
     fprintf(stderr, "%s: %d chains, %d nodes fused away\n", what, chains, fused);
     CHECK(chains == want_chains);
     CHECK(fused == want_fused);
+    if (want_kernel >= 0 && gemm_avx2_usable()) { /* the one-pass programs are AVX2 only */
+        int kernel = -1;
+        for (int n = 0; n < m->gm->main->n_nodes; n++)
+            if (fuse_head_chain(fp, n))
+                kernel = fuse_chain_kernel(fuse_head_chain(fp, n));
+        fprintf(stderr, "%s: program kernel %d\n", what, kernel);
+        CHECK(kernel == want_kernel);
+    }
     fuse_plan_free(fp);
 
     size_t n_in = tdm_model_input_count(m), n_out = tdm_model_output_count(m);
@@ -283,10 +297,18 @@ static void check_model(const char *what, gr_model *gm, int want_chains, int wan
             CHECK(tdm_tensor_count(got[k]) == tdm_tensor_count(ref[k]));
             const float *a = tdm_tensor_cdata(got[k]), *b = tdm_tensor_cdata(ref[k]);
             long worst = 0;
+            double big = 0, diff = 0;
             for (size_t i = 0; i < tdm_tensor_count(ref[k]); i++) {
                 long u = ulps(a[i], b[i]);
                 if (u > worst)
                     worst = u;
+                big = fabs(b[i]) > big ? fabs(b[i]) : big;
+                diff = fabs((double)a[i] - b[i]) > diff ? fabs((double)a[i] - b[i]) : diff;
+            }
+            if (tol_rel > 0) {
+                fprintf(stderr, "%s: max abs diff %g, max |ref| %g\n", what, diff, big);
+                CHECK(big > 0 && diff <= tol_rel * big);
+                worst = 0;
             }
             fprintf(stderr, "%s: fusion %d, %d thread(s)%s: output %zu, max %ld ulps\n", what, modes[v],
                     nthreads[v], observed[v] ? ", observed" : "", k, worst);
@@ -330,6 +352,123 @@ static void t_hardswish(void)
     node(g, "div6", "Div", "r,six", "y");
     output(g, "y");
     check_model("hardswish", m, 1, 6, 0);
+}
+
+/* The one-pass programs (fuse_lin): Conv -> Mul(scalar, x) -> Add(scalar)
+ * -> hardswish -> Mul(scalar, x) -> Add(scalar), exactly ppocr_det's
+ * chain (a straight-line kernel), with pre and post (pre_post 3), one of
+ * them or neither; output rows of 19 x 21 = 399 elements (vector tails). */
+static void t_hardswish_lin(int pre_post)
+{
+    gr_model *m = model_new(13);
+    gr_graph *g = m->main;
+    int64_t xd[4] = {1, 3, 19, 21};
+    input(g, "x", 4, xd);
+    conv(g, "conv", "x", "c", 3, 8);
+    scalar(g, "k", 1.25f);
+    scalar(g, "b", -0.5f);
+    scalar(g, "k2", 0.7f);
+    scalar(g, "b2", 0.25f);
+    scalar(g, "three", 3.0f);
+    scalar(g, "zero", 0.0f);
+    scalar(g, "six", 6.0f);
+    const char *a = "c";
+    int n = 4;
+    if (pre_post & 1) {
+        node(g, "mul", "Mul", "k,c", "m");
+        node(g, "add", "Add", "m,b", "a");
+        a = "a";
+        n += 2;
+    }
+    char ins[64];
+    snprintf(ins, sizeof ins, "%s,three", a);
+    node(g, "add3", "Add", ins, "p");
+    node(g, "clip", "Clip", "p,zero,six", "q");
+    snprintf(ins, sizeof ins, "%s,q", a);
+    node(g, "mulx", "Mul", ins, "r");
+    node(g, "div6", "Div", "r,six", (pre_post & 2) ? "h" : "y");
+    if (pre_post & 2) {
+        node(g, "mul2", "Mul", "k2,h", "m2");
+        node(g, "add2", "Add", "m2,b2", "y");
+        n += 2;
+    }
+    output(g, "y");
+    char what[64];
+    snprintf(what, sizeof what, "hardswish_lin%d", pre_post);
+    want_kernel = 2;
+    check_model(what, m, 1, n, 0);
+    want_kernel = -1;
+}
+
+/* Conv -> BatchNormalization -> Relu, and a Conv without bias ->
+ * BatchNormalization -> hardswish (scalar operands): the BatchNormalizations
+ * folded into the Convs' weights (fused away, counted), within 1e-5 of
+ * max|ref| of the unfused run; a BatchNormalization after a Conv whose
+ * output has a second reader is not folded. */
+static void t_bn_fold(void)
+{
+    gr_model *m = model_new(15);
+    gr_graph *g = m->main;
+    int64_t xd[4] = {1, 3, 11, 13}, cd[1] = {6}, wd[4] = {6, 3, 1, 1};
+    float sc[6], bi[6], mn[6], vr[6];
+    for (int k = 0; k < 6; k++) {
+        sc[k] = (float)(1 + 0.5 * rnd());
+        bi[k] = (float)rnd();
+        mn[k] = (float)(0.3 * rnd());
+        vr[k] = (float)(0.5 + 0.4 * rnd());
+    }
+    input(g, "x", 4, xd);
+    conv(g, "conv1", "x", "c1", 3, 6);
+    init(g, "sc", 1, cd, sc);
+    init(g, "bi", 1, cd, bi);
+    init(g, "mn", 1, cd, mn);
+    init(g, "vr", 1, cd, vr);
+    node(g, "bn1", "BatchNormalization", "c1,sc,bi,mn,vr", "n1");
+    node(g, "relu", "Relu", "n1", "r1");
+    init(g, "w2", 4, wd, NULL);
+    node(g, "conv2", "Conv", "x,w2", "c2"); /* 1x1, no bias */
+    node(g, "bn2", "BatchNormalization", "c2,sc,bi,mn,vr", "n2");
+    scalar(g, "three", 3.0f);
+    scalar(g, "zero", 0.0f);
+    scalar(g, "six", 6.0f);
+    node(g, "add3", "Add", "n2,three", "p");
+    node(g, "clip", "Clip", "p,zero,six", "q");
+    node(g, "mulx", "Mul", "n2,q", "h");
+    node(g, "div6", "Div", "h,six", "r2");
+    node(g, "sum", "Add", "r1,r2", "s");
+    /* conv3's output is read by bn3 and by the output Add: not folded */
+    conv(g, "conv3", "s", "c3", 6, 6);
+    node(g, "bn3", "BatchNormalization", "c3,sc,bi,mn,vr", "n3");
+    node(g, "out", "Add", "n3,c3", "y");
+    output(g, "y");
+    /* chains: conv1 (bn1, relu), conv2 (bn2, add3, clip, mulx, div6; not
+     * the Add of r1: after a folded BatchNormalization only scalar
+     * initializer operands), bn3 (out; conv3 has none) */
+    tol_rel = 1e-5;
+    fuse_plan_fold_bn(1);
+    check_model("bn_fold", m, 3, 2 + 5 + 1, 0);
+    fuse_plan_fold_bn(1); /* the default */
+    tol_rel = 0;
+}
+
+/* A short general one-pass program: Conv -> Sub(scalar, x) -> Max(x,
+ * residual) -> Relu, the residual a full-size value computed before. */
+static void t_lin_general(void)
+{
+    gr_model *m = model_new(13);
+    gr_graph *g = m->main;
+    int64_t xd[4] = {1, 4, 9, 7};
+    input(g, "x", 4, xd);
+    conv(g, "conv1", "x", "c1", 4, 4);
+    conv(g, "conv2", "c1", "c2", 4, 4);
+    scalar(g, "s", 0.5f);
+    node(g, "sub", "Sub", "s,c2", "d");
+    node(g, "max", "Max", "d,x", "e");
+    node(g, "relu", "Relu", "e", "y");
+    output(g, "y");
+    want_kernel = 1;
+    check_model("lin_general", m, 1, 3, 0);
+    want_kernel = -1;
 }
 
 /* Conv -> Sigmoid, Mul(x, sigmoid) (SiLU), then Relu of a second Conv
@@ -494,8 +633,13 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *c = argv[1];
-    if (!strcmp(c, "hardswish"))
+    if (!strcmp(c, "hardswish")) {
         t_hardswish();
+        for (int pp = 0; pp < 4; pp++)
+            t_hardswish_lin(pp);
+        t_lin_general();
+        t_bn_fold();
+    }
     else if (!strcmp(c, "silu_residual"))
         t_silu_residual();
     else if (!strcmp(c, "gelu"))
