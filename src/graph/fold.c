@@ -169,7 +169,7 @@ static tdm_status fold_node(tdm_err *e, gr_graph *g, int ni, int *done)
     tdm_err kerr;
     uint64_t rng = 0x9e3779b97f4a7c15ull; /* unused: random ops are not folded */
     err_clear(&kerr);
-    op_ctx ctx = {n, n->version, n->n_inputs, in, n->n_outputs, out, &kerr, NULL, 1, &rng, NULL};
+    op_ctx ctx = {n, n->version, n->n_inputs, in, n->n_outputs, out, &kerr, NULL, 1, &rng, NULL, 0};
     if (d->run(&ctx) != TDM_OK)
         goto done; /* the executor reports it if the node ever runs */
     for (int i = 0; i < n->n_outputs; i++) {

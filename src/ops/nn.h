@@ -202,6 +202,15 @@ typedef struct conv_plan {
     int yrank;
 } conv_plan;
 
+/* The spatial sizes and output shape from p->g, p->n and p->m (nn_conv.c;
+ * shared by Conv's and ConvTranspose's preparation). */
+void op_nn_conv_plan_sizes(conv_plan *p, int nsp);
+
+/* Geometry of ConvTranspose (nn_convt.c); works on known or unknown (-1)
+ * input sizes (e may be NULL for infer hooks). */
+tdm_status op_nn_convt_geom(tdm_err *e, const gr_node *node, int nsp, const int64_t *in, const int64_t *kernel,
+                            nn_geom *g);
+
 /* The depthwise float32 Conv (nn_dwconv.c): cg == 1, mg <= 4, group > 1;
  * y = act(conv(x, w) + bias). */
 tdm_status op_conv_depthwise_f32(op_ctx *ctx, const conv_plan *p, const float *x, const float *w, const float *bias,

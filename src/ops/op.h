@@ -70,6 +70,11 @@ struct op_ctx {
     int threads;                    /* worker threads the kernel may use */
     uint64_t *rng;                  /* state for random ops (per session run) */
     const op_fuse *fuse;            /* fused elementwise consumers (see op_fuse_apply), or NULL */
+    /* 1: the kernel may use a faster algorithm that rounds differently from
+     * the reference one (Winograd convolution). Set when the session runs
+     * fused (TDM_FUSION_ON or OBSERVED); 0 under TDM_FUSION_OFF, the
+     * reference arithmetic that compare and extract use. */
+    int fast;
 };
 
 struct op_infer_ctx {

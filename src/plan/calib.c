@@ -279,7 +279,7 @@ static tdm_status run_node(calrun *c, int n, int d, tdm_tensor **vals, unsigned 
             goto fail;
         }
     exec_scope scope = {c->g, vals, owned, NULL, c->e, c->threads, &c->rng};
-    op_ctx ctx = {node, node->version, node->n_inputs, in, node->n_outputs, out, c->e, &scope, c->threads, &c->rng, NULL};
+    op_ctx ctx = {node, node->version, node->n_inputs, in, node->n_outputs, out, c->e, &scope, c->threads, &c->rng, NULL, 0};
     if ((st = di->ext->run_host(di->dev.ctx, &ctx)) != TDM_OK) {
         char label[256];
         err_prefix(c->e, "calibrating node %s on %s: ", gr_node_label(node, label, sizeof label), di->name);

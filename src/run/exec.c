@@ -401,9 +401,10 @@ static tdm_status exec_run(tdm_err *e, const gr_graph *g, exec_scope *parent, co
 {
     tdm_status st = TDM_OK;
     const fuse_plan *fp = NULL;
+    const int fast =
+        cache && (cache->fusion == TDM_FUSION_OBSERVED || (cache->fusion == TDM_FUSION_ON && !(obs && obs->fn)));
     unsigned char *unfused = NULL; /* per node: its chain does not run fused this time */
-    if (cache && cache->fuse && fuse_plan_chains(cache->fuse) && !parent &&
-        (cache->fusion == TDM_FUSION_OBSERVED || (cache->fusion == TDM_FUSION_ON && !(obs && obs->fn))))
+    if (fast && cache->fuse && fuse_plan_chains(cache->fuse) && !parent)
         fp = cache->fuse;
     /* in-place reuse of dying inputs: with an arena, not under an observer
      * (which reads the inputs after the node) */
@@ -615,7 +616,7 @@ static tdm_status exec_run(tdm_err *e, const gr_graph *g, exec_scope *parent, co
             if (cache)
                 atomic_fetch_add((_Atomic size_t *)&cache->concat_in_place, 1);
         }
-        op_ctx ctx = {node, node->version, node->n_inputs, nin, node->n_outputs, nout, e, &s, threads, rng, NULL};
+        op_ctx ctx = {node, node->version, node->n_inputs, nin, node->n_outputs, nout, e, &s, threads, rng, NULL, fast};
         if (fc) {
             if ((st = fuse_bind(e, fc, s.vals, nout[0], &fz)) != TDM_OK) {
                 err_prefix(e, "node %s: ", gr_node_label(node, label, sizeof label));

@@ -436,7 +436,7 @@ static tdm_status run_builtin_node(run_state *r, exec_scope *scope, const tdm_te
             goto fail;
         }
     }
-    op_ctx ctx = {node, node->version, node->n_inputs, nin, node->n_outputs, nout, r->e, scope, threads, rng, NULL};
+    op_ctx ctx = {node, node->version, node->n_inputs, nin, node->n_outputs, nout, r->e, scope, threads, rng, NULL, 0};
     st = di->ext->run_host(di->dev.ctx, &ctx);
     if (st) {
         if (st == TDM_E_DEVICE)

@@ -251,7 +251,7 @@ static tdm_status cpu_run(gr_graph *g, int node, int n_in, tdm_tensor **in, int 
     nd->opset = C.opset;
     for (int i = 0; i < n_out; i++)
         out[i] = mem_calloc(1, sizeof **out);
-    op_ctx ctx = {nd, ver, n_in, (const tdm_tensor *const *)in, n_out, out, &E, NULL, 1, NULL, NULL};
+    op_ctx ctx = {nd, ver, n_in, (const tdm_tensor *const *)in, n_out, out, &E, NULL, 1, NULL, NULL, 0};
     err_clear(&E);
     return op_table[op].run(&ctx);
 }

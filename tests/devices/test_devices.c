@@ -695,7 +695,7 @@ static tdm_tensor *run_dev(const dev_instance *d, const onenode *o, int n_in, co
     tdm_tensor *out[1];
     out[0] = mem_calloc(1, sizeof(tdm_tensor));
     uint64_t rng = 1;
-    op_ctx ctx = {o->n, o->n->version, n_in, in, 1, out, &err, NULL, 1, &rng, NULL};
+    op_ctx ctx = {o->n, o->n->version, n_in, in, 1, out, &err, NULL, 1, &rng, NULL, 0};
     err_clear(&err);
     MUST(d->ext->run_host(d->dev.ctx, &ctx));
     CHECK(ctx.in == in); /* the device restored the caller's inputs */

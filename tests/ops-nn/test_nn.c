@@ -97,7 +97,7 @@ static tdm_status run(int n, int n_in, const tdm_tensor **in, int n_out, tdm_ten
     nd->version = ver;
     for (int i = 0; i < n_out; i++)
         out[i] = mem_calloc(1, sizeof **out);
-    op_ctx ctx = {nd, ver, n_in, in, n_out, out, &E, NULL, Threads, NULL, NULL};
+    op_ctx ctx = {nd, ver, n_in, in, n_out, out, &E, NULL, Threads, NULL, NULL, 0};
     err_clear(&E);
     return op_table[op].run(&ctx);
 }

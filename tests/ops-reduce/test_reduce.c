@@ -101,7 +101,7 @@ static tdm_status node_run(node_h *h, int n_in, const tdm_tensor *const *in, int
     for (int i = 0; i < n_out; i++)
         out[i] = mem_calloc(1, sizeof **out);
     uint64_t rng = 1;
-    op_ctx ctx = {n, n->version, n_in, in, n_out, out, &h->err, NULL, 1, &rng, NULL};
+    op_ctx ctx = {n, n->version, n_in, in, n_out, out, &h->err, NULL, 1, &rng, NULL, 0};
     tdm_status st = op_table[n->op].run(&ctx);
     if (st)
         for (int i = 0; i < n_out; i++) {

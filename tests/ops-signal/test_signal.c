@@ -110,7 +110,7 @@ static tdm_status run(tnode *t, op_run_fn fn, int n_in, const tdm_tensor *const 
     gr_node *node = &t->g->nodes[t->idx];
     for (int i = 0; i < n_out; i++)
         out[i] = mem_calloc(1, sizeof(tdm_tensor));
-    op_ctx ctx = {node, 17, n_in, in, n_out, out, &last_err, NULL, 1, rng, NULL};
+    op_ctx ctx = {node, 17, n_in, in, n_out, out, &last_err, NULL, 1, rng, NULL, 0};
     err_clear(&last_err);
     return fn(&ctx);
 }
@@ -911,7 +911,7 @@ static void oom_case(tnode *t, op_run_fn fn, int n_in, const tdm_tensor *const *
     for (long k = 1; k < 200; k++) {
         tdm_tensor *y = mem_calloc(1, sizeof *y);
         uint64_t rng = 1;
-        op_ctx ctx = {node, 17, n_in, in, 1, &y, &last_err, NULL, 1, &rng, NULL};
+        op_ctx ctx = {node, 17, n_in, in, 1, &y, &last_err, NULL, 1, &rng, NULL, 0};
         mem_fail_after(k);
         tdm_status st = fn(&ctx);
         mem_fail_after(0);

@@ -119,7 +119,7 @@ static tdm_status run(tnode *t, int nin, tdm_tensor **in, int nout, tdm_tensor *
     const gr_node *n = node(t);
     for (int i = 0; i < nout; i++)
         out[i] = mem_calloc(1, sizeof **out);
-    op_ctx ctx = {n, n->version, nin, (const tdm_tensor *const *)in, nout, out, e, NULL, 1, NULL, NULL};
+    op_ctx ctx = {n, n->version, nin, (const tdm_tensor *const *)in, nout, out, e, NULL, 1, NULL, NULL, 0};
     err_clear(e);
     return op_table[n->op].run(&ctx);
 }
@@ -709,7 +709,7 @@ static tdm_status run_t(tnode *t, int threads, int nin, tdm_tensor **in, int nou
     const gr_node *n = node(t);
     for (int i = 0; i < nout; i++)
         out[i] = mem_calloc(1, sizeof **out);
-    op_ctx ctx = {n, n->version, nin, (const tdm_tensor *const *)in, nout, out, e, NULL, threads, NULL, NULL};
+    op_ctx ctx = {n, n->version, nin, (const tdm_tensor *const *)in, nout, out, e, NULL, threads, NULL, NULL, 0};
     err_clear(e);
     return op_table[n->op].run(&ctx);
 }
