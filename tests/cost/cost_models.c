@@ -8,6 +8,8 @@
  * figures; --ledger writes auto's ledger. A missing model exits 77. */
 #include <tandem/tandem.h>
 
+#include "../common/model_inputs.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,32 +60,17 @@ int main(int argc, char **argv)
     /* static shapes from the inputs */
     int ranks[MAXIO] = {0};
     int64_t dims[MAXIO][8];
-    FILE *f = fopen(inputs_txt, "r");
-    if (!f)
-        return 77;
-    char line[4096];
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        char *eq = strrchr(line, '=');
-        if (!eq)
-            continue;
-        *eq = '\0';
-        for (size_t k = 0; k < nin; k++) {
-            tdm_value_info vi;
-            tdm_tensor *t = NULL;
-            tdm_model_input(m, k, &vi);
-            if (strcmp(vi.name, line) != 0)
-                continue;
-            if ((st = tdm_value_load(ctx, eq + 1, NULL, &t)) != TDM_OK)
-                return fail(eq + 1, st, tdm_ctx_error(ctx));
-            if (tdm_tensor_kind(t) == TDM_KIND_TENSOR && tdm_tensor_rank(t) <= 8) {
-                ranks[k] = tdm_tensor_rank(t);
-                memcpy(dims[k], tdm_tensor_dims(t), (size_t)ranks[k] * sizeof(int64_t));
-            }
-            tdm_tensor_destroy(t);
+    tdm_tensor *in[MAXIO] = {0};
+    int lrc = test_load_inputs(ctx, m, inputs_txt, in, nin);
+    if (lrc)
+        return lrc;
+    for (size_t k = 0; k < nin; k++) {
+        if (in[k] && tdm_tensor_kind(in[k]) == TDM_KIND_TENSOR && tdm_tensor_rank(in[k]) <= 8) {
+            ranks[k] = tdm_tensor_rank(in[k]);
+            memcpy(dims[k], tdm_tensor_dims(in[k]), (size_t)ranks[k] * sizeof(int64_t));
         }
+        tdm_tensor_destroy(in[k]);
     }
-    fclose(f);
     if (shape) {
         char name[256];
         const char *eq = strchr(shape, '=');

@@ -25,6 +25,8 @@
  * A missing model exits 77. */
 #include <tandem/tandem.h>
 
+#include "../common/model_inputs.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -334,24 +336,8 @@ int main(int argc, char **argv)
     if (strcmp(argv[3], "shapes") == 0) {
         rc = case_shapes();
     } else {
-        f = fopen(argv[2], "r");
-        if (!f)
-            return 77;
-        char line[4096];
-        while (fgets(line, sizeof line, f)) {
-            line[strcspn(line, "\r\n")] = '\0';
-            char *eq = strrchr(line, '=');
-            if (!eq)
-                continue;
-            *eq = '\0';
-            for (size_t k = 0; k < nin; k++) {
-                tdm_value_info vi;
-                tdm_model_input(m, k, &vi);
-                if (strcmp(vi.name, line) == 0 && tdm_value_load(ctx, eq + 1, NULL, &in[k]) != TDM_OK)
-                    return fail(eq + 1, tdm_ctx_error(ctx));
-            }
-        }
-        fclose(f);
+        if ((rc = test_load_inputs(ctx, m, argv[2], in, nin)) != 0)
+            return rc;
         tdm_session *cpu = open_session("cpu", "subgraph", 0, 0, 1);
         if (!cpu || tdm_session_run(cpu, (const tdm_tensor *const *)in, ref) != TDM_OK)
             return fail("cpu", "reference run failed");

@@ -17,6 +17,8 @@
  * A missing model exits 77. */
 #include <tandem/tandem.h>
 
+#include "../common/model_inputs.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,29 +201,13 @@ int main(int argc, char **argv)
     nout = tdm_model_output_count(m);
     if (nin > MAXIO || nout > MAXIO)
         return fail(argv[1], "too many inputs");
-    f = fopen(argv[2], "r");
-    if (!f)
-        return 77;
-    char line[4096];
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        char *eq = strrchr(line, '=');
-        if (!eq)
-            continue;
-        *eq = '\0';
-        for (size_t k = 0; k < nin; k++) {
-            tdm_value_info vi;
-            tdm_model_input(m, k, &vi);
-            if (strcmp(vi.name, line) == 0 && tdm_value_load(ctx, eq + 1, NULL, &in[k]) != TDM_OK)
-                return fail(eq + 1, tdm_ctx_error(ctx));
-        }
-    }
-    fclose(f);
+    int rc = test_load_inputs(ctx, m, argv[2], in, nin);
+    if (rc)
+        return rc;
     tdm_session *cpu = open_session("cpu", 0);
     if (!cpu || tdm_session_run(cpu, (const tdm_tensor *const *)in, ref) != TDM_OK)
         return fail("cpu", "reference run failed");
     tdm_session_destroy(cpu);
-    int rc;
     if (strcmp(argv[3], "runs1000") == 0)
         rc = case_runs1000();
     else if (strcmp(argv[3], "off") == 0)

@@ -12,6 +12,8 @@
  * line; exits 0 on agreement, 1 otherwise. */
 #include <tandem/tandem.h>
 
+#include "../common/model_inputs.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,24 +72,11 @@ int main(int argc, char **argv)
     if (nin > MAXIO || nout > MAXIO)
         return fail(model_path, TDM_E_USAGE, "too many inputs or outputs");
     tdm_tensor *in[MAXIO] = {0};
-    FILE *f = fopen(inputs_txt, "r");
-    if (!f)
+    int lrc = test_load_inputs(ctx, m, inputs_txt, in, nin);
+    if (lrc == 77)
         return fail(inputs_txt, TDM_E_IO, "cannot open");
-    char line[4096];
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        char *eq = strrchr(line, '=');
-        if (!eq)
-            continue;
-        *eq = '\0';
-        for (size_t k = 0; k < nin; k++) {
-            tdm_value_info vi;
-            tdm_model_input(m, k, &vi);
-            if (strcmp(vi.name, line) == 0 && (st = tdm_value_load(ctx, eq + 1, NULL, &in[k])) != TDM_OK)
-                return fail(eq + 1, st, tdm_ctx_error(ctx));
-        }
-    }
-    fclose(f);
+    if (lrc)
+        return lrc;
     for (size_t k = 0; k < nin; k++)
         if (!in[k])
             return fail(inputs_txt, TDM_E_INPUT, "an input is missing");
