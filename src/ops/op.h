@@ -51,6 +51,15 @@ typedef struct op_fuse op_fuse;
  * workers may call it at once on disjoint ranges. */
 void op_fuse_apply(const op_fuse *f, float *y, size_t at, size_t n);
 
+/* 1 when the whole program is one clamp, y = min(max(y, lo), hi) with
+ * Clip's comparisons (a Relu: lo = 0, hi = +inf), setting *lo and *hi;
+ * else 0. A kernel may then clamp in registers as it stores, as long as
+ * a NaN stays NaN and -0 stays -0 (in AVX2: max(lo, v) then min(hi, v),
+ * v the second operand), and instead of calling op_fuse_apply it calls
+ * op_fuse_applied once after every element is stored. */
+int op_fuse_clamp(const op_fuse *f, float *lo, float *hi);
+void op_fuse_applied(const op_fuse *f);
+
 typedef struct op_ctx op_ctx;
 typedef struct op_infer_ctx op_infer_ctx;
 struct exec_scope;

@@ -988,6 +988,26 @@ void op_fuse_apply(const op_fuse *f, float *y, size_t at, size_t n)
         atomic_store_explicit(done, f->y->count, memory_order_relaxed);
 }
 
+int op_fuse_clamp(const op_fuse *f, float *lo, float *hi)
+{
+    const fuse_chain *c = f ? f->c : NULL;
+    if (!c || c->n_members != 1)
+        return 0;
+    if (c->ins[0].kind == FK_RELU) {
+        *lo = 0.0f;
+        *hi = INFINITY;
+        return 1;
+    }
+    if (c->ins[0].kind == FK_CLIP) {
+        *lo = c->ins[0].p;
+        *hi = c->ins[0].q;
+        return 1;
+    }
+    return 0;
+}
+
+void op_fuse_applied(const op_fuse *f) { atomic_store(&((op_fuse *)f)->done, f->y->count); }
+
 typedef struct fuse_job {
     const op_fuse *f;
     float *y;

@@ -377,6 +377,67 @@ static void t_inplace(void)
     check_model("inplace", m, 3, 13, 0);
 }
 
+/* op_fuse_clamp: a chain of one Clip or Relu is a clamp a kernel may apply
+ * as it stores; any other program is not. Each model runs fused and
+ * unfused with 0 ulps between them (a kernel clamping in registers must
+ * match the standalone op exactly). */
+static void clamp_case(const char *what, const char *op, const float *bounds, int want, float lo, float hi)
+{
+    gr_model *m = model_new(14);
+    gr_graph *g = m->main;
+    int64_t xd[4] = {1, 5, 9, 11};
+    input(g, "x", 4, xd);
+    conv(g, "conv", "x", "c", 5, 7);
+    if (bounds) {
+        scalar(g, "lo", bounds[0]);
+        scalar(g, "hi", bounds[1]);
+        node(g, "act", op, "c,lo,hi", "y");
+    } else {
+        node(g, "act", op, "c", "y");
+    }
+    output(g, "y");
+    tdm_model *tm;
+    MUST(model_build(&err, m, what, &tm));
+    fuse_plan *fp;
+    MUST(fuse_plan_build(&err, tm->gm->main, &fp));
+    const fuse_chain *c = NULL;
+    for (int n = 0; n < tm->gm->main->n_nodes && !c; n++)
+        c = fuse_head_chain(fp, n);
+    CHECK(c != NULL);
+    if (c) {
+        op_fuse f = {.c = c};
+        float l = -1.0f, h = -1.0f;
+        int got = op_fuse_clamp(&f, &l, &h);
+        fprintf(stderr, "%s: clamp %d [%g, %g]\n", what, got, l, h);
+        CHECK(got == want);
+        CHECK(!want || (l == lo && h == hi));
+    }
+    fuse_plan_free(fp);
+    tdm_model_destroy(tm);
+}
+
+static void t_clamp(void)
+{
+    const float b6[2] = {0.0f, 6.0f}, bneg[2] = {-1.5f, 0.25f};
+    clamp_case("clip06", "Clip", b6, 1, 0.0f, 6.0f);
+    clamp_case("clipneg", "Clip", bneg, 1, -1.5f, 0.25f);
+    clamp_case("relu", "Relu", NULL, 1, 0.0f, INFINITY);
+    clamp_case("sigmoid", "Sigmoid", NULL, 0, 0.0f, 0.0f);
+    /* and the results: fused (the kernels' clamp) against unfused */
+    gr_model *m = model_new(14);
+    gr_graph *g = m->main;
+    int64_t xd[4] = {2, 6, 13, 17};
+    input(g, "x", 4, xd);
+    conv(g, "c1", "x", "a", 6, 16);
+    scalar(g, "lo", 0.0f);
+    scalar(g, "hi", 6.0f);
+    node(g, "clip", "Clip", "a,lo,hi", "b");
+    conv(g, "c2", "b", "d", 16, 8);
+    node(g, "relu", "Relu", "d", "y");
+    output(g, "y");
+    check_model("clamp", m, 2, 2, 0);
+}
+
 /* The arena: a block given back is taken again; kept bytes stay within the
  * most that was in use; outside an arena nothing is kept. */
 static void t_arena(void)
@@ -459,6 +520,8 @@ int main(int argc, char **argv)
         t_inplace();
     else if (!strcmp(c, "arena"))
         t_arena();
+    else if (!strcmp(c, "clamp"))
+        t_clamp();
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;
