@@ -1557,13 +1557,24 @@ void dw_planes8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t
     const size_t npx = oh * ow;
     float *pp = buf, *po = buf + hp * wp * 8;
     const __m256 z = _mm256_set1_ps(dw_zero);
-    for (size_t i = 0; i < hp * wp; i++)
-        _mm256_storeu_ps(pp + i * 8, z);
+    const size_t nc = pl < wp ? (w < wp - pl ? w : wp - pl) : 0;
+    /* zeros on the padding only (the input columns below fill the rest) */
+    for (size_t r = 0; r < hp; r++) {
+        float *d = pp + r * wp * 8;
+        if (r < pt || r - pt >= h) {
+            for (size_t i = 0; i < wp; i++)
+                _mm256_storeu_ps(d + i * 8, z);
+            continue;
+        }
+        for (size_t i = 0; i < pl && i < wp; i++)
+            _mm256_storeu_ps(d + i * 8, z);
+        for (size_t i = pl + nc; i < wp; i++)
+            _mm256_storeu_ps(d + i * 8, z);
+    }
     /* the 8 padded planes interleaved, pp[(r * wp + c) * 8 + ch], by 8 x 8
      * transposes of 8 input columns; the columns past an input row (zeros)
-     * may land on the padding after it and on the next padded row, filled
-     * later, or in the slack */
-    const size_t nc = pl < wp ? (w < wp - pl ? w : wp - pl) : 0;
+     * may land on the padding after it and on the next padded row, or in
+     * the slack */
     for (size_t r = 0; r < h && r + pt < hp; r++)
         for (size_t c = 0; c < nc; c += 8) {
             __m256 v[8];
@@ -1589,11 +1600,53 @@ void dw_planes8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t
     }
     const __m256 vb = _mm256_loadu_ps(bias);
     size_t p = 0;
+    /* the window of the next output pixel (row pr, column pc), stepped
+     * without divisions */
+    const size_t rstep = (size_t)sh * wp * 8, cstep = (size_t)sw * 8;
+    size_t pr = 0, pc = 0;
+#define DW8_NEXT(b)                                                                                               \
+    const float *b = pp + pr * rstep + pc * cstep;                                                                \
+    if (++pc == ow) {                                                                                             \
+        pc = 0;                                                                                                   \
+        pr++;                                                                                                     \
+    }
+    for (; p + 8 <= npx; p += 8) { /* 8 output pixels, taps in order: 8 sums in flight */
+        DW8_NEXT(b0)
+        DW8_NEXT(b1)
+        DW8_NEXT(b2)
+        DW8_NEXT(b3)
+        DW8_NEXT(b4)
+        DW8_NEXT(b5)
+        DW8_NEXT(b6)
+        DW8_NEXT(b7)
+        __m256 a0 = vb, a1 = vb, a2 = vb, a3 = vb, a4 = vb, a5 = vb, a6 = vb, a7 = vb;
+        for (int t = 0; t < nt; t++) {
+            const __m256 wt = wv[t];
+            const size_t o = off[t];
+            a0 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b0 + o), a0);
+            a1 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b1 + o), a1);
+            a2 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b2 + o), a2);
+            a3 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b3 + o), a3);
+            a4 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b4 + o), a4);
+            a5 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b5 + o), a5);
+            a6 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b6 + o), a6);
+            a7 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b7 + o), a7);
+        }
+        float *d = po + p * 8;
+        _mm256_storeu_ps(d, a0);
+        _mm256_storeu_ps(d + 8, a1);
+        _mm256_storeu_ps(d + 16, a2);
+        _mm256_storeu_ps(d + 24, a3);
+        _mm256_storeu_ps(d + 32, a4);
+        _mm256_storeu_ps(d + 40, a5);
+        _mm256_storeu_ps(d + 48, a6);
+        _mm256_storeu_ps(d + 56, a7);
+    }
     for (; p + 4 <= npx; p += 4) { /* 4 output pixels, taps in order */
-        const float *b0 = pp + ((p / ow) * (size_t)sh * wp + (p % ow) * (size_t)sw) * 8;
-        const float *b1 = pp + (((p + 1) / ow) * (size_t)sh * wp + ((p + 1) % ow) * (size_t)sw) * 8;
-        const float *b2 = pp + (((p + 2) / ow) * (size_t)sh * wp + ((p + 2) % ow) * (size_t)sw) * 8;
-        const float *b3 = pp + (((p + 3) / ow) * (size_t)sh * wp + ((p + 3) % ow) * (size_t)sw) * 8;
+        DW8_NEXT(b0)
+        DW8_NEXT(b1)
+        DW8_NEXT(b2)
+        DW8_NEXT(b3)
         __m256 a0 = vb, a1 = vb, a2 = vb, a3 = vb;
         for (int t = 0; t < nt; t++) {
             a0 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(b0 + off[t]), a0);
@@ -1607,12 +1660,13 @@ void dw_planes8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t
         _mm256_storeu_ps(po + p * 8 + 24, a3);
     }
     for (; p < npx; p++) {
-        const float *b0 = pp + ((p / ow) * (size_t)sh * wp + (p % ow) * (size_t)sw) * 8;
+        DW8_NEXT(b0)
         __m256 a0 = vb;
         for (int t = 0; t < nt; t++)
             a0 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(b0 + off[t]), a0);
         _mm256_storeu_ps(po + p * 8, a0);
     }
+#undef DW8_NEXT
     /* back to 8 planes, 8 outputs at a time */
     for (p = 0; p < npx; p += 8) {
         __m256 v[8];

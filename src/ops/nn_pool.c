@@ -173,11 +173,117 @@ static void maxpool_plane(const pool_plan *p, const float *x, float *y, int avx2
     }
 }
 
+#define POOL_FAST_TAPS 64 /* taps of the AVX2 max-pool row kernel */
+
+/* maxpool_plane at dilation 1, strides 1 and 2 across, by the AVX2 row
+ * kernel (op_maxpool_rows_avx2) on the outputs whose window lies across
+ * the input, the others as maxpool_plane. At stride 2 the kernel reads
+ * the input rows of a band of output rows deinterleaved into buf (nbuf >=
+ * kh rows, each as its even columns, then its odd columns, 2 * lp
+ * floats), so that each tap reads consecutive floats. */
+static void maxpool_plane_fast(const pool_plan *p, const float *x, float *y, float *buf, int64_t lp, int64_t nbuf)
+{
+    const nn_geom *g = &p->g;
+    const int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
+    const int64_t sh = g->s[1], sw = g->s[2], kh = g->k[1], kw = g->k[2];
+    int64_t wlo_all, whi_all; /* ow whose whole window row lies inside [0, W) */
+    {
+        int64_t l = g->pb[2] <= 0 ? 0 : (g->pb[2] + sw - 1) / sw;
+        int64_t top = W - kw + g->pb[2];
+        int64_t h = top < 0 ? 0 : top / sw + 1;
+        wlo_all = l < OW ? l : OW;
+        whi_all = h < OW ? h : OW;
+        if (whi_all < wlo_all)
+            whi_all = wlo_all;
+    }
+    /* input row r at src + r * rs, column c at COLOFF(c); at stride 2 the
+     * rows of a band of output rows deinterleaved into buf (nbuf rows) */
+    const int64_t rs = sw == 2 ? 2 * lp : W;
+#define COLOFF(c) (sw == 2 ? ((c) & 1) * lp + ((c) >> 1) : (c))
+    const int64_t base = wlo_all * sw - g->pb[2], n = whi_all - wlo_all;
+    int64_t off[POOL_FAST_TAPS];
+    for (int64_t oh = 0; oh < OH; oh++) { /* the outputs the kernel leaves */
+        const int64_t ch = oh * sh - g->pb[1];
+        const int64_t hlo = ch < 0 ? -ch : 0, hhi = H - ch < kh ? H - ch : kh;
+        float *yr = y + oh * OW;
+        const int inner = hlo < hhi && n > 0;
+        for (int64_t ow = 0; ow < OW; ow++) {
+            if (inner && ow == wlo_all) {
+                ow = whi_all - 1;
+                continue;
+            }
+            const int64_t cw = ow * sw - g->pb[2];
+            const int64_t wlo = cw < 0 ? -cw : 0, whi = W - cw < kw ? W - cw : kw;
+            float best = 0;
+            int first = 1;
+            for (int64_t a = hlo; a < hhi; a++) {
+                const float *row = x + (ch + a) * W + cw;
+                for (int64_t b = wlo; b < whi; b++) {
+                    float v = row[b];
+                    if (first || v > best) {
+                        best = v;
+                        first = 0;
+                    }
+                }
+            }
+            yr[ow] = best;
+        }
+    }
+    for (int64_t oh = 0; oh < OH && n > 0;) {
+        const int64_t ch = oh * sh - g->pb[1];
+        const int64_t hlo = ch < 0 ? -ch : 0, hhi = H - ch < kh ? H - ch : kh;
+        if (hlo >= hhi) {
+            oh++;
+            continue;
+        }
+        int nt = 0;
+        for (int64_t a = hlo; a < hhi; a++)
+            for (int64_t b = 0; b < kw; b++)
+                off[nt++] = (a - hlo) * rs + COLOFF(base + b);
+        /* the rows below with whole windows down share the taps (at
+         * stride 2 as many as buf holds the input rows of) */
+        int64_t rows = 1;
+        if (hlo == 0 && hhi == kh)
+            while (oh + rows < OH && (oh + rows) * sh - g->pb[1] + kh <= H &&
+                   (sw == 1 || rows * sh + kh <= nbuf))
+                rows++;
+        const float *src = x + (ch + hlo) * W;
+        if (sw == 2) {
+            const int64_t nr = (rows - 1) * sh + hhi - hlo;
+            for (int64_t r = 0; r < nr; r++)
+                op_pool_deint_avx2(src + r * W, W, buf + r * rs, lp);
+            src = buf;
+        }
+        op_maxpool_rows_avx2(src, sh * rs, off, nt, y + oh * OW + wlo_all, OW, rows, n);
+        oh += rows;
+    }
+#undef COLOFF
+}
+
 static void task_maxpool(void *arg, size_t t)
 {
     const maxpool_job *j = arg;
-    for (size_t pl = t * j->per; pl < j->p->planes && pl < (t + 1) * j->per; pl++)
-        maxpool_plane(j->p, j->x + pl * j->p->in_sz, j->y + pl * j->p->out_sz, j->avx2);
+    const nn_geom *g = &j->p->g;
+    /* the AVX2 row kernel: dilation 1, strides 1 and 2 across, up to POOL_FAST_TAPS taps */
+    const int64_t lp = (g->in[2] + 1) / 2 + 8;
+    float *buf = NULL;
+    int fast = j->avx2 && g->d[1] == 1 && g->d[2] == 1 && (g->s[2] == 1 || g->s[2] == 2) &&
+               g->k[1] * g->k[2] <= POOL_FAST_TAPS;
+    /* input rows deinterleaved at a time (stride 2): about 16 KiB, in L1 */
+    const int64_t nbuf = (int64_t)16384 / (int64_t)(2 * lp * sizeof(float)) > g->k[1]
+                             ? (int64_t)16384 / (int64_t)(2 * lp * sizeof(float))
+                             : g->k[1];
+    if (fast && g->s[2] == 2) {
+        buf = pool_scratch_get((size_t)(nbuf * 2 * lp) * sizeof(float));
+        fast = buf != NULL;
+    }
+    for (size_t pl = t * j->per; pl < j->p->planes && pl < (t + 1) * j->per; pl++) {
+        if (fast)
+            maxpool_plane_fast(j->p, j->x + pl * j->p->in_sz, j->y + pl * j->p->out_sz, buf, lp, nbuf);
+        else
+            maxpool_plane(j->p, j->x + pl * j->p->in_sz, j->y + pl * j->p->out_sz, j->avx2);
+    }
+    pool_scratch_put(buf);
 }
 
 tdm_status op_run_MaxPool(op_ctx *ctx)
@@ -371,6 +477,7 @@ typedef struct gpool_job {
     float *y;
     size_t sp, planes, per;
     int kind; /* 0 average, 1 max */
+    int avx2; /* averages by op_gap_avx2 */
 } gpool_job;
 
 static void gpool_task(void *arg, size_t t)
@@ -378,6 +485,10 @@ static void gpool_task(void *arg, size_t t)
     const gpool_job *j = arg;
     size_t p0 = t * j->per, p1 = p0 + j->per < j->planes ? p0 + j->per : j->planes;
     const size_t sp = j->sp;
+    if (j->kind == 0 && j->avx2) {
+        op_gap_avx2(j->x + p0 * sp, sp, j->y + p0, p1 - p0);
+        return;
+    }
     for (size_t pl = p0; pl < p1; pl++) {
         const float *v = j->x + pl * sp;
         if (j->kind == 0) {
@@ -427,7 +538,7 @@ static tdm_status global_pool(op_ctx *ctx, int kind)
     if (kind == 1 && sp == 0 && planes)
         return op_fail(ctx, TDM_E_RUNTIME, "GlobalMaxPool over an empty spatial extent");
     if (x->dtype == TDM_FLOAT && kind != 2) {
-        gpool_job j = {x->data, y->data, sp, planes, 0, kind};
+        gpool_job j = {x->data, y->data, sp, planes, 0, kind, gemm_avx2_usable()};
         size_t work;
         if (mem_mul(planes, sp, &work))
             work = SIZE_MAX;

@@ -469,6 +469,134 @@ static void test_pool(const char *op, int64_t h, int64_t w_, int64_t k, int64_t 
     tdm_tensor_destroy(x);
 }
 
+/* MaxPool without Indices (the fast float paths: the AVX2 row kernel at
+ * strides 1 and 2 across, the portable one else) against the reference
+ * fold written here (first tap, then v > best in (kh, kw) order), bit for
+ * bit, on data with ties, signed zeros and NaNs; on 1 and 2 threads; and
+ * against the Indices path's Y. */
+static int same_bits(const float *a, const float *b, size_t n)
+{
+    return memcmp(a, b, n * sizeof *a) == 0;
+}
+
+static void test_maxpool_exact(int64_t planes, int64_t h, int64_t w_, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                               int64_t pt, int64_t pl, int64_t pb, int64_t pr, int ceil_mode, int specials)
+{
+    int64_t xd[4] = {1, planes, h, w_};
+    tdm_tensor *x = tensor(TDM_FLOAT, 4, xd);
+    float *X = x->data;
+    if (specials)
+        for (size_t i = 0; i < x->count; i++) {
+            unsigned r = (unsigned)(rng >> 40) % 23;
+            frand();
+            if (r == 0)
+                X[i] = NAN;
+            else if (r == 1)
+                X[i] = -0.0f;
+            else if (r == 2)
+                X[i] = 0.0f;
+            else if (r == 3)
+                X[i] = -INFINITY;
+        }
+    int64_t oh = (h + pt + pb - kh + (ceil_mode ? sh - 1 : 0)) / sh + 1;
+    int64_t ow = (w_ + pl + pr - kw + (ceil_mode ? sw - 1 : 0)) / sw + 1;
+    if (ceil_mode && (oh - 1) * sh >= h + pt)
+        oh--;
+    if (ceil_mode && (ow - 1) * sw >= w_ + pl)
+        ow--;
+    size_t total = (size_t)(planes * oh * ow);
+    float *want = malloc(total * sizeof *want + 4);
+    size_t o = 0;
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t y = 0; y < oh; y++)
+            for (int64_t xx = 0; xx < ow; xx++, o++) {
+                float best = 0;
+                int first = 1;
+                for (int64_t a = 0; a < kh; a++)
+                    for (int64_t b = 0; b < kw; b++) {
+                        int64_t iy = y * sh + a - pt, ix = xx * sw + b - pl;
+                        if (iy < 0 || iy >= h || ix < 0 || ix >= w_)
+                            continue;
+                        float v = X[(p * h + iy) * w_ + ix];
+                        if (first || v > best) {
+                            best = v;
+                            first = 0;
+                        }
+                    }
+                want[o] = best;
+            }
+    char what[128];
+    snprintf(what, sizeof what, "MaxPool exact %lldx%lldx%lld k=%lldx%lld s=%lld,%lld pads=%lld,%lld,%lld,%lld ceil=%d",
+             (long long)planes, (long long)h, (long long)w_, (long long)kh, (long long)kw, (long long)sh,
+             (long long)sw, (long long)pt, (long long)pl, (long long)pb, (long long)pr, ceil_mode);
+    for (int with_idx = 0; with_idx <= 1; with_idx++)
+        for (Threads = 1; Threads <= 2; Threads++) {
+            int n = node("MaxPool", 1, 1 + with_idx);
+            int64_t k2[2] = {kh, kw}, s2[2] = {sh, sw}, pads[4] = {pt, pl, pb, pr};
+            attr_ints(n, "kernel_shape", 2, k2);
+            attr_ints(n, "strides", 2, s2);
+            attr_ints(n, "pads", 4, pads);
+            attr_int(n, "ceil_mode", ceil_mode);
+            const tdm_tensor *in[1] = {x};
+            tdm_tensor *out[2] = {NULL, NULL};
+            tdm_status st = run(n, 1, in, 1 + with_idx, out);
+            cases++;
+            if (st) {
+                printf("FAIL %s: %s\n", what, E.msg);
+                fails++;
+            } else if (out[0]->count != total || !same_bits(out[0]->data, want, total)) {
+                printf("FAIL %s (threads %d, indices %d): not bit-identical to the reference\n", what, Threads,
+                       with_idx);
+                fails++;
+            }
+            free_all(out, 1 + with_idx);
+        }
+    Threads = 1;
+    free(want);
+    tdm_tensor_destroy(x);
+}
+
+/* GlobalAveragePool (float: the AVX2 kernel when usable) against the
+ * portable sum written here (8 partial sums, element i into sum i mod 8,
+ * the tail from sum 0, combined in a fixed order), bit for bit, on 1 and
+ * 2 threads. */
+static void test_gap_exact(int64_t planes, int64_t h, int64_t w_)
+{
+    int64_t xd[4] = {1, planes, h, w_};
+    tdm_tensor *x = tensor(TDM_FLOAT, 4, xd);
+    const float *X = x->data;
+    size_t sp = (size_t)(h * w_);
+    float *want = malloc((size_t)planes * sizeof *want + 4);
+    for (int64_t p = 0; p < planes; p++) {
+        const float *v = X + (size_t)p * sp;
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        size_t i = 0;
+        for (; i + 8 <= sp; i += 8)
+            for (size_t l = 0; l < 8; l++)
+                acc[l] += v[i + l];
+        for (size_t l = 0; i < sp; i++, l++)
+            acc[l] += v[i];
+        float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+        want[p] = s / (float)sp;
+    }
+    for (Threads = 1; Threads <= 2; Threads++) {
+        int n = node("GlobalAveragePool", 1, 1);
+        const tdm_tensor *in[1] = {x};
+        tdm_tensor *out[1] = {NULL};
+        tdm_status st = run(n, 1, in, 1, out);
+        cases++;
+        if (st || out[0]->count != (size_t)planes || !same_bits(out[0]->data, want, (size_t)planes)) {
+            printf("FAIL GlobalAveragePool exact %lldx%lldx%lld (threads %d)\n", (long long)planes, (long long)h,
+                   (long long)w_, Threads);
+            fails++;
+        }
+        free_all(out, 1);
+    }
+    Threads = 1;
+    free(want);
+    tdm_tensor_destroy(x);
+}
+
 /* LpPool / GlobalLpPool / GlobalMaxPool on a hand-checked 2x2 plane. */
 static void test_lp(void)
 {
@@ -893,6 +1021,25 @@ int main(void)
     test_pool("AveragePool", 9, 8, 3, 2, 1, 1, 1, 0, 0);
     test_pool("AveragePool", 9, 8, 3, 2, 1, 1, 1, 0, 1);
     test_pool("AveragePool", 10, 11, 3, 3, 1, 0, 0, 1, 0);
+    /* planes h w kh kw sh sw pads(t l b r) ceil specials */
+    test_maxpool_exact(3, 111, 111, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1); /* squeezenet */
+    test_maxpool_exact(2, 27, 27, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1);
+    test_maxpool_exact(64, 13, 13, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1); /* split over threads */
+    test_maxpool_exact(2, 112, 112, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1); /* resnet18 */
+    test_maxpool_exact(3, 20, 37, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1);
+    test_maxpool_exact(2, 9, 8, 2, 2, 2, 2, 0, 0, 0, 0, 0, 1);
+    test_maxpool_exact(2, 10, 10, 3, 3, 2, 2, 0, 0, 1, 1, 1, 1); /* ceil with pads at the end */
+    test_maxpool_exact(2, 16, 7, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1);  /* rows narrower than 8 */
+    test_maxpool_exact(2, 19, 21, 5, 3, 1, 2, 2, 1, 2, 1, 1, 1); /* 5x3, strides 1 down, 2 across */
+    test_maxpool_exact(2, 17, 40, 2, 4, 2, 1, 0, 1, 1, 2, 1, 1);
+    test_maxpool_exact(2, 11, 33, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1); /* stride 3: the portable path */
+    test_maxpool_exact(2, 6, 70, 1, 7, 1, 2, 0, 3, 0, 3, 0, 0);
+    test_maxpool_exact(2, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1);
+    test_maxpool_exact(4, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0);
+    test_gap_exact(32, 112, 112);
+    test_gap_exact(9, 7, 7);
+    test_gap_exact(5, 1, 3);
+    test_gap_exact(1300, 3, 5);
     test_errors();
     test_infer();
     test_all_dtypes();

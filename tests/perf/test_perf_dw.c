@@ -250,6 +250,69 @@ static void check_conv(int nb, int c, int mg, int h, int w, int kh, int kw, int 
     free(bias);
 }
 
+/* The whole depthwise Conv on 1 and 2 threads (and 4 tasks' worth of
+ * planes): bit-identical outputs. */
+static void check_threads_same(int nb, int c, int h, int w, int k, int st, int pt, int pl, int pb, int pr,
+                               const op_act *act)
+{
+    conv_plan p;
+    memset(&p, 0, sizeof p);
+    p.g.nsp = 2;
+    p.g.in[0] = 1;
+    p.g.in[1] = h;
+    p.g.in[2] = w;
+    p.g.k[0] = 1;
+    p.g.k[1] = k;
+    p.g.k[2] = k;
+    p.g.s[0] = 1;
+    p.g.s[1] = st;
+    p.g.s[2] = st;
+    p.g.d[0] = p.g.d[1] = p.g.d[2] = 1;
+    p.g.pb[1] = pt;
+    p.g.pb[2] = pl;
+    p.g.pe[1] = pb;
+    p.g.pe[2] = pr;
+    int oh = (h + pt + pb - k) / st + 1, ow = (w + pl + pr - k) / st + 1;
+    p.g.out[0] = 1;
+    p.g.out[1] = oh;
+    p.g.out[2] = ow;
+    p.n = nb;
+    p.c = c;
+    p.m = c;
+    p.group = c;
+    p.cg = 1;
+    p.mg = 1;
+    p.in_sz = (size_t)h * (size_t)w;
+    p.out_sz = (size_t)oh * (size_t)ow;
+    p.k_sz = (size_t)k * (size_t)k;
+    size_t nx = (size_t)nb * (size_t)c * p.in_sz, ny = (size_t)nb * (size_t)c * p.out_sz;
+    float *x = malloc(nx * sizeof *x), *y1 = malloc(ny * sizeof *y1), *y2 = malloc(ny * sizeof *y2);
+    float *wt = malloc((size_t)c * p.k_sz * sizeof *wt), *bias = malloc((size_t)c * sizeof *bias);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = frand();
+    for (size_t i = 0; i < (size_t)c * p.k_sz; i++)
+        wt[i] = frand();
+    for (int i = 0; i < c; i++)
+        bias[i] = frand();
+    tdm_err e;
+    memset(&e, 0, sizeof e);
+    op_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.err = &e;
+    ctx.threads = 1;
+    tdm_status s1 = op_conv_depthwise_f32(&ctx, &p, x, wt, bias, act, y1);
+    ctx.threads = 2;
+    tdm_status s2 = op_conv_depthwise_f32(&ctx, &p, x, wt, bias, act, y2);
+    CHECK(s1 == TDM_OK && s2 == TDM_OK && memcmp(y1, y2, ny * sizeof *y1) == 0,
+          "depthwise n=%d c=%d %dx%d k=%d s=%d pads=%d,%d,%d,%d: 1 and 2 threads differ", nb, c, h, w, k, st, pt, pl,
+          pb, pr);
+    free(x);
+    free(y1);
+    free(y2);
+    free(wt);
+    free(bias);
+}
+
 static void check_convs(void)
 {
     static const int planes[][2] = {{1, 1}, {2, 3}, {7, 7}, {14, 14}, {9, 31}, {28, 17}, {40, 40}, {33, 70}};
@@ -284,6 +347,19 @@ static void check_convs(void)
     check_conv(1, 4, 1, 20, 23, 7, 7, 2, 2, 3, 3, 3, 3, 1, &clip, 1);
     check_conv(1, 4, 2, 20, 23, 3, 3, 1, 1, 2, 2, 2, 2, 2, &none, 2);
     check_conv(1, 4, 1, 20, 23, 3, 3, 3, 3, 1, 1, 1, 1, 1, &relu, 1);
+    /* 8 small planes at a time with pads on some sides only, the models'
+     * shapes (mobilenet_v2, efficientnet_b0), on 1 and 2 threads */
+    check_conv(1, 24, 1, 14, 14, 3, 3, 1, 1, 0, 2, 1, 0, 1, &clip, 2);
+    check_conv(1, 16, 1, 13, 11, 5, 5, 2, 2, 2, 0, 0, 2, 1, &none, 1);
+    check_conv(1, 16, 1, 15, 9, 3, 3, 2, 2, 0, 0, 0, 0, 1, &relu, 2);
+    check_threads_same(1, 384, 14, 14, 3, 1, 1, 1, 1, 1, &clip);
+    check_threads_same(1, 576, 14, 14, 3, 2, 1, 1, 1, 1, &clip);
+    check_threads_same(1, 960, 7, 7, 3, 1, 1, 1, 1, 1, &clip);
+    check_threads_same(1, 96, 112, 112, 3, 2, 1, 1, 1, 1, &clip);
+    check_threads_same(1, 144, 56, 56, 3, 1, 1, 1, 1, 1, &clip);
+    check_threads_same(1, 240, 28, 28, 5, 2, 2, 2, 2, 2, &none);
+    check_threads_same(1, 1152, 7, 7, 5, 1, 2, 2, 2, 2, &none);
+    check_threads_same(2, 21, 9, 10, 3, 1, 0, 1, 2, 0, &relu);
 }
 
 static void check_sigmoid(void)
