@@ -40,7 +40,12 @@ typedef struct bc_lay {
     size_t eo;
     kfn f;
     bpar *p;
+    const op_fuse *fuse; /* float32 output: the fused program, per piece */
 } bc_lay;
+
+/* Elements of a piece the fused program runs over right after the kernel
+ * wrote them (in L1). */
+#define BC_FUSE_PIECE ((size_t)2048)
 
 static void bc_layout(bc_lay *L, int r, const int64_t *od, int nin, const int *ranks, const int64_t *const *dims)
 {
@@ -91,10 +96,17 @@ static void bc_range(const bc_lay *L, size_t e0, size_t e1)
     }
     for (size_t e = e0; e < e1;) {
         size_t len = inner - o < e1 - e ? inner - o : e1 - e;
+        if (L->fuse && len > BC_FUSE_PIECE)
+            len = BC_FUSE_PIECE;
         for (int k = 0; k < nin; k++)
             ptr[k] = (const char *)L->data[k] + ((size_t)off[k] + (L->s[k] ? o : 0)) * L->es[k];
         L->f((const void *const *)ptr, L->s, (char *)L->out + e * L->eo, len, L->p);
+        if (L->fuse)
+            op_fuse_apply(L->fuse, (float *)((char *)L->out + e * L->eo), e, len);
         e += len;
+        o += len;
+        if (o < inner)
+            continue; /* the rest of the row: a piece more */
         o = 0;
         for (int j = m - 2; j >= 0; j--) {
             idx[j]++;
@@ -125,6 +137,7 @@ static void bcast_exec(int r, const int64_t *od, size_t count, int nin, const in
     L.eo = eo;
     L.f = f;
     L.p = p;
+    L.fuse = NULL;
     bc_range(&L, 0, count);
 }
 
@@ -144,16 +157,15 @@ static void bc_task(void *arg, size_t t)
 }
 
 /* bcast_exec split into tasks of disjoint output ranges on up to `threads`
- * threads; for kernels that do not write *p (the float ones). */
+ * threads; for kernels that do not write *p (the float ones). fuse (a
+ * float32 output, or NULL): applied to every piece after the kernel. */
 static void bcast_exec_par(int threads, int r, const int64_t *od, size_t count, int nin, const int *ranks,
                            const int64_t *const *dims, const void *const *data, const size_t *es, void *out,
-                           size_t eo, kfn f, bpar *p)
+                           size_t eo, kfn f, bpar *p, const op_fuse *fuse)
 {
-    size_t tasks = pool_tasks(threads, count, BC_TASK_MIN);
-    if (tasks <= 1) {
-        bcast_exec(r, od, count, nin, ranks, dims, data, es, out, eo, f, p);
+    if (count == 0)
         return;
-    }
+    size_t tasks = pool_tasks(threads, count, BC_TASK_MIN);
     bc_lay L;
     bc_layout(&L, r, od, nin, ranks, dims);
     L.data = data;
@@ -162,6 +174,11 @@ static void bcast_exec_par(int threads, int r, const int64_t *od, size_t count, 
     L.eo = eo;
     L.f = f;
     L.p = p;
+    L.fuse = fuse;
+    if (tasks <= 1) {
+        bc_range(&L, 0, count);
+        return;
+    }
     bc_job j;
     j.L = &L;
     j.count = count;
@@ -513,8 +530,10 @@ static tdm_status binary_run(op_ctx *ctx, int k)
     bpar p = {0, 0};
     if (k == B_POW && ct == EW_F32 && b->dtype == TDM_FLOAT && b->count == 1 && ((const float *)b->data)[0] == 2.0f)
         f = k_square_f32; /* (float)pow(x, 2) is x * x exactly */
+    /* the fused program (ctx->fuse), on the float32 output as it is written */
+    const op_fuse *fz = ctx->fuse && ct == EW_F32 && odt == TDM_FLOAT && dst == y->data ? ctx->fuse : NULL;
     if (!raw && (ct == EW_F32 || ct == EW_F64))
-        bcast_exec_par(ctx->threads, r, dims, y->count, 2, ranks, dd, data, es, dst, eo, f, &p);
+        bcast_exec_par(ctx->threads, r, dims, y->count, 2, ranks, dd, data, es, dst, eo, f, &p, fz);
     else
         bcast_exec(r, dims, y->count, 2, ranks, dd, data, es, dst, eo, f, &p);
     if (tmp)

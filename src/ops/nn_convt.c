@@ -1,10 +1,12 @@
-/* ConvTranspose (op_sgemm + col2im). Spatial ranks 1 to 3 are handled as
- * 3-D with leading extents of 1. */
+/* ConvTranspose (op_sgemm + col2im; when kernel == stride, a product per
+ * block of input rows scattered straight into the output). Spatial ranks 1
+ * to 3 are handled as 3-D with leading extents of 1. */
 #include "ops/nn.h"
 #include "core/mem.h"
 #include "core/pool.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 /* The weights of every group packed for the GEMM (an op_nn_packed_const fill). */
@@ -176,6 +178,111 @@ static void task_col2im(void *arg, size_t m)
         op_fuse_apply(j->fuse, ym, j->at + m * out_sz, out_sz);
 }
 
+/* kernel == stride, dilation 1, no padding and output = input * stride:
+ * the taps of different input positions never overlap, so every output
+ * element is one product term (plus the bias). The col2im is then a
+ * scatter, done per block of input rows right after the block's product,
+ * while it is in cache, with no full column buffer and no pass that zeroes
+ * or re-reads the output. */
+static int convt_scatter_ok(const conv_plan *p)
+{
+    const nn_geom *g = &p->g;
+    for (int i = 0; i < NN_MAX_SP; i++)
+        if (g->k[i] != g->s[i] || (g->k[i] > 1 && g->d[i] != 1) || g->pb[i] != 0 || g->out[i] != g->in[i] * g->s[i])
+            return 0;
+    return 1;
+}
+
+/* Floats of a scatter block's product (its rows x columns) a task aims at:
+ * in L2 with the packed block of the input. */
+#define CONVT_BLOCK_FLOATS ((size_t)32 << 10)
+
+/* One batch and group of the scatter path: tasks over ranges of input rows
+ * (D x H rows of W values). */
+typedef struct convt_sjob {
+    const conv_plan *p;
+    op_gemm gm;              /* a, apack, lda, m, k of the group; b, c, n, ldc per block */
+    const float *x;          /* the group's first input plane */
+    const float *bias;       /* the group's mg values, or NULL */
+    float *y;                /* the group's first output plane */
+    size_t at;               /* its flat index */
+    const op_fuse *fuse;
+    size_t rows, per, rb;    /* input rows, rows per task, rows per block */
+    atomic_int failed;
+} convt_sjob;
+
+/* Writes output rows of input rows [r0, r0 + nr) from their product col
+ * (k_sz rows per output channel, ldc = nr * W apart). */
+static void convt_scatter_block(const convt_sjob *j, const float *col, size_t r0, size_t nr)
+{
+    const conv_plan *p = j->p;
+    const nn_geom *g = &p->g;
+    const size_t H = (size_t)g->in[1], W = (size_t)g->in[2];
+    const size_t OH = (size_t)g->out[1], OW = (size_t)g->out[2];
+    const size_t KD = (size_t)g->k[0], KH = (size_t)g->k[1], KW = (size_t)g->k[2];
+    const size_t ldc = nr * W, mg = (size_t)p->mg;
+    for (size_t m = 0; m < mg; m++) {
+        const float bv = j->bias ? j->bias[m] : 0.0f;
+        float *ym = j->y + m * p->out_sz;
+        const float *cm = col + m * p->k_sz * ldc;
+        for (size_t rr = 0; rr < nr; rr++) {
+            const size_t r = r0 + rr, id = r / H, ih = r % H;
+            for (size_t kd = 0; kd < KD; kd++)
+                for (size_t kh = 0; kh < KH; kh++) {
+                    const size_t orow = (id * KD + kd) * OH + ih * KH + kh;
+                    float *dr = ym + orow * OW;
+                    const float *s0 = cm + ((kd * KH + kh) * KW) * ldc + rr * W;
+                    /* the generic path's (0 or bias) + term, bit for bit */
+                    if (KW == 2) {
+                        const float *s1 = s0 + ldc;
+                        for (size_t iw = 0; iw < W; iw++) {
+                            dr[2 * iw] = bv + s0[iw];
+                            dr[2 * iw + 1] = bv + s1[iw];
+                        }
+                    } else {
+                        for (size_t kw = 0; kw < KW; kw++) {
+                            const float *sr = s0 + kw * ldc;
+                            for (size_t iw = 0; iw < W; iw++)
+                                dr[iw * KW + kw] = bv + sr[iw];
+                        }
+                    }
+                    if (j->fuse)
+                        op_fuse_apply(j->fuse, dr, j->at + m * p->out_sz + orow * OW, OW);
+                }
+        }
+    }
+}
+
+static void task_scatter(void *arg, size_t t)
+{
+    convt_sjob *j = arg;
+    const size_t W = (size_t)j->p->g.in[2];
+    size_t r0 = t * j->per, r1 = r0 + j->per < j->rows ? r0 + j->per : j->rows;
+    if (r0 >= r1)
+        return;
+    size_t nb = j->rb < r1 - r0 ? j->rb : r1 - r0;
+    float *col = pool_scratch_get(j->gm.m * nb * W * sizeof *col);
+    if (!col) {
+        atomic_store(&j->failed, 1);
+        return;
+    }
+    for (size_t r = r0; r < r1; r += nb) {
+        size_t nr = r1 - r < nb ? r1 - r : nb;
+        op_gemm gm = j->gm;
+        gm.b = j->x + r * W;
+        gm.n = nr * W;
+        gm.c = col;
+        gm.ldc = nr * W;
+        gm.threads = 1;
+        if (op_sgemm_run(&gm)) {
+            atomic_store(&j->failed, 1);
+            break;
+        }
+        convt_scatter_block(j, col, r, nr);
+    }
+    pool_scratch_put(col);
+}
+
 /* Fills W^T of every group packed for the GEMM (an op_nn_packed_const fill). */
 static void convt_fill_a(const void *arg, float *dst)
 {
@@ -195,11 +302,8 @@ static tdm_status convt_f32(op_ctx *ctx, const conv_plan *p, const float *x, con
 {
     const size_t cg = (size_t)p->cg, mg = (size_t)p->mg, rows = mg * p->k_sz;
     const int threads = ctx->threads > 0 ? ctx->threads : 1;
-    float *col = mem_alloc(rows * p->in_sz * sizeof *col + 1);
-    if (!col)
-        return op_fail(ctx, TDM_E_NOMEM, "out of memory for the col2im buffer");
     op_gemm gm = {.trans_a = 1, .m = rows, .n = p->in_sz, .k = cg, .alpha = 1.0f, .lda = rows, .ldb = p->in_sz,
-                  .c = col, .ldc = p->in_sz, .threads = threads};
+                  .ldc = p->in_sz, .threads = threads};
     const size_t per_group = op_sgemm_pack_a_floats(&gm);
     const float *wpack = NULL;
     size_t total;
@@ -209,6 +313,46 @@ static tdm_status convt_f32(op_ctx *ctx, const conv_plan *p, const float *x, con
         conv_wpack wp = {p, w};
         wpack = op_nn_packed_const(ctx, w_in, op_nn_pack_key(kv, sizeof kv / sizeof kv[0]), total, convt_fill_a, &wp);
     }
+    if (convt_scatter_ok(p)) {
+        const size_t W = (size_t)p->g.in[2], rows_in = p->in_sz / (W ? W : 1);
+        const size_t rw = rows * W > 0 ? rows * W : 1, cw = cg * W > 0 ? cg * W : 1;
+        size_t rb = CONVT_BLOCK_FLOATS / rw, rb2 = CONVT_BLOCK_FLOATS / cw;
+        rb = rb < rb2 ? rb : rb2;
+        rb = rb ? rb : 1;
+        size_t work;
+        if (mem_mul(p->out_sz, mg * sizeof(float) * 2, &work))
+            work = SIZE_MAX;
+        size_t tasks = pool_tasks(threads, work, POOL_MIN_BYTES);
+        if (tasks > rows_in)
+            tasks = rows_in;
+        for (int64_t n = 0; n < p->n; n++)
+            for (int64_t gi = 0; gi < p->group; gi++) {
+                size_t yoff = ((size_t)n * (size_t)p->m + (size_t)gi * mg) * p->out_sz;
+                convt_sjob sj;
+                memset(&sj, 0, sizeof sj);
+                sj.p = p;
+                sj.gm = gm;
+                sj.gm.a = w + (size_t)gi * cg * rows;
+                sj.gm.apack = wpack ? wpack + (size_t)gi * per_group : NULL;
+                sj.x = x + ((size_t)n * (size_t)p->c + (size_t)gi * cg) * p->in_sz;
+                sj.bias = bias ? bias + (size_t)gi * mg : NULL;
+                sj.y = y + yoff;
+                sj.at = yoff;
+                sj.fuse = ctx->fuse;
+                sj.rows = rows_in;
+                sj.per = (rows_in + tasks - 1) / tasks;
+                sj.rb = rb;
+                atomic_init(&sj.failed, 0);
+                pool_run(tasks > 1 ? threads : 1, (rows_in + sj.per - 1) / sj.per, task_scatter, &sj);
+                if (atomic_load(&sj.failed))
+                    return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+            }
+        return TDM_OK;
+    }
+    float *col = pool_scratch_get(rows * p->in_sz * sizeof *col + 1); /* kept between calls: not faulted in again */
+    if (!col)
+        return op_fail(ctx, TDM_E_NOMEM, "out of memory for the col2im buffer");
+    gm.c = col;
     for (int64_t n = 0; n < p->n; n++)
         for (int64_t gi = 0; gi < p->group; gi++) {
             size_t yoff = ((size_t)n * (size_t)p->m + (size_t)gi * mg) * p->out_sz;
@@ -216,7 +360,7 @@ static tdm_status convt_f32(op_ctx *ctx, const conv_plan *p, const float *x, con
             gm.apack = wpack ? wpack + (size_t)gi * per_group : NULL;
             gm.b = x + ((size_t)n * (size_t)p->c + (size_t)gi * cg) * p->in_sz;
             if (op_sgemm_run(&gm)) {
-                mem_free(col);
+                pool_scratch_put(col);
                 return op_fail(ctx, TDM_E_NOMEM, "out of memory");
             }
             convt_job cj = {p, col, bias ? bias + (size_t)gi * mg : NULL, y + yoff, yoff, ctx->fuse};
@@ -225,7 +369,7 @@ static tdm_status convt_f32(op_ctx *ctx, const conv_plan *p, const float *x, con
                 work = SIZE_MAX;
             pool_run(pool_tasks(threads, work, (size_t)1 << 14) > 1 ? threads : 1, mg, task_col2im, &cj);
         }
-    mem_free(col);
+    pool_scratch_put(col);
     return TDM_OK;
 }
 

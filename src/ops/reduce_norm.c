@@ -73,7 +73,11 @@ typedef struct bn_job {
     const double *a, *b;
     size_t c, inner, planes, per;
     int avx2;
+    const op_fuse *fuse; /* applied per piece while it is in cache, or NULL */
 } bn_job;
+
+/* Elements of a plane computed before the fused program runs over them. */
+#define BN_PIECE 2048
 
 static void bn_task(void *arg, size_t t)
 {
@@ -81,14 +85,20 @@ static void bn_task(void *arg, size_t t)
     size_t p0 = t * j->per, p1 = p0 + j->per < j->planes ? p0 + j->per : j->planes;
     for (size_t p = p0; p < p1; p++) {
         size_t ch = p % j->c;
-        const float *px = j->x + p * j->inner;
-        float *py = j->y + p * j->inner;
         float fa = (float)j->a[ch], fb = (float)j->b[ch];
-        if (j->avx2) {
-            op_ew_affine_avx2(px, py, j->inner, fa, fb);
-        } else {
-            for (size_t k = 0; k < j->inner; k++)
-                py[k] = px[k] * fa + fb;
+        const size_t piece = j->fuse ? BN_PIECE : j->inner;
+        for (size_t k0 = 0; k0 < j->inner; k0 += piece) {
+            const size_t n = j->inner - k0 < piece ? j->inner - k0 : piece, at = p * j->inner + k0;
+            const float *px = j->x + at;
+            float *py = j->y + at;
+            if (j->avx2) {
+                op_ew_affine_avx2(px, py, n, fa, fb);
+            } else {
+                for (size_t k = 0; k < n; k++)
+                    py[k] = px[k] * fa + fb;
+            }
+            if (j->fuse)
+                op_fuse_apply(j->fuse, py, at, n);
         }
     }
 }
@@ -169,7 +179,7 @@ tdm_status op_run_BatchNormalization(op_ctx *ctx)
         b[k] = bi[k] - mn[k] * a[k];
     }
     if (!xb && !per_elem && nb * c > 0) {
-        bn_job j = {x->data, ctx->out[0]->data, a, b, c, inner, nb * c, 0, gemm_avx2_usable()};
+        bn_job j = {x->data, ctx->out[0]->data, a, b, c, inner, nb * c, 0, gemm_avx2_usable(), ctx->fuse};
         size_t tasks = pool_tasks(ctx->threads, x->count * sizeof(float) * 2, POOL_MIN_BYTES);
         j.per = (j.planes + tasks - 1) / tasks;
         pool_run(ctx->threads, (j.planes + j.per - 1) / j.per, bn_task, &j);

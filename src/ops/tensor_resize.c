@@ -1,11 +1,15 @@
-/* Resize (opsets 10, 11, 13) and Upsample (7, 9): nearest through the generic
- * offset gather (every element type), linear and cubic as separable passes
+/* Resize (opsets 10, 11, 13) and Upsample (7, 9): nearest by output rows for
+ * 4-byte elements (a repeated source row is copied from the row before),
+ * through the generic offset gather for the other element types and for
+ * extrapolated coordinates, linear and cubic as separable passes
  * in double precision, one axis at a time. The coordinate arithmetic follows
  * the ONNX reference implementation the node tests are generated with. */
 #include "ops/tensor.h"
 #include "core/mem.h"
+#include "core/pool.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 enum { RZ_NEAREST, RZ_LINEAR, RZ_CUBIC };
@@ -143,8 +147,98 @@ static tdm_status rz_axis_build(op_ctx *ctx, const rz_params *p, rz_axis *a, dou
     return TDM_OK;
 }
 
+/* Nearest of 4-byte elements with no extrapolated coordinate, by output
+ * rows (all axes but the last): a row whose source row is the previous
+ * row's is a copy of that row (still in cache), any other one a gather
+ * through the last axis's index table (a pair copy for exact 2x). Tasks
+ * over ranges of rows. */
+typedef struct rz_rows_job {
+    const char *x; /* elements of 4 bytes, moved with memcpy (any 4-byte type) */
+    char *y;
+    const rz_axis *ax;
+    int64_t strides[TDM_MAX_RANK]; /* of x, in elements */
+    int rank;
+    size_t rows, per, iw, ow;
+    int twice; /* ow == 2 iw and idx[o] == o / 2 */
+    const op_fuse *fuse; /* float32: the fused program, per group of rows */
+} rz_rows_job;
+
+static void rz_rows_task(void *arg, size_t t)
+{
+    const rz_rows_job *j = arg;
+    size_t r0 = t * j->per, r1 = r0 + j->per < j->rows ? r0 + j->per : j->rows;
+    const int last = j->rank - 1;
+    const int64_t *ix = j->ax[last].idx;
+    size_t prev = SIZE_MAX, g0 = r0; /* rows [g0, r) are written, not yet fused */
+    for (size_t r = r0; r < r1; r++) {
+        /* the source row: output row r's index on every axis but the last */
+        size_t rem = r, src = 0;
+        for (int d = last - 1; d >= 0; d--) {
+            size_t n = (size_t)j->ax[d].out, o = rem % n;
+            rem /= n;
+            src += (size_t)j->ax[d].idx[o] * (size_t)j->strides[d];
+        }
+        char *dr = j->y + r * j->ow * 4;
+        if (src == prev) {
+            memcpy(dr, dr - j->ow * 4, j->ow * 4);
+            continue;
+        }
+        if (j->fuse && r > g0) /* the rows before are final: a group of copies of one row */
+            op_fuse_apply(j->fuse, (float *)(void *)(j->y + g0 * j->ow * 4), g0 * j->ow, (r - g0) * j->ow);
+        g0 = r;
+        prev = src;
+        const char *sr = j->x + src * 4;
+        if (j->twice) {
+            for (size_t i = 0; i < j->iw; i++) {
+                memcpy(dr + 8 * i, sr + 4 * i, 4);
+                memcpy(dr + 8 * i + 4, sr + 4 * i, 4);
+            }
+        } else {
+            for (size_t o = 0; o < j->ow; o++)
+                memcpy(dr + 4 * o, sr + 4 * (size_t)ix[o], 4);
+        }
+    }
+    if (j->fuse && r1 > g0)
+        op_fuse_apply(j->fuse, (float *)(void *)(j->y + g0 * j->ow * 4), g0 * j->ow, (r1 - g0) * j->ow);
+}
+
+static int rz_nearest_rows(op_ctx *ctx, const tdm_tensor *x, const rz_axis *ax)
+{
+    const int r = x->rank;
+    if (r < 1 || tdm_dtype_size(x->dtype) != 4 || x->dtype == TDM_STRING || !x->count)
+        return 0;
+    for (int d = 0; d < r; d++)
+        for (int64_t o = 0; o < ax[d].out; o++)
+            if (ax[d].extra[o])
+                return 0;
+    rz_rows_job j;
+    memset(&j, 0, sizeof j);
+    j.x = x->data;
+    j.y = ctx->out[0]->data;
+    j.ax = ax;
+    j.rank = r;
+    shape_strides(r, x->dims, j.strides);
+    j.ow = (size_t)ax[r - 1].out;
+    j.iw = (size_t)ax[r - 1].in;
+    if (!j.ow)
+        return 1;
+    j.rows = ctx->out[0]->count / j.ow;
+    j.twice = j.ow == 2 * j.iw;
+    j.fuse = x->dtype == TDM_FLOAT ? ctx->fuse : NULL;
+    for (size_t o = 0; j.twice && o < j.ow; o++)
+        j.twice = (size_t)ax[r - 1].idx[o] == o / 2;
+    size_t tasks = pool_tasks(ctx->threads, ctx->out[0]->nbytes * 3 / 2, POOL_MIN_BYTES);
+    if (tasks > j.rows)
+        tasks = j.rows;
+    j.per = (j.rows + tasks - 1) / tasks;
+    pool_run(tasks > 1 ? ctx->threads : 1, (j.rows + j.per - 1) / j.per, rz_rows_task, &j);
+    return 1;
+}
+
 static tdm_status rz_nearest(op_ctx *ctx, const tdm_tensor *x, rz_axis *ax, const rz_params *p)
 {
+    if (rz_nearest_rows(ctx, x, ax))
+        return TDM_OK;
     int r = x->rank;
     int64_t dims[TDM_MAX_RANK], strides[TDM_MAX_RANK];
     for (int d = 0; d < r; d++)

@@ -168,6 +168,7 @@ static int inplace_op(int op)
     case OP_Relu: case OP_LeakyRelu: case OP_Clip: case OP_Tanh: case OP_Erf: case OP_HardSigmoid:
     case OP_HardSwish: case OP_Neg: case OP_Abs: case OP_Exp: case OP_Sqrt:
     case OP_Add: case OP_Sub: case OP_Mul: case OP_Div:
+    case OP_BatchNormalization: /* each element read before it is written */
         return 1;
     case OP_Sigmoid: /* the portable loop takes restrict pointers; the AVX2 one allows x == y */
         return gemm_avx2_usable();

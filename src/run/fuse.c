@@ -16,7 +16,8 @@
  * gets its chain applied in place after it ran. The executor checks the
  * count of elements applied after the kernel: a kernel that applied
  * nothing (a path not yet fused) gets the program applied in place. */
-static const int fuse_kernel_ops[] = {OP_Conv, OP_ConvTranspose, OP_Gemm, OP_MatMul};
+static const int fuse_kernel_ops[] = {OP_Conv, OP_ConvTranspose, OP_Gemm, OP_MatMul, OP_BatchNormalization,
+                                      OP_Add, OP_Sub, OP_Mul, OP_Div, OP_Resize};
 
 /* Elements per block of the interpreter. */
 #define FUSE_BLOCK 256
