@@ -42,11 +42,15 @@ int gemm_avx2_usable(void)
 }
 
 /* c[6][16] (row stride ldc) = or += A x b-panel over kc steps, row r of A at
- * a + r * as, advancing by ap per step; when storing (add == 0) and bias is
- * set, bias[r] is added to row r. as and ap are constants at every call, so
- * each caller gets its own specialised copy. */
-static inline void ukr_6x16(size_t kc, const float *a, size_t as, size_t ap, const float *b, float *c, size_t ldc,
-                            int add, const float *bias)
+ * a + r * as, advancing by ap per step, the b-panel's rows bs floats apart
+ * (16 packed, ldb read in place); when storing (add == 0) and bias is set,
+ * bias[r] is added to row r; then, when clamp is set, every value goes to
+ * [clamp[0], clamp[1]] (Relu / Clip). Only rows r < rows of c are read or
+ * written (the others are not computed either when rows is a constant).
+ * as, ap and rows are constants at every call, so each caller gets its own
+ * specialised copy. */
+static inline void ukr_6x16(size_t kc, const float *a, size_t as, size_t ap, const float *b, size_t bs, float *c,
+                            size_t ldc, int add, const float *bias, const float *clamp, size_t rows)
 {
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
     __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
@@ -74,21 +78,32 @@ static inline void ukr_6x16(size_t kc, const float *a, size_t as, size_t ap, con
         c50 = _mm256_fmadd_ps(a1, b0, c50);
         c51 = _mm256_fmadd_ps(a1, b1, c51);
         a += ap;
-        b += 16;
+        b += bs;
     }
     if (add) {
+        /* rows of c from rows on are neither read nor written */
         c00 = _mm256_add_ps(c00, _mm256_loadu_ps(c + 0 * ldc));
         c01 = _mm256_add_ps(c01, _mm256_loadu_ps(c + 0 * ldc + 8));
-        c10 = _mm256_add_ps(c10, _mm256_loadu_ps(c + 1 * ldc));
-        c11 = _mm256_add_ps(c11, _mm256_loadu_ps(c + 1 * ldc + 8));
-        c20 = _mm256_add_ps(c20, _mm256_loadu_ps(c + 2 * ldc));
-        c21 = _mm256_add_ps(c21, _mm256_loadu_ps(c + 2 * ldc + 8));
-        c30 = _mm256_add_ps(c30, _mm256_loadu_ps(c + 3 * ldc));
-        c31 = _mm256_add_ps(c31, _mm256_loadu_ps(c + 3 * ldc + 8));
-        c40 = _mm256_add_ps(c40, _mm256_loadu_ps(c + 4 * ldc));
-        c41 = _mm256_add_ps(c41, _mm256_loadu_ps(c + 4 * ldc + 8));
-        c50 = _mm256_add_ps(c50, _mm256_loadu_ps(c + 5 * ldc));
-        c51 = _mm256_add_ps(c51, _mm256_loadu_ps(c + 5 * ldc + 8));
+        if (rows > 1) {
+            c10 = _mm256_add_ps(c10, _mm256_loadu_ps(c + 1 * ldc));
+            c11 = _mm256_add_ps(c11, _mm256_loadu_ps(c + 1 * ldc + 8));
+        }
+        if (rows > 2) {
+            c20 = _mm256_add_ps(c20, _mm256_loadu_ps(c + 2 * ldc));
+            c21 = _mm256_add_ps(c21, _mm256_loadu_ps(c + 2 * ldc + 8));
+        }
+        if (rows > 3) {
+            c30 = _mm256_add_ps(c30, _mm256_loadu_ps(c + 3 * ldc));
+            c31 = _mm256_add_ps(c31, _mm256_loadu_ps(c + 3 * ldc + 8));
+        }
+        if (rows > 4) {
+            c40 = _mm256_add_ps(c40, _mm256_loadu_ps(c + 4 * ldc));
+            c41 = _mm256_add_ps(c41, _mm256_loadu_ps(c + 4 * ldc + 8));
+        }
+        if (rows > 5) {
+            c50 = _mm256_add_ps(c50, _mm256_loadu_ps(c + 5 * ldc));
+            c51 = _mm256_add_ps(c51, _mm256_loadu_ps(c + 5 * ldc + 8));
+        }
     } else if (bias) {
         __m256 v = _mm256_broadcast_ss(bias + 0);
         c00 = _mm256_add_ps(c00, v);
@@ -109,18 +124,45 @@ static inline void ukr_6x16(size_t kc, const float *a, size_t as, size_t ap, con
         c50 = _mm256_add_ps(c50, v);
         c51 = _mm256_add_ps(c51, v);
     }
+    if (clamp) {
+        /* max(lo, x) then min(hi, x): x itself when NaN or equal (as
+         * op_act_apply's Relu / Clip) */
+        const __m256 lo = _mm256_broadcast_ss(clamp), hi = _mm256_broadcast_ss(clamp + 1);
+        c00 = _mm256_min_ps(hi, _mm256_max_ps(lo, c00));
+        c01 = _mm256_min_ps(hi, _mm256_max_ps(lo, c01));
+        c10 = _mm256_min_ps(hi, _mm256_max_ps(lo, c10));
+        c11 = _mm256_min_ps(hi, _mm256_max_ps(lo, c11));
+        c20 = _mm256_min_ps(hi, _mm256_max_ps(lo, c20));
+        c21 = _mm256_min_ps(hi, _mm256_max_ps(lo, c21));
+        c30 = _mm256_min_ps(hi, _mm256_max_ps(lo, c30));
+        c31 = _mm256_min_ps(hi, _mm256_max_ps(lo, c31));
+        c40 = _mm256_min_ps(hi, _mm256_max_ps(lo, c40));
+        c41 = _mm256_min_ps(hi, _mm256_max_ps(lo, c41));
+        c50 = _mm256_min_ps(hi, _mm256_max_ps(lo, c50));
+        c51 = _mm256_min_ps(hi, _mm256_max_ps(lo, c51));
+    }
     _mm256_storeu_ps(c + 0 * ldc, c00);
     _mm256_storeu_ps(c + 0 * ldc + 8, c01);
-    _mm256_storeu_ps(c + 1 * ldc, c10);
-    _mm256_storeu_ps(c + 1 * ldc + 8, c11);
-    _mm256_storeu_ps(c + 2 * ldc, c20);
-    _mm256_storeu_ps(c + 2 * ldc + 8, c21);
-    _mm256_storeu_ps(c + 3 * ldc, c30);
-    _mm256_storeu_ps(c + 3 * ldc + 8, c31);
-    _mm256_storeu_ps(c + 4 * ldc, c40);
-    _mm256_storeu_ps(c + 4 * ldc + 8, c41);
-    _mm256_storeu_ps(c + 5 * ldc, c50);
-    _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+    if (rows > 1) {
+        _mm256_storeu_ps(c + 1 * ldc, c10);
+        _mm256_storeu_ps(c + 1 * ldc + 8, c11);
+    }
+    if (rows > 2) {
+        _mm256_storeu_ps(c + 2 * ldc, c20);
+        _mm256_storeu_ps(c + 2 * ldc + 8, c21);
+    }
+    if (rows > 3) {
+        _mm256_storeu_ps(c + 3 * ldc, c30);
+        _mm256_storeu_ps(c + 3 * ldc + 8, c31);
+    }
+    if (rows > 4) {
+        _mm256_storeu_ps(c + 4 * ldc, c40);
+        _mm256_storeu_ps(c + 4 * ldc + 8, c41);
+    }
+    if (rows > 5) {
+        _mm256_storeu_ps(c + 5 * ldc, c50);
+        _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+    }
 }
 
 /* c[6][8] = or += A x the first 8 columns of a 16-wide b-panel, as
@@ -253,14 +295,54 @@ void gemm_ukr_avx2_narrow(size_t kc, const float *a, size_t np, const float *b, 
 /* A packed: the 6 row values of each step stored together. */
 void gemm_ukr_avx2_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias)
 {
-    ukr_6x16(kc, a, 1, 6, b, c, ldc, add, bias);
+    ukr_6x16(kc, a, 1, 6, b, 16, c, ldc, add, bias, NULL, 6);
 }
 
 /* A read unpacked: 6 rows of stride lda. */
 void gemm_ukr_avx2_rows_bias(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
                              const float *bias)
 {
-    ukr_6x16(kc, a, lda, 1, b, c, ldc, add, bias);
+    ukr_6x16(kc, a, lda, 1, b, 16, c, ldc, add, bias, NULL, 6);
+}
+
+/* A packed, B rows of stride ldb (16 when packed), clamped when asked. */
+void gemm_ukr_avx2_bs(size_t kc, const float *a, const float *b, size_t ldb, float *c, size_t ldc, int add,
+                      const float *bias, const float *clamp)
+{
+    ukr_6x16(kc, a, 1, 6, b, ldb, c, ldc, add, bias, clamp, 6);
+}
+
+/* np full row panels of A packed one after the other (kc * 6 floats
+ * each) against one b-panel: gemm_ukr_avx2_bs on each, rows 6 i of c and
+ * of bias for panel i. */
+void gemm_ukr_avx2_strips(size_t kc, const float *a, size_t np, const float *b, size_t ldb, float *c, size_t ldc,
+                          int add, const float *bias, const float *clamp)
+{
+    for (size_t i = 0; i < np; i++)
+        ukr_6x16(kc, a + i * kc * 6, 1, 6, b, ldb, c + i * 6 * ldc, ldc, add, bias ? bias + i * 6 : NULL, clamp, 6);
+}
+
+/* gemm_ukr_avx2_bs for a last, partial row panel: rows (1 to 6) of the
+ * tile stored (or added to), the others neither read nor written. */
+void gemm_ukr_avx2_bs_rows(size_t kc, const float *a, const float *b, size_t ldb, float *c, size_t ldc, int add,
+                           const float *bias, const float *clamp, size_t rows)
+{
+    /* a copy per row count: the rows not stored are not computed */
+    switch (rows) {
+    case 1: ukr_6x16(kc, a, 1, 6, b, ldb, c, ldc, add, bias, clamp, 1); break;
+    case 2: ukr_6x16(kc, a, 1, 6, b, ldb, c, ldc, add, bias, clamp, 2); break;
+    case 3: ukr_6x16(kc, a, 1, 6, b, ldb, c, ldc, add, bias, clamp, 3); break;
+    case 4: ukr_6x16(kc, a, 1, 6, b, ldb, c, ldc, add, bias, clamp, 4); break;
+    case 5: ukr_6x16(kc, a, 1, 6, b, ldb, c, ldc, add, bias, clamp, 5); break;
+    default: ukr_6x16(kc, a, 1, 6, b, ldb, c, ldc, add, bias, clamp, 6); break;
+    }
+}
+
+/* A read unpacked (rows of stride lda), B packed, clamped when asked. */
+void gemm_ukr_avx2_rows_act(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
+                            const float *bias, const float *clamp)
+{
+    ukr_6x16(kc, a, lda, 1, b, 16, c, ldc, add, bias, clamp, 6);
 }
 
 /* sum_p a[p] b[p] over p < k: 32 partial sums (lane l of accumulator r
@@ -376,6 +458,64 @@ void gemm_ukr_avx2_rows_bias(size_t kc, const float *a, size_t lda, const float 
     (void)ldc;
     (void)add;
     (void)bias;
+}
+
+void gemm_ukr_avx2_bs(size_t kc, const float *a, const float *b, size_t ldb, float *c, size_t ldc, int add,
+                      const float *bias, const float *clamp)
+{
+    (void)kc;
+    (void)a;
+    (void)b;
+    (void)ldb;
+    (void)c;
+    (void)ldc;
+    (void)add;
+    (void)bias;
+    (void)clamp;
+}
+
+void gemm_ukr_avx2_strips(size_t kc, const float *a, size_t np, const float *b, size_t ldb, float *c, size_t ldc,
+                          int add, const float *bias, const float *clamp)
+{
+    (void)kc;
+    (void)a;
+    (void)np;
+    (void)b;
+    (void)ldb;
+    (void)c;
+    (void)ldc;
+    (void)add;
+    (void)bias;
+    (void)clamp;
+}
+
+void gemm_ukr_avx2_bs_rows(size_t kc, const float *a, const float *b, size_t ldb, float *c, size_t ldc, int add,
+                           const float *bias, const float *clamp, size_t rows)
+{
+    (void)kc;
+    (void)a;
+    (void)b;
+    (void)ldb;
+    (void)c;
+    (void)ldc;
+    (void)add;
+    (void)bias;
+    (void)clamp;
+    (void)rows;
+}
+
+void gemm_ukr_avx2_rows_act(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
+                            const float *bias, const float *clamp)
+{
+    (void)kc;
+    (void)a;
+    (void)lda;
+    (void)b;
+    (void)c;
+    (void)ldc;
+    (void)add;
+    (void)bias;
+    (void)clamp;
 }
 
 float gemm_dot_avx2(const float *a, const float *b, size_t k)

@@ -301,4 +301,22 @@ tdm_status op_infer_DynamicQuantizeLinear(op_infer_ctx *ctx);
 tdm_status op_infer_GridSample(op_infer_ctx *ctx);
 tdm_status op_infer_RoiAlign(op_infer_ctx *ctx);
 
+/* The 6 x 16 GEMM micro-kernel of gemm_ukr_avx2_bias with the rows of
+ * the b-panel at stride ldb (16 packed, or op(B) read in place), and of
+ * gemm_ukr_avx2_rows_bias; when clamp is set, each value v is stored as
+ * min(clamp[1], max(clamp[0], v)) after the bias or the addition to c, NaN
+ * kept (Relu / Clip as op_act_apply computes them) (ops/gemm_avx2.c). */
+void gemm_ukr_avx2_bs(size_t kc, const float *a, const float *b, size_t ldb, float *c, size_t ldc, int add,
+                      const float *bias, const float *clamp);
+void gemm_ukr_avx2_rows_act(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
+                            const float *bias, const float *clamp);
+/* gemm_ukr_avx2_bs on np full row panels of A packed one after the other
+ * (kc * 6 floats each): c rows and bias values 6 i on for panel i. */
+void gemm_ukr_avx2_strips(size_t kc, const float *a, size_t np, const float *b, size_t ldb, float *c, size_t ldc,
+                          int add, const float *bias, const float *clamp);
+/* gemm_ukr_avx2_bs for a partial row panel: rows (1 to 6) of c stored or
+ * added to, the others neither read nor written (bias: 6 values). */
+void gemm_ukr_avx2_bs_rows(size_t kc, const float *a, const float *b, size_t ldb, float *c, size_t ldc, int add,
+                           const float *bias, const float *clamp, size_t rows);
+
 #endif

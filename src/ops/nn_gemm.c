@@ -33,7 +33,9 @@
 #define GEMM_SMALL_B ((size_t)32 << 10) /* floats of packed B one thread packs faster than two */
 #define GEMM_TILE_MAX 128             /* MR * NR of the widest kernel */
 #define GEMM_MR_MAX 8
+#define GEMM_NR_MAX 16
 #define GEMM_IN_PLACE_MAX_N 256
+#define GEMM_B_IN_PLACE_MAX_M 64
 
 /* bias: (optional) MR values added to the tile's rows when add == 0. */
 typedef void (*gemm_ukr_fn)(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add,
@@ -46,6 +48,19 @@ typedef struct gemm_kernel {
     size_t mr, nr;
     gemm_ukr_fn fn;
     gemm_ukr_rows_fn rows; /* (optional) A read in place, unpacked */
+    /* (optional) A packed, b-panel rows at stride ldb (nr: packed; else B
+     * read in place), clamped to clamp[0 .. 1] when clamp is set */
+    void (*bs)(size_t kc, const float *a, const float *b, size_t ldb, float *c, size_t ldc, int add, const float *bias,
+               const float *clamp);
+    /* (optional) bs on np full row panels of packed A */
+    void (*strips)(size_t kc, const float *a, size_t np, const float *b, size_t ldb, float *c, size_t ldc, int add,
+                   const float *bias, const float *clamp);
+    /* (optional) bs storing only the first `rows` rows of the tile */
+    void (*bs_rows)(size_t kc, const float *a, const float *b, size_t ldb, float *c, size_t ldc, int add,
+                    const float *bias, const float *clamp, size_t rows);
+    /* (optional) rows with the clamp */
+    void (*rows_act)(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
+                     const float *bias, const float *clamp);
     gemm_ukr_fn half;      /* (optional) nr / 2 columns of a packed panel (A packed) */
     /* (optional) 1 to 4 columns of a packed panel (A packed), rows of the tile stored */
     void (*narrow)(size_t kc, const float *a, size_t np, const float *b, size_t cols, float *c, size_t ldc, size_t rows,
@@ -107,9 +122,17 @@ static gemm_kernel pick_kernel(void)
         atomic_store(&kernel_choice, k);
     }
     if (k == 2)
-        return (gemm_kernel){6, 16, gemm_ukr_avx2_bias, gemm_ukr_avx2_rows_bias, gemm_ukr_avx2_6x8_bias,
+        return (gemm_kernel){6,
+                             16,
+                             gemm_ukr_avx2_bias,
+                             gemm_ukr_avx2_rows_bias,
+                             gemm_ukr_avx2_bs,
+                             gemm_ukr_avx2_strips,
+                             gemm_ukr_avx2_bs_rows,
+                             gemm_ukr_avx2_rows_act,
+                             gemm_ukr_avx2_6x8_bias,
                              gemm_ukr_avx2_narrow};
-    return (gemm_kernel){G_MR, G_NR, ukr_generic, NULL, NULL, NULL};
+    return (gemm_kernel){G_MR, G_NR, ukr_generic, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 }
 
 static size_t gemm_kc(size_t k)
@@ -267,6 +290,9 @@ typedef struct gemm_job {
     size_t mpad;
     float *bpack;         /* packed chunk */
     op_gemm_pack_fn pack; /* packs panels of the chunk; NULL when it is ready */
+    int b_in_place;       /* B read where it is (kern.bs) but for a last partial panel */
+    int kact;             /* the act (Relu / Clip) is applied as the last K block's tiles are stored */
+    float clamp[2];       /* its bounds */
     const void *pack_arg;
     size_t j0, ncols, npad; /* the chunk's columns */
     int add_first;        /* C is accumulated into from the first K block */
@@ -293,9 +319,9 @@ static void task_pack_b(void *arg, size_t t)
 
 /* Rows [i0, i1) x columns [c0, c1) of C after the product: the bias (when
  * with_bias), the activation, the fused program. */
-static void epilogue(const op_gemm *g, int with_bias, size_t i0, size_t i1, size_t c0, size_t c1)
+static void epilogue(const op_gemm *g, int with_bias, int with_act, size_t i0, size_t i1, size_t c0, size_t c1)
 {
-    if (!(with_bias && g->bias) && g->act.kind == OP_ACT_NONE && !g->fuse)
+    if (!(with_bias && g->bias) && (!with_act || g->act.kind == OP_ACT_NONE) && !g->fuse)
         return;
     void (*fuse)(const op_fuse *, float *, size_t, size_t) = g->fuse_fn ? g->fuse_fn : op_fuse_apply;
     /* whole rows of a dense C: one call of the fused program for them all */
@@ -307,7 +333,8 @@ static void epilogue(const op_gemm *g, int with_bias, size_t i0, size_t i1, size
             for (size_t j = 0; j < c1 - c0; j++)
                 row[j] += bv;
         }
-        op_act_apply(&g->act, row, c1 - c0);
+        if (with_act)
+            op_act_apply(&g->act, row, c1 - c0);
         if (g->fuse && !dense)
             fuse(g->fuse, row, g->fuse_at + i * g->ldc + c0, c1 - c0);
     }
@@ -315,86 +342,195 @@ static void epilogue(const op_gemm *g, int with_bias, size_t i0, size_t i1, size
         fuse(g->fuse, g->c + i0 * g->ldc, g->fuse_at + i0 * g->ldc, (i1 - i0) * g->n);
 }
 
-/* Row block mb x panels [q0, q1) of the chunk, every K block. */
+/* One K block of what compute_block computes. */
+typedef struct gemm_kblock {
+    size_t i0, i1, p0, kcb;
+    int add, kbias;
+    const float *ab, *bb; /* packed A (NULL: read in place) and B of the block */
+    const float *aedge;   /* the partial row panel packed (A in place) */
+    const float *clamp;   /* (lo, hi) of the act, done as the tiles are stored; NULL: by the epilogue */
+    float *bedge;         /* B read in place: its last partial panel packed here */
+    size_t bedge_q;       /* which panel bedge holds (SIZE_MAX: none yet) */
+} gemm_kblock;
+
+/* B read in place: the partial panel q (cols < nr columns) of K block kb
+ * packed into kb->bedge with zero columns. */
+static const float *edge_panel(const gemm_job *j, gemm_kblock *kb, size_t q, size_t cols)
+{
+    const op_gemm *g = j->g;
+    const size_t nr = j->kern.nr;
+    if (kb->bedge_q != q) {
+        const float *src = g->b + kb->p0 * g->ldb + j->j0 + q * nr;
+        for (size_t p = 0; p < kb->kcb; p++)
+            for (size_t c = 0; c < nr; c++)
+                kb->bedge[p * nr + c] = c < cols ? src[p * g->ldb + c] : 0.0f;
+        kb->bedge_q = q;
+    }
+    return kb->bedge;
+}
+
+/* Panel q of the chunk for every row panel of the block, K block kb: the
+ * full row panels in one kernel call, the partial one stored in place
+ * when the panel is full, through tmp otherwise. */
+static void compute_tiles(const gemm_job *j, gemm_kblock *kb, size_t q)
+{
+    const op_gemm *g = j->g;
+    const size_t mr = j->kern.mr, nr = j->kern.nr, kcb = kb->kcb, p0 = kb->p0;
+    const float *ab = kb->ab;
+    const int add = kb->add;
+    size_t i = kb->i0;
+    float tmp[GEMM_TILE_MAX];
+    float bedge[GEMM_MR_MAX];
+    size_t col = j->j0 + q * nr, cols = j->ncols - q * nr < nr ? j->ncols - q * nr : nr;
+    const int half = j->kern.half && cols <= nr / 2;
+    /* the b-panel and its row stride: packed, or B in place (a partial
+     * panel packed here) */
+    const float *bp;
+    size_t bs = nr;
+    if (j->b_in_place && cols == nr) {
+        bp = g->b + p0 * g->ldb + col;
+        bs = g->ldb;
+    } else {
+        bp = j->b_in_place ? edge_panel(j, kb, q, cols) : kb->bb + q * kcb * nr;
+    }
+    /* Relu / Clip in the kernel's stores of the last K block */
+    const float *clamp = kb->clamp;
+    if (ab && cols == nr && j->kern.strips && (kb->i1 - i) / mr > 0) {
+        /* the full row panels in one call */
+        size_t np = (kb->i1 - i) / mr;
+        j->kern.strips(kcb, ab + (i / mr) * kcb * mr, np, bp, bs, g->c + i * g->ldc + col, g->ldc, add,
+                       kb->kbias && p0 == 0 ? g->bias + i : NULL, clamp);
+        i += np * mr;
+    }
+    for (; i < kb->i1; i += mr) {
+        size_t rows = kb->i1 - i < mr ? kb->i1 - i : mr;
+        float *cp = g->c + i * g->ldc + col;
+        const float *bias = NULL;
+        if (kb->kbias && p0 == 0) {
+            if (rows == mr) {
+                bias = g->bias + i;
+            } else {
+                for (size_t r = 0; r < mr; r++)
+                    bedge[r] = r < rows ? g->bias[i + r] : 0.0f;
+                bias = bedge;
+            }
+        }
+        int direct = rows == mr && cols == nr; /* the tile is stored into C itself */
+        int clamped = direct;                  /* ... and clamped by the kernel */
+        if (!ab && rows == mr) {
+            const float *ar = g->a + i * g->lda + p0;
+            if (j->kern.rows_act)
+                j->kern.rows_act(kcb, ar, g->lda, bp, direct ? cp : tmp, direct ? g->ldc : nr, direct && add, bias,
+                                 direct ? clamp : NULL);
+            else if (direct)
+                j->kern.rows(kcb, ar, g->lda, bp, cp, g->ldc, add, bias);
+            else
+                j->kern.rows(kcb, ar, g->lda, bp, tmp, nr, 0, bias);
+        } else {
+            const float *ap = ab ? ab + (i / mr) * kcb * mr : kb->aedge;
+            if (direct && j->kern.bs) {
+                j->kern.bs(kcb, ap, bp, bs, cp, g->ldc, add, bias, clamp);
+            } else if (cols == nr && j->kern.bs_rows) {
+                /* a partial row panel stored in place */
+                j->kern.bs_rows(kcb, ap, bp, bs, cp, g->ldc, add, bias, clamp, rows);
+                direct = clamped = 1;
+            } else if (direct) {
+                j->kern.fn(kcb, ap, bp, cp, g->ldc, add, bias);
+            } else if (half && rows == mr && cols == nr / 2) {
+                j->kern.half(kcb, ap, bp, cp, g->ldc, add, bias);
+                direct = 1;
+            } else if (half) {
+                j->kern.half(kcb, ap, bp, tmp, nr, 0, bias);
+            } else if (j->kern.bs) {
+                j->kern.bs(kcb, ap, bp, bs, tmp, nr, 0, bias, NULL);
+            } else {
+                j->kern.fn(kcb, ap, bp, tmp, nr, 0, bias);
+            }
+        }
+        if (!direct)
+            for (size_t r = 0; r < rows; r++)
+                for (size_t c = 0; c < cols; c++)
+                    cp[r * g->ldc + c] = add ? cp[r * g->ldc + c] + tmp[r * nr + c] : tmp[r * nr + c];
+        if (clamp && !clamped)
+            for (size_t r = 0; r < rows; r++)
+                op_act_apply(&g->act, cp + r * g->ldc, cols);
+    }
+}
+
+/* Panel q needs the narrow kernel (a last panel of a few columns, A
+ * packed): all the row panels at once. */
+static int narrow_panel(const gemm_job *j, const gemm_kblock *kb, size_t q)
+{
+    size_t cols = j->ncols - q * j->kern.nr < j->kern.nr ? j->ncols - q * j->kern.nr : j->kern.nr;
+    return kb->ab && j->kern.narrow && cols <= 4;
+}
+
+static void compute_narrow(const gemm_job *j, gemm_kblock *kb, size_t q)
+{
+    const op_gemm *g = j->g;
+    const size_t mr = j->kern.mr, nr = j->kern.nr, kcb = kb->kcb;
+    size_t col = j->j0 + q * nr, cols = j->ncols - q * nr;
+    const float *bp = j->b_in_place ? edge_panel(j, kb, q, cols) : kb->bb + q * kcb * nr;
+    j->kern.narrow(kcb, kb->ab + (kb->i0 / mr) * kcb * mr, (kb->i1 - kb->i0 + mr - 1) / mr, bp, cols,
+                   g->c + kb->i0 * g->ldc + col, g->ldc, kb->i1 - kb->i0, kb->add,
+                   kb->kbias && kb->p0 == 0 ? g->bias + kb->i0 : NULL);
+    if (kb->clamp)
+        for (size_t r = kb->i0; r < kb->i1; r++)
+            op_act_apply(&g->act, g->c + r * g->ldc + col, cols);
+}
+
+/* Row block mb x panels [q0, q1) of the chunk, every K block, in runs of
+ * panels of about GEMM_EPI floats of C: the epilogue runs on each run of
+ * the last K block while its tiles are in cache. */
 static void compute_block(const gemm_job *j, size_t mb, size_t q0, size_t q1)
 {
     const op_gemm *g = j->g;
     const size_t mr = j->kern.mr, nr = j->kern.nr, kc = j->lay.kc;
     const size_t mpanels = j->mpad / mr;
-    size_t i0 = mb * mpanels / j->n_mblocks * mr, i1 = (mb + 1) * mpanels / j->n_mblocks * mr;
-    if (i1 > g->m)
-        i1 = g->m;
-    float tmp[GEMM_TILE_MAX];
+    gemm_kblock kb;
+    kb.i0 = mb * mpanels / j->n_mblocks * mr;
+    kb.i1 = (mb + 1) * mpanels / j->n_mblocks * mr;
+    if (kb.i1 > g->m)
+        kb.i1 = g->m;
+    const size_t i0 = kb.i0, i1 = kb.i1;
     float aedge[GEMM_MR_MAX * GEMM_KC_MAX];
-    float bedge[GEMM_MR_MAX];
+    float bedge[GEMM_KC_MAX * GEMM_NR_MAX];
+    kb.aedge = aedge;
+    kb.bedge = bedge;
     /* The bias goes into the first K block's stores (C is not accumulated
      * into then), the rest of the epilogue after the last one. */
-    const int kbias = g->bias && !j->add_first;
+    kb.kbias = g->bias && !j->add_first;
+    size_t run = GEMM_EPI / (nr * (i1 - i0));
+    if (run < 1)
+        run = 1;
     for (size_t p0 = 0; p0 < g->k; p0 += kc) {
-        size_t kcb = g->k - p0 < kc ? g->k - p0 : kc, ep_q = q0;
-        int add = p0 > 0 || j->add_first, last = p0 + kcb >= g->k;
-        const float *ab = j->apack ? j->apack + p0 * j->mpad : NULL, *bb = j->bpack + p0 * j->npad;
+        kb.p0 = p0;
+        kb.kcb = g->k - p0 < kc ? g->k - p0 : kc;
+        kb.add = p0 > 0 || j->add_first;
+        const int last = p0 + kb.kcb >= g->k;
+        kb.ab = j->apack ? j->apack + p0 * j->mpad : NULL;
+        kb.bb = j->bpack ? j->bpack + p0 * j->npad : NULL;
+        kb.bedge_q = SIZE_MAX;
+        kb.clamp = last && j->kact ? j->clamp : NULL;
         size_t edge_row = j->apack ? SIZE_MAX : (i1 - i0) / mr * mr + i0; /* first row of a partial panel */
         if (edge_row < i1) {
             /* The last, partial panel of rows: packed here with zero rows. */
             size_t rows = i1 - edge_row;
-            for (size_t p = 0; p < kcb; p++)
+            for (size_t p = 0; p < kb.kcb; p++)
                 for (size_t r = 0; r < mr; r++)
                     aedge[p * mr + r] = r < rows ? g->a[(edge_row + r) * g->lda + p0 + p] : 0.0f;
         }
-        for (size_t q = q0; q < q1; q++) {
-            const float *bp = bb + q * kcb * nr;
-            size_t col = j->j0 + q * nr, cols = j->ncols - q * nr < nr ? j->ncols - q * nr : nr;
-            const int half = j->kern.half && cols <= nr / 2, narrow = ab && j->kern.narrow && cols <= 4;
-            if (narrow) {
-                /* a last panel of a few columns: all the row panels at once */
-                j->kern.narrow(kcb, ab + (i0 / mr) * kcb * mr, (i1 - i0 + mr - 1) / mr, bp, cols,
-                               g->c + i0 * g->ldc + col, g->ldc, i1 - i0, add, kbias && p0 == 0 ? g->bias + i0 : NULL);
+        for (size_t qs = q0; qs < q1; qs += run) {
+            size_t qe = q1 - qs < run ? q1 : qs + run;
+            for (size_t q = qs; q < qe; q++) {
+                if (narrow_panel(j, &kb, q))
+                    compute_narrow(j, &kb, q);
+                else
+                    compute_tiles(j, &kb, q);
             }
-            for (size_t i = i0; !narrow && i < i1; i += mr) {
-                size_t rows = i1 - i < mr ? i1 - i : mr;
-                float *cp = g->c + i * g->ldc + col;
-                const float *bias = NULL;
-                if (kbias && p0 == 0) {
-                    if (rows == mr) {
-                        bias = g->bias + i;
-                    } else {
-                        for (size_t r = 0; r < mr; r++)
-                            bedge[r] = r < rows ? g->bias[i + r] : 0.0f;
-                        bias = bedge;
-                    }
-                }
-                int direct = rows == mr && cols == nr; /* the tile is stored into C itself */
-                if (!ab && rows == mr) {
-                    const float *ar = g->a + i * g->lda + p0;
-                    if (direct)
-                        j->kern.rows(kcb, ar, g->lda, bp, cp, g->ldc, add, bias);
-                    else
-                        j->kern.rows(kcb, ar, g->lda, bp, tmp, nr, 0, bias);
-                } else {
-                    const float *ap = ab ? ab + (i / mr) * kcb * mr : aedge;
-                    if (direct) {
-                        j->kern.fn(kcb, ap, bp, cp, g->ldc, add, bias);
-                    } else if (half && rows == mr && cols == nr / 2) {
-                        j->kern.half(kcb, ap, bp, cp, g->ldc, add, bias);
-                        direct = 1;
-                    } else if (half) {
-                        j->kern.half(kcb, ap, bp, tmp, nr, 0, bias);
-                    } else {
-                        j->kern.fn(kcb, ap, bp, tmp, nr, 0, bias);
-                    }
-                }
-                if (!direct)
-                    for (size_t r = 0; r < rows; r++)
-                        for (size_t c = 0; c < cols; c++)
-                            cp[r * g->ldc + c] = add ? cp[r * g->ldc + c] + tmp[r * nr + c] : tmp[r * nr + c];
-            }
-            /* The epilogue on runs of panels of about GEMM_EPI floats of C,
-             * while their tiles are in cache (longer runs for the fused
-             * program's calls). */
-            if (last && (q + 1 == q1 || (q + 1 - ep_q) * nr * (i1 - i0) >= GEMM_EPI)) {
-                epilogue(g, !kbias, i0, i1, j->j0 + ep_q * nr, col + cols);
-                ep_q = q + 1;
+            if (last) {
+                size_t ce = j->j0 + qe * nr < j->j0 + j->ncols ? j->j0 + qe * nr : j->j0 + j->ncols;
+                epilogue(g, !kb.kbias, !kb.clamp, i0, i1, j->j0 + qs * nr, ce);
             }
         }
     }
@@ -474,7 +610,7 @@ static void task_gemv(void *arg, size_t t)
             for (size_t c = 0; c < w; c++)
                 y[c] = g->alpha * acc[c] + g->beta * y[c];
     }
-    epilogue(g, 1, 0, 1, c0, c1);
+    epilogue(g, 1, 1, 0, 1, c0, c1);
 }
 
 static int sgemm_gemv(const op_gemm *g)
@@ -527,9 +663,9 @@ static void task_dot(void *arg, size_t t)
         *y = g->beta == 0.0f ? g->alpha * s : g->alpha * s + g->beta * *y;
     }
     if (j->by_rows)
-        epilogue(g, 1, c0, c1, 0, 1);
+        epilogue(g, 1, 1, c0, c1, 0, 1);
     else
-        epilogue(g, 1, 0, 1, c0, c1);
+        epilogue(g, 1, 1, 0, 1, c0, c1);
 }
 
 /* 1 when g was computed by dot products, 0 when it does not fit them, -1
@@ -588,7 +724,7 @@ int op_sgemm_run(const op_gemm *g)
         return 0;
     if (!g->k || (g->alpha == 0.0f && !g->apack)) {
         scale_c(g->m, g->n, g->beta, g->c, g->ldc);
-        epilogue(g, 1, 0, g->m, 0, g->n);
+        epilogue(g, 1, 1, 0, g->m, 0, g->n);
         return 0;
     }
     int b_given = g->bpack || g->pack_b;
@@ -627,10 +763,22 @@ int op_sgemm_run(const op_gemm *g)
     /* A read in place pays when it is used against few column panels
      * (packing costs M x K, amortised over N / NR uses); measured. */
     int in_place = !g->apack && kern.rows && !g->trans_a && g->alpha == 1.0f && g->n <= GEMM_IN_PLACE_MAX_N;
+    /* B read in place rather than packed when each of its panels serves
+     * few row panels (small M, as the 1x1 Convs of mobile networks): the
+     * packing would cost about as much as the product. Measured. */
+    j.b_in_place = !in_place && !g->trans_b && !g->bpack && !g->pack_b && kern.bs && g->m <= GEMM_B_IN_PLACE_MAX_M;
+    if (j.b_in_place)
+        chunk = npad_all;
+    /* Relu / Clip in the kernels' stores (after the bias: not when the
+     * epilogue adds it, C being accumulated into) */
+    j.kact = kern.bs && kern.rows_act && (g->act.kind == OP_ACT_RELU || g->act.kind == OP_ACT_CLIP) &&
+             !(g->bias && j.add_first);
+    j.clamp[0] = g->act.kind == OP_ACT_CLIP ? g->act.a : 0.0f;
+    j.clamp[1] = g->act.kind == OP_ACT_CLIP ? g->act.b : INFINITY;
     j.apack_buf = in_place || g->apack ? NULL : pool_scratch_get(asz * sizeof(float));
     j.apack = g->apack ? g->apack : j.apack_buf;
-    float *bbuf = g->bpack ? NULL : pool_scratch_get(bsz * sizeof(float));
-    if ((!in_place && !j.apack) || (!g->bpack && !bbuf)) {
+    float *bbuf = g->bpack || j.b_in_place ? NULL : pool_scratch_get(bsz * sizeof(float));
+    if ((!in_place && !j.apack) || (!g->bpack && !j.b_in_place && !bbuf)) {
         pool_scratch_put(j.apack_buf);
         pool_scratch_put(bbuf);
         return -1;
@@ -651,7 +799,7 @@ int op_sgemm_run(const op_gemm *g)
         j.npad = (j.ncols + kern.nr - 1) / kern.nr * kern.nr;
         size_t panels = j.npad / kern.nr;
         j.bpack = g->bpack ? (float *)g->bpack : bbuf;
-        j.pack = g->bpack ? NULL : g->pack_b ? g->pack_b : pack_b_plain;
+        j.pack = g->bpack || j.b_in_place ? NULL : g->pack_b ? g->pack_b : pack_b_plain;
         j.pack_arg = g->pack_b ? g->pack_b_arg : (const void *)g;
         /* Column splits. Every split reads all of A: when A fits in L2, a
          * task packs about GEMM_TASK_B floats of B (still in cache when it

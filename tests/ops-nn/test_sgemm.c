@@ -100,7 +100,8 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "bench") == 0)
         return bench();
     static const size_t sizes[][3] = {{1, 1, 1},     {1, 17, 5},    {7, 1, 3},      {6, 16, 8},   {5, 9, 300},
-                                      {13, 33, 257}, {121, 19, 40}, {130, 70, 513}, {2, 2050, 3}, {64, 64, 64}};
+                                      {13, 33, 257}, {121, 19, 40}, {130, 70, 513}, {2, 2050, 3}, {64, 64, 64},
+                                      {16, 700, 40}, {40, 301, 17},  {61, 290, 700}};
     int fails = 0, cases = 0;
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (int ta = 0; ta < 2; ta++)

@@ -306,6 +306,27 @@ int main(void)
         check_gemm(1, 1, m, n, k, 1.0f, 0.5f, 0, OP_ACT_NONE, P_FUSE);
         check_gemm(0, 0, m, n, k, 1.0f, 0.0f, 0, OP_ACT_NONE, P_APACK);
     }
+    /* Small M (B read in place, its last partial panel packed), Relu and
+     * Clip done in the micro-kernel's stores: every K from 1 to 40, M and
+     * N off the tiles, ldb > N (check_gemm), bias or not, C accumulated
+     * into or not, the fused program after the clamp. */
+    static const size_t small[][2] = {{16, 300}, {5, 257}, {24, 517}, {13, 273}, {64, 290}, {1, 400}, {7, 33}};
+    for (size_t s = 0; s < sizeof small / sizeof small[0]; s++)
+        for (size_t k = 1; k <= 40; k++) {
+            size_t m = small[s][0], n = small[s][1];
+            int act = k % 3 == 0 ? OP_ACT_NONE : k % 3 == 1 ? OP_ACT_RELU : OP_ACT_CLIP;
+            check_gemm(0, 0, m, n, k, 1.0f, 0.0f, (int)(k % 2), act, P_APACK);
+            check_gemm(0, 0, m, n, k, 1.0f, 0.0f, 1, OP_ACT_CLIP, P_APACK | P_FUSE);
+            if (k % 4 == 0) {
+                check_gemm(0, 0, m, n, k, 0.5f, 0.0f, 1, OP_ACT_RELU, 0);
+                check_gemm(0, 0, m, n, k, 1.0f, 1.0f, 1, OP_ACT_CLIP, P_APACK);
+                check_gemm(0, 0, m, n, k, 1.0f, 0.5f, 0, OP_ACT_RELU, P_APACK | P_FUSE);
+            }
+        }
+    /* several K blocks with the clamp in the last one's stores */
+    check_gemm(0, 0, 20, 300, 700, 1.0f, 0.0f, 1, OP_ACT_CLIP, P_APACK);
+    check_gemm(0, 0, 100, 300, 700, 1.0f, 0.0f, 1, OP_ACT_RELU, P_APACK);
+    check_gemm(0, 0, 100, 200, 700, 1.0f, 1.0f, 1, OP_ACT_CLIP, 0);
     printf("%d of %d checks passed\n", checks - fails, checks);
     return fails ? 1 : 0;
 }
