@@ -301,6 +301,27 @@ tdm_status op_infer_DynamicQuantizeLinear(op_infer_ctx *ctx);
 tdm_status op_infer_GridSample(op_infer_ctx *ctx);
 tdm_status op_infer_RoiAlign(op_infer_ctx *ctx);
 
+/* ---- Winograd convolution F(4x4, 3x3) and F(2x2, 3x3) (ops/nn_winograd.c) ---- */
+
+/* Whether op_conv_winograd_f32 takes the float32 Conv p: ctx->fast, 2-D,
+ * kernel 3x3, strides and dilations 1, one group, and large enough to pay. */
+int op_conv_winograd_ok(const op_ctx *ctx, const conv_plan *p);
+/* y = fuse(conv(x, w) + bias) by Winograd; w_in as conv_f32's (nn_conv.c). */
+tdm_status op_conv_winograd_f32(op_ctx *ctx, const conv_plan *p, const float *x, const float *w, int w_in,
+                                const float *bias, float *y);
+/* The input transform of 8 tiles of one channel (ops/conv_wino_avx2.c):
+ * the 6x6 patch of lane k has its rows ld apart from s + off[k] (zero
+ * padding already in place); B^T d B of lane k goes to dst[xi * xs + k]
+ * for the 36 positions xi. */
+void wino_in43_avx2(const float *s, const int32_t *off, size_t ld, float *dst, size_t xs);
+/* The output transform of 8 tiles: A^T m A + bias of the 36 positions at
+ * m + xi * xs (8 consecutive tiles each) into out[8][16] (tile k, pixel
+ * a * 4 + b). */
+void wino_out43_avx2(const float *m, size_t xs, float bias, float *out);
+/* The same for F(2x2, 3x3): 4x4 patches, 16 positions, out[8][4]. */
+void wino_in23_avx2(const float *s, const int32_t *off, size_t ld, float *dst, size_t xs);
+void wino_out23_avx2(const float *m, size_t xs, float bias, float *out);
+
 /* The 6 x 16 GEMM micro-kernel of gemm_ukr_avx2_bias with the rows of
  * the b-panel at stride ldb (16 packed, or op(B) read in place), and of
  * gemm_ukr_avx2_rows_bias; when clamp is set, each value v is stored as

@@ -1,5 +1,6 @@
 /* Convolutions: Conv (im2col + op_sgemm per group, a plain GEMM for 1x1,
- * a direct kernel for depthwise), ConvInteger and QLinearConv (integer accumulation). Spatial ranks 1 to 3
+ * a direct kernel for depthwise, Winograd for 3x3 stride 1 when the
+ * session runs fused: nn_winograd.c), ConvInteger and QLinearConv (integer accumulation). Spatial ranks 1 to 3
  * are handled as 3-D with leading extents of 1. */
 #include "ops/nn.h"
 #include "core/mem.h"
@@ -220,6 +221,8 @@ static tdm_status conv_f32(op_ctx *ctx, const conv_plan *p, const float *x, cons
         op_act none = {OP_ACT_NONE, 0.0f, 0.0f};
         return op_conv_depthwise_f32(ctx, p, x, w, bias, &none, y);
     }
+    if (op_conv_winograd_ok(ctx, p))
+        return op_conv_winograd_f32(ctx, p, x, w, w_in, bias, y);
     conv_job j;
     memset(&j, 0, sizeof j);
     j.p = p;
@@ -234,6 +237,13 @@ static tdm_status conv_f32(op_ctx *ctx, const conv_plan *p, const float *x, cons
     gm.n = p->out_sz;
     gm.threads = threads;
     gm.fuse = ctx->fuse;
+    /* a lone Relu or Clip: clamped in the GEMM kernel's stores */
+    float lo, hi;
+    const int clamp = gm.fuse && op_fuse_clamp(gm.fuse, &lo, &hi);
+    if (clamp) {
+        gm.act = (op_act){OP_ACT_CLIP, lo, hi};
+        gm.fuse = NULL;
+    }
     /* The weights packed once for the GEMM when they are an initializer. */
     const size_t per_group = op_sgemm_pack_a_floats(&gm);
     const float *wpack = NULL;
@@ -275,6 +285,8 @@ static tdm_status conv_f32(op_ctx *ctx, const conv_plan *p, const float *x, cons
             if (op_sgemm_run(&gm))
                 return op_fail(ctx, TDM_E_NOMEM, "out of memory");
         }
+    if (clamp)
+        op_fuse_applied(ctx->fuse);
     return TDM_OK;
 }
 
