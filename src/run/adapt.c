@@ -506,8 +506,11 @@ static tdm_status ensure_fallback(tdm_err *e, adapt_state *a, const tdm_plan *pl
         a->fallback = NULL;
     }
     plan_options_free(&po);
+    /* unfused, with the reference kernels (no Winograd, no folding): the
+     * arithmetic of the device plan's cpu partitions, so that a run the
+     * breaker moves to cpu gives what a fallback inside the plan gives */
     if (!st)
-        exec_prog_set_fusion(a->fallback_prog, a->fusion);
+        exec_prog_set_fusion(a->fallback_prog, TDM_FUSION_OFF);
     if (st)
         err_prefix(e, "the circuit breaker's cpu plan: ");
     return st;
