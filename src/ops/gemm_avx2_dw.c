@@ -1551,7 +1551,8 @@ size_t dw8_floats(size_t oh, size_t ow, int kh, int kw, int sh, int sw)
 }
 
 void dw_planes8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t oh, size_t ow, int kh, int kw,
-                     int sh, int sw, size_t pt, size_t pl, const float *const *k, const float *bias, float *buf)
+                     int sh, int sw, size_t pt, size_t pl, const float *const *k, const float *bias, int clamp,
+                     float lo, float hi, float *buf)
 {
     const size_t hp = (oh - 1) * (size_t)sh + (size_t)kh, wp = (ow - 1) * (size_t)sw + (size_t)kw;
     const size_t npx = oh * ow;
@@ -1673,6 +1674,11 @@ void dw_planes8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t
         for (int i = 0; i < 8; i++)
             v[i] = _mm256_loadu_ps(po + (p + (size_t)i) * 8); /* past npx: slack, not stored */
         transpose8(v);
+        if (clamp) {
+            const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+            for (int i = 0; i < 8; i++)
+                v[i] = _mm256_min_ps(vhi, _mm256_max_ps(vlo, v[i])); /* NaN stays NaN */
+        }
         for (int ch = 0; ch < 8; ch++) {
             float *d = y + (size_t)ch * npx + p;
             if (p + 8 <= npx)
@@ -1723,8 +1729,12 @@ size_t dw8_floats(size_t oh, size_t ow, int kh, int kw, int sh, int sw)
 }
 
 void dw_planes8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t oh, size_t ow, int kh, int kw,
-                     int sh, int sw, size_t pt, size_t pl, const float *const *k, const float *bias, float *buf)
+                     int sh, int sw, size_t pt, size_t pl, const float *const *k, const float *bias, int clamp,
+                     float lo, float hi, float *buf)
 {
+    (void)clamp;
+    (void)lo;
+    (void)hi;
     (void)x;
     (void)h;
     (void)w;

@@ -161,11 +161,13 @@ void dw_plane_avx2(const float *x, size_t h, size_t w, float *y, size_t oh, size
                    dw_post_fn post, void *post_ctx);
 /* 8 small depthwise planes at once, channels across the vector
  * (gemm_avx2_dw.c): output plane ch (ch < 8) at y + ch * oh * ow of input
- * plane x[ch], kernel k[ch], bias[ch], as dw_plane_avx2 without clamp or
- * post; buf is scratch of dw8_floats(...) floats (0 when too large). */
+ * plane x[ch], kernel k[ch], bias[ch], as dw_plane_avx2 (clamp included)
+ * without post; buf is scratch of dw8_floats(...) floats (0 when too
+ * large). */
 size_t dw8_floats(size_t oh, size_t ow, int kh, int kw, int sh, int sw);
 void dw_planes8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t oh, size_t ow, int kh, int kw,
-                     int sh, int sw, size_t pt, size_t pl, const float *const *k, const float *bias, float *buf);
+                     int sh, int sw, size_t pt, size_t pl, const float *const *k, const float *bias, int clamp,
+                     float lo, float hi, float *buf);
 
 /* ---- helpers shared by the nn files (ops/nn_util.c) ---- */
 

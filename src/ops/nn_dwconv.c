@@ -4,7 +4,9 @@
  * to 7x7 at strides 1 and 2, 8 small planes at once by dw_planes8_avx2,
  * else conv_direct_plane), then the activation and the fused program
  * (ctx->fuse) on each block of rows (or 8 planes) just computed, while
- * it is in cache. */
+ * it is in cache. A fused program that is one clamp (a Clip or a Relu,
+ * op_fuse_clamp) dw_plane_avx2 and dw_planes8_avx2 apply in registers as
+ * they store. */
 #include "ops/nn.h"
 #include "core/mem.h"
 #include "core/pool.h"
@@ -108,6 +110,11 @@ typedef struct dw_job {
     float *y;
     op_act act;
     const op_fuse *fuse; /* ctx->fuse */
+    /* 1: the fused program is one clamp to [flo, fhi] (op_fuse_clamp),
+     * which dw_plane_avx2 and dw_planes8_avx2 apply as they store; the
+     * portable path applies the program as usual (op_fuse_apply) */
+    int fclamp;
+    float flo, fhi;
     int avx2;            /* the AVX2 row kernel is usable */
     size_t dw3;          /* depthwise by dw_plane_avx2: its scratch floats, else 0 */
     size_t dw8;          /* small planes by dw_planes8_avx2 8 at a time: its scratch floats, else 0 */
@@ -152,14 +159,20 @@ static void dw_one_plane(const dw_job *j, size_t t, float *pad)
         int clamp = j->act.kind == OP_ACT_RELU || j->act.kind == OP_ACT_CLIP;
         float lo = j->act.kind == OP_ACT_CLIP ? j->act.a : 0.0f;
         float hi = j->act.kind == OP_ACT_CLIP ? j->act.b : INFINITY;
-        int need = !clamp && j->act.kind != OP_ACT_NONE;
+        int need = !clamp && j->act.kind != OP_ACT_NONE, fz = j->fuse != NULL;
+        if (j->fclamp) { /* no activation: the fused clamp instead */
+            clamp = 1;
+            lo = j->flo;
+            hi = j->fhi;
+            fz = 0;
+        }
         dw_post_arg pa;
         pa.j = j;
         pa.at = t * p->out_sz;
         pa.clamped = clamp;
         dw_plane_avx2(xg, (size_t)g->in[1], (size_t)g->in[2], ym, (size_t)g->out[1], (size_t)g->out[2],
                       (int)g->k[1], (int)g->k[2], (int)g->s[1], (int)g->s[2], (size_t)g->pb[1], (size_t)g->pb[2],
-                      j->w + oc * kk, bv, clamp, lo, hi, pad, need || j->fuse ? dw_post : NULL, &pa);
+                      j->w + oc * kk, bv, clamp, lo, hi, pad, need || fz ? dw_post : NULL, &pa);
         return;
     }
     for (size_t i = 0; i < p->out_sz; i++)
@@ -182,9 +195,19 @@ static void dw_eight(const dw_job *j, size_t t0, float *buf)
         bs[ch] = j->bias ? j->bias[oc] : 0.0f;
     }
     float *ym = j->y + t0 * p->out_sz;
+    int clamp = j->act.kind == OP_ACT_RELU || j->act.kind == OP_ACT_CLIP;
+    float lo = j->act.kind == OP_ACT_CLIP ? j->act.a : 0.0f;
+    float hi = j->act.kind == OP_ACT_CLIP ? j->act.b : INFINITY;
+    if (j->fclamp) { /* no activation: the fused clamp instead */
+        clamp = 1;
+        lo = j->flo;
+        hi = j->fhi;
+    }
     dw_planes8_avx2(xs, (size_t)g->in[1], (size_t)g->in[2], ym, (size_t)g->out[1], (size_t)g->out[2], (int)g->k[1],
-                    (int)g->k[2], (int)g->s[1], (int)g->s[2], (size_t)g->pb[1], (size_t)g->pb[2], ks, bs, buf);
-    dw_epilogue(j, ym, t0 * p->out_sz, 8 * p->out_sz, 0);
+                    (int)g->k[2], (int)g->s[1], (int)g->s[2], (size_t)g->pb[1], (size_t)g->pb[2], ks, bs, clamp, lo,
+                    hi, buf);
+    if (!j->fclamp)
+        dw_epilogue(j, ym, t0 * p->out_sz, 8 * p->out_sz, clamp);
 }
 
 /* Task t: units [t * units / ntasks, (t + 1) * units / ntasks), a unit
@@ -225,6 +248,8 @@ tdm_status op_conv_depthwise_f32(op_ctx *ctx, const conv_plan *p, const float *x
         return op_fail(ctx, TDM_E_NOMEM, "the convolution is too large");
     if (!j.planes)
         return TDM_OK;
+    /* a fused lone Clip or Relu, and no activation of its own */
+    j.fclamp = j.fuse && act->kind == OP_ACT_NONE && op_fuse_clamp(j.fuse, &j.flo, &j.fhi);
     j.x = x;
     j.w = w;
     j.bias = bias;
@@ -244,5 +269,7 @@ tdm_status op_conv_depthwise_f32(op_ctx *ctx, const conv_plan *p, const float *x
     j.units = j.dw8 ? (j.planes + 7) / 8 : j.planes;
     j.ntasks = pool_tasks(threads, j.units, j.dw8 ? min_planes / 8 + 1 : min_planes);
     pool_run(threads, j.ntasks, task_depthwise, &j);
+    if (j.fclamp)
+        op_fuse_applied(ctx->fuse);
     return TDM_OK;
 }

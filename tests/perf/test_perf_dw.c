@@ -6,16 +6,24 @@
  * (op_ew_sigmoid_avx2) against 1 / (1 + exp(-x)) in double and the AVX2 erf
  * (op_ew_erf_avx2) against erf in double and the AVX2 exp
  * (op_ew_exp_shift_avx2) against exp in double, including the tails, infinities
- * and NaN. Skipped (exit 77) on CPUs without AVX2/FMA. */
+ * and NaN; and sessions of a depthwise Conv followed by a Clip or a Relu
+ * that the kernels apply as they store (op_fuse_clamp), fused on 1 and 2
+ * threads against unfused, bit for bit, with NaN, infinities and -0.
+ * Skipped (exit 77) on CPUs without AVX2/FMA. */
 #include "core/err.h"
 #include "core/pool.h"
 #include "ops/elementwise.h"
 #include "ops/nn.h"
+#include "run/fuse.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* the graph builders and session runs (its CHECK replaced below) */
+#include "perf_graph.h"
+#undef CHECK
 
 static int fails, checks;
 
@@ -487,6 +495,126 @@ static void check_exp(void)
     free(y);
 }
 
+/* ---- a fused Clip or Relu on the depthwise Conv ---- */
+
+static void attr_int(gr_graph *g, int n, const char *name, int64_t v)
+{
+    gr_attr *a = gr_attr_add(&err, g, n, name);
+    a->type = GA_INT;
+    a->i = v;
+}
+
+/* A depthwise Conv (nb x c planes h x w, k x k at stride st, pads pad,
+ * dilation dil) then op: "Clip" to [lo, hi] or "Relu". Run fused (the
+ * chain is the Conv's clamp) on 1 and 2 threads and unfused: the same
+ * bits. The input has NaN, infinities and a plane of -0 (whose channel
+ * has positive taps and bias -0: -0 outputs inside the padding). */
+static void check_fused(int nb, int c, int h, int w, int k, int st, int pad, int dil, const char *op, float lo,
+                        float hi)
+{
+    gr_model *gm = model_new(13);
+    gr_graph *g = gm->main;
+    int64_t xd[4] = {nb, c, h, w}, wd[4] = {c, 1, k, k}, bd[1] = {c};
+    input(g, "x", 4, xd);
+    float *wv = malloc((size_t)c * (size_t)(k * k) * sizeof *wv), *bv = malloc((size_t)c * sizeof *bv);
+    for (int i = 0; i < c * k * k; i++)
+        wv[i] = i < k * k ? 0.25f + 0.5f * (frand() + 1.0f) : frand();
+    for (int i = 0; i < c; i++)
+        bv[i] = i == 0 ? -0.0f : frand();
+    init(g, "w", 4, wd, wv);
+    init(g, "b", 1, bd, bv);
+    int n = node(g, "dw", "Conv", "x,w,b", "c");
+    int64_t ks[2] = {k, k}, ss[2] = {st, st}, ds[2] = {dil, dil}, ps[4] = {pad, pad, pad, pad};
+    attr_ints(g, n, "kernel_shape", 2, ks);
+    attr_ints(g, n, "strides", 2, ss);
+    attr_ints(g, n, "dilations", 2, ds);
+    attr_ints(g, n, "pads", 4, ps);
+    attr_int(g, n, "group", c);
+    if (!strcmp(op, "Clip")) {
+        scalar(g, "lo", lo);
+        scalar(g, "hi", hi);
+        node(g, "act", op, "c,lo,hi", "y");
+    } else {
+        node(g, "act", op, "c", "y");
+        hi = INFINITY;
+    }
+    output(g, "y");
+    tdm_model *m;
+    MUST(model_build(&err, gm, "dwclamp", &m));
+    fuse_plan *fp;
+    MUST(fuse_plan_build(&err, m->gm->main, &fp));
+    int chains = fuse_plan_chains(fp), fused = fuse_plan_fused_nodes(fp);
+    fuse_plan_free(fp);
+    CHECK(chains == 1 && fused == 1, "dw %s: %d chains, %d nodes fused away, want 1 and 1", op, chains, fused);
+
+    tdm_tensor *in, *ref = NULL, *got = NULL;
+    MUST(tdm_tensor_create(TDM_FLOAT, 4, xd, &in));
+    float *x = tdm_tensor_data(in);
+    size_t nx = tdm_tensor_count(in), plane = (size_t)h * (size_t)w;
+    for (size_t i = 0; i < nx; i++) {
+        x[i] = 4.0f * frand();
+        if (i < plane)
+            x[i] = -0.0f;
+        else if (i % 101 == 7)
+            x[i] = NAN;
+        else if (i % 211 == 5)
+            x[i] = INFINITY;
+        else if (i % 223 == 9)
+            x[i] = -INFINITY;
+    }
+    const tdm_tensor *ins[1] = {in};
+    run(m, TDM_FUSION_OFF, NULL, 1, ins, &ref);
+    const float *r = tdm_tensor_cdata(ref);
+    size_t ny = tdm_tensor_count(ref), nan = 0, negz = 0, at_hi = 0;
+    for (size_t i = 0; i < ny; i++) {
+        nan += isnan(r[i]) != 0;
+        negz += r[i] == 0 && signbit(r[i]);
+        at_hi += r[i] == hi;
+    }
+    /* the cases exercise what they should (5 x 5 kernels add a second
+     * sum from +0: no -0 out) */
+    CHECK(nan > 0 && (negz > 0 || k == 5) && (at_hi > 0 || isinf(hi)), "dw %s %dx%d k=%d s=%d: %zu NaN, %zu -0, %zu at hi", op, h,
+          w, k, st, nan, negz, at_hi);
+    for (int threads = 1; threads <= 2; threads++) {
+        run(m, TDM_FUSION_ON, NULL, threads, ins, &got);
+        const float *a = tdm_tensor_cdata(got);
+        size_t bad = ny;
+        for (size_t i = 0; i < ny && bad == ny; i++)
+            if (memcmp(&a[i], &r[i], sizeof *a))
+                bad = i;
+        CHECK(tdm_tensor_count(got) == ny && bad == ny,
+              "dw %s n=%d c=%d %dx%d k=%d s=%d pad=%d d=%d, %d thread(s): fused y[%zu] = %.9g, unfused %.9g", op, nb,
+              c, h, w, k, st, pad, dil, threads, bad, bad < ny ? a[bad] : 0.0, bad < ny ? r[bad] : 0.0);
+        tdm_tensor_destroy(got);
+        got = NULL;
+    }
+    tdm_tensor_destroy(ref);
+    tdm_tensor_destroy(in);
+    tdm_model_destroy(m);
+    free(wv);
+    free(bv);
+}
+
+static void check_fused_all(void)
+{
+    static const char *ops[2] = {"Clip", "Relu"};
+    for (int o = 0; o < 2; o++) {
+        const char *op = ops[o];
+        check_fused(1, 12, 57, 61, 3, 1, 1, 1, op, 0.0f, 6.0f); /* rows of the padded-row ring */
+        check_fused(2, 6, 61, 59, 3, 2, 1, 1, op, 0.0f, 6.0f);  /* stride 2, deinterleaved */
+        check_fused(1, 20, 14, 14, 3, 1, 1, 1, op, 0.0f, 6.0f); /* 8 planes at once and 4 alone */
+        check_fused(1, 16, 15, 15, 3, 2, 1, 1, op, 0.0f, 6.0f);
+        check_fused(2, 8, 7, 7, 5, 1, 2, 1, op, 0.0f, 6.0f);
+        check_fused(1, 5, 23, 29, 5, 2, 2, 1, op, 0.0f, 6.0f);
+        check_fused(1, 3, 20, 21, 7, 1, 3, 1, op, 0.0f, 6.0f);  /* 7 x 7: row by row */
+        check_fused(1, 4, 19, 22, 3, 1, 2, 2, op, 0.0f, 6.0f);  /* dilation 2: the portable path */
+        check_fused(1, 4, 19, 22, 3, 3, 1, 1, op, 0.0f, 6.0f);  /* stride 3: the portable path */
+    }
+    check_fused(1, 12, 30, 31, 3, 1, 1, 1, "Clip", -0.5f, 0.25f);
+    check_fused(1, 24, 14, 14, 3, 1, 1, 1, "Clip", -0.5f, 0.25f);
+    fails += failures; /* perf_graph.h's CHECK (not used here) counts there */
+}
+
 int main(void)
 {
     if (!gemm_avx2_usable()) {
@@ -515,6 +643,7 @@ int main(void)
     check_sigmoid();
     check_erf();
     check_exp();
+    check_fused_all();
     printf("%d of %d checks passed\n", checks - fails, checks);
     return fails ? 1 : 0;
 }
