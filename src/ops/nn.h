@@ -159,6 +159,22 @@ size_t dw_pad_floats(size_t oh, size_t ow, int kh, int kw, int sh, int sw);
 void dw_plane_avx2(const float *x, size_t h, size_t w, float *y, size_t oh, size_t ow, int kh, int kw, int sh,
                    int sw, size_t pt, size_t pl, const float *k, float bias, int clamp, float lo, float hi, float *pad,
                    dw_post_fn post, void *post_ctx);
+/* A small depthwise plane computed flat (gemm_avx2_dw.c): as dw_plane_avx2
+ * (clamp included) without post, for strides sh == sw in {1, 2}: the
+ * padded plane (as 4 sub-planes of even/odd rows and columns at stride 2)
+ * is copied whole, then every output of it, borders or not, is one
+ * multiply-add per tap on 8 consecutive outputs of the padded plane's rows
+ * laid end to end, whose extra columns are dropped as the rows are stored.
+ * buf is scratch of dw_flat_floats(...) floats (0 when not supported). */
+size_t dw_flat_floats(size_t oh, size_t ow, int kh, int kw, int sh, int sw);
+void dw_flat_avx2(const float *x, size_t h, size_t w, float *y, size_t oh, size_t ow, int kh, int kw, int sh,
+                  int sw, size_t pt, size_t pl, const float *k, float bias, int clamp, float lo, float hi, float *buf);
+/* 8 such planes (dw_flat_avx2) as dw_planes8_avx2 does them (same
+ * arguments), two at a time in turn; buf of dw_flat8_floats(...) floats. */
+size_t dw_flat8_floats(size_t oh, size_t ow, int kh, int kw, int sh, int sw);
+void dw_flat8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t oh, size_t ow, int kh, int kw,
+                   int sh, int sw, size_t pt, size_t pl, const float *const *k, const float *bias, int clamp,
+                   float lo, float hi, float *buf);
 /* 8 small depthwise planes at once, channels across the vector
  * (gemm_avx2_dw.c): output plane ch (ch < 8) at y + ch * oh * ow of input
  * plane x[ch], kernel k[ch], bias[ch], as dw_plane_avx2 (clamp included)

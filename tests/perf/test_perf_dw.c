@@ -68,6 +68,7 @@ static void post_double(void *ctx, float *y, size_t off, size_t n)
 }
 
 static int use_post; /* alternates between check_dw calls */
+static int flat_mode; /* check_dw runs dw_flat_avx2 (no post) instead */
 
 /* One plane: h x w input, kh x kw kernel, strides, pads (top, left,
  * bottom, right), clamp to [lo, hi] when clamp. */
@@ -78,7 +79,13 @@ static void check_dw(size_t h, size_t w, int kh, int kw, int sh, int sw, size_t 
         return;
     size_t oh = (h + pt + pb - (size_t)kh) / (size_t)sh + 1, ow = (w + pl + pr - (size_t)kw) / (size_t)sw + 1;
     float *x = malloc(h * w * sizeof *x), *y = malloc((oh * ow + 16) * sizeof *y), k[49];
-    size_t np = dw_pad_floats(oh, ow, kh, kw, sh, sw);
+    size_t np = flat_mode ? dw_flat_floats(oh, ow, kh, kw, sh, sw) : dw_pad_floats(oh, ow, kh, kw, sh, sw);
+    if (flat_mode && !np) { /* not supported (sh != sw) */
+        CHECK(sh != sw, "dw_flat_floats: 0 for strides %d, %d", sh, sw);
+        free(x);
+        free(y);
+        return;
+    }
     float *pad = malloc(np * sizeof *pad);
     float bias = frand(), lo = -0.25f, hi = 0.5f;
     for (size_t i = 0; i < h * w; i++)
@@ -95,10 +102,16 @@ static void check_dw(size_t h, size_t w, int kh, int kw, int sh, int sw, size_t 
         return;
     }
     post_rec rec = {0, 0};
-    const int posted = use_post;
-    use_post = !use_post;
-    dw_plane_avx2(x, h, w, y, oh, ow, kh, kw, sh, sw, pt, pl, k, bias, clamp, lo, hi, pad,
-                  posted ? post_double : NULL, &rec);
+    const int posted = flat_mode ? 0 : use_post;
+    if (!flat_mode)
+        use_post = !use_post;
+    for (size_t i = 0; i < np; i++) /* garbage in the scratch */
+        pad[i] = (i % 3) ? NAN : 1e30f;
+    if (flat_mode)
+        dw_flat_avx2(x, h, w, y, oh, ow, kh, kw, sh, sw, pt, pl, k, bias, clamp, lo, hi, pad);
+    else
+        dw_plane_avx2(x, h, w, y, oh, ow, kh, kw, sh, sw, pt, pl, k, bias, clamp, lo, hi, pad,
+                      posted ? post_double : NULL, &rec);
     CHECK(!posted || (!rec.bad && rec.next == oh * ow), "h=%zu w=%zu k=%dx%d s=%d,%d: post calls out of order", h, w,
           kh, kw, sh, sw);
     int bad = 0;
@@ -360,6 +373,10 @@ static void check_convs(void)
     check_conv(1, 24, 1, 14, 14, 3, 3, 1, 1, 0, 2, 1, 0, 1, &clip, 2);
     check_conv(1, 16, 1, 13, 11, 5, 5, 2, 2, 2, 0, 0, 2, 1, &none, 1);
     check_conv(1, 16, 1, 15, 9, 3, 3, 2, 2, 0, 0, 0, 0, 1, &relu, 2);
+    /* 3 x 3 planes 12 or more wide, 8 at a time flat (dw_flat8_avx2) */
+    check_conv(1, 20, 1, 16, 13, 3, 3, 1, 1, 0, 1, 2, 0, 1, &clip, 2);
+    check_conv(2, 10, 2, 28, 27, 3, 3, 2, 2, 1, 0, 0, 1, 1, &hsw, 1);
+    check_conv(1, 19, 1, 12, 15, 3, 3, 1, 1, 1, 1, 1, 1, 1, &none, 2);
     check_threads_same(1, 384, 14, 14, 3, 1, 1, 1, 1, 1, &clip);
     check_threads_same(1, 576, 14, 14, 3, 2, 1, 1, 1, 1, &clip);
     check_threads_same(1, 960, 7, 7, 3, 1, 1, 1, 1, 1, &clip);
@@ -623,6 +640,7 @@ int main(void)
     }
     static const int shapes[][2] = {{1, 1}, {2, 3}, {7, 7}, {8, 9}, {14, 14}, {17, 5}, {3, 40}, {28, 28}, {9, 13}, {56, 57}};
     static const int ks[][2] = {{3, 3}, {5, 5}, {1, 1}, {3, 1}, {7, 7}, {1, 5}};
+    for (flat_mode = 0; flat_mode < 2; flat_mode++)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++)
             for (int sh = 1; sh <= 2; sh++)
