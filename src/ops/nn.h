@@ -358,4 +358,24 @@ void gemm_ukr_avx2_strips(size_t kc, const float *a, size_t np, const float *b, 
 void gemm_ukr_avx2_bs_rows(size_t kc, const float *a, const float *b, size_t ldb, float *c, size_t ldc, int add,
                            const float *bias, const float *clamp, size_t rows);
 
+/* ---- direct convolution for few input channels (ops/nn_conv_direct.c) ---- */
+
+/* Whether op_conv_direct_f32 takes the float32 Conv p: AVX2, 2-D, one
+ * group, at most 4 input channels, kernel up to 7x7, strides 1 or 2,
+ * dilations 1, and a shape where it measured faster than im2col + GEMM.
+ * It sums in the GEMM's order (c, kh, kw ascending, then the bias), so its
+ * results are identical to the im2col path's: ctx->fast is not needed. */
+int op_conv_direct_ok(const op_ctx *ctx, const conv_plan *p);
+/* y = fuse(conv(x, w) + bias), directly; w_in as conv_f32's (nn_conv.c). */
+tdm_status op_conv_direct_f32(op_ctx *ctx, const conv_plan *p, const float *x, const float *w, int w_in,
+                              const float *bias, float *y);
+/* 4 output channels x 24 output pixels (ops/conv_direct_avx2.c): y[i][j] =
+ * clamp(sum_t w[4 t + i] src[t][off + j] + bias[i]) for j < nvalid (<= 24),
+ * taps t in order; y[i] NULL: not stored; bias, clamp ({lo, hi}) optional.
+ * src[t] + off must hold 24 readable floats. */
+void conv_direct_tile_avx2(size_t ntaps, const float *const *src, size_t off, const float *w, float *const *y,
+                           size_t nvalid, const float *bias, const float *clamp);
+/* even[i] = p[2 i], odd[i] = p[2 i + 1] for i < n (a multiple of 8). */
+void conv_direct_split_avx2(const float *p, size_t n, float *even, float *odd);
+
 #endif

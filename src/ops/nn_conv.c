@@ -1,5 +1,6 @@
 /* Convolutions: Conv (im2col + op_sgemm per group, a plain GEMM for 1x1,
- * a direct kernel for depthwise, Winograd for 3x3 stride 1 when the
+ * a direct kernel for depthwise and one for few input channels (the first
+ * layer of a CNN: nn_conv_direct.c), Winograd for 3x3 stride 1 when the
  * session runs fused: nn_winograd.c), ConvInteger and QLinearConv (integer accumulation). Spatial ranks 1 to 3
  * are handled as 3-D with leading extents of 1. */
 #include "ops/nn.h"
@@ -221,6 +222,8 @@ static tdm_status conv_f32(op_ctx *ctx, const conv_plan *p, const float *x, cons
         op_act none = {OP_ACT_NONE, 0.0f, 0.0f};
         return op_conv_depthwise_f32(ctx, p, x, w, bias, &none, y);
     }
+    if (op_conv_direct_ok(ctx, p))
+        return op_conv_direct_f32(ctx, p, x, w, w_in, bias, y);
     if (op_conv_winograd_ok(ctx, p))
         return op_conv_winograd_f32(ctx, p, x, w, w_in, bias, y);
     conv_job j;
