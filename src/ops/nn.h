@@ -224,6 +224,15 @@ typedef struct conv_plan {
  * shared by Conv's and ConvTranspose's preparation). */
 void op_nn_conv_plan_sizes(conv_plan *p, int nsp);
 
+/* A float32 convolution kernel (Conv's conv_f32, ConvTranspose's
+ * convt_f32): w_in is the node's input holding w, or -1 for a copy. */
+typedef tdm_status (*op_nn_conv_f32_fn)(op_ctx *ctx, const conv_plan *p, const float *x, const float *w, int w_in,
+                                        const float *bias, float *y);
+/* Runs fn on float32 copies of x, w and b (b may be NULL) and writes its
+ * result into y converted to y's element type (nn_util.c). */
+tdm_status op_nn_conv_via_f32(op_ctx *ctx, const conv_plan *p, const tdm_tensor *x, const tdm_tensor *w,
+                              const tdm_tensor *b, tdm_tensor *y, op_nn_conv_f32_fn fn);
+
 /* Geometry of ConvTranspose (nn_convt.c); works on known or unknown (-1)
  * input sizes (e may be NULL for infer hooks). */
 tdm_status op_nn_convt_geom(tdm_err *e, const gr_node *node, int nsp, const int64_t *in, const int64_t *kernel,

@@ -358,21 +358,8 @@ tdm_status op_run_Conv(op_ctx *ctx)
         conv_f64(&p, x->data, w->data, b ? b->data : NULL, y->data);
         return TDM_OK;
     case TDM_FLOAT16:
-    case TDM_BFLOAT16: {
-        float *fx = op_nn_to_f32(x), *fw = op_nn_to_f32(w), *fb = b ? op_nn_to_f32(b) : NULL;
-        float *fy = mem_alloc(y->count * sizeof *fy);
-        if (!fx || !fw || (b && !fb) || !fy)
-            st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
-        else
-            st = conv_f32(ctx, &p, fx, fw, -1, fb, fy);
-        if (!st)
-            op_nn_from_f32(y, fy);
-        mem_free(fx);
-        mem_free(fw);
-        mem_free(fb);
-        mem_free(fy);
-        return st;
-    }
+    case TDM_BFLOAT16:
+        return op_nn_conv_via_f32(ctx, &p, x, w, b, y, conv_f32);
     default:
         return op_fail(ctx, TDM_E_UNSUPPORTED, "Conv does not take %s", tdm_dtype_name(x->dtype));
     }

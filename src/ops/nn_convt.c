@@ -397,17 +397,5 @@ tdm_status op_run_ConvTranspose(op_ctx *ctx)
     if (x->dtype == TDM_FLOAT)
         return convt_f32(ctx, &p, x->data, w->data, 1, b ? b->data : NULL, y->data);
     /* double, float16, bfloat16: through float32 */
-    float *fx = op_nn_to_f32(x), *fw = op_nn_to_f32(w), *fb = b ? op_nn_to_f32(b) : NULL;
-    float *fy = mem_alloc(y->count * sizeof *fy);
-    if (!fx || !fw || (b && !fb) || !fy)
-        st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
-    else
-        st = convt_f32(ctx, &p, fx, fw, -1, fb, fy);
-    if (!st)
-        op_nn_from_f32(y, fy);
-    mem_free(fx);
-    mem_free(fw);
-    mem_free(fb);
-    mem_free(fy);
-    return st;
+    return op_nn_conv_via_f32(ctx, &p, x, w, b, y, convt_f32);
 }

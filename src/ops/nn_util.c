@@ -240,3 +240,22 @@ tdm_status op_nn_geom(tdm_err *e, const gr_node *node, int nsp, const int64_t *i
     }
     return TDM_OK;
 }
+
+tdm_status op_nn_conv_via_f32(op_ctx *ctx, const conv_plan *p, const tdm_tensor *x, const tdm_tensor *w,
+                              const tdm_tensor *b, tdm_tensor *y, op_nn_conv_f32_fn fn)
+{
+    tdm_status st;
+    float *fx = op_nn_to_f32(x), *fw = op_nn_to_f32(w), *fb = b ? op_nn_to_f32(b) : NULL;
+    float *fy = mem_alloc(y->count * sizeof *fy);
+    if (!fx || !fw || (b && !fb) || !fy)
+        st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
+    else
+        st = fn(ctx, p, fx, fw, -1, fb, fy);
+    if (!st)
+        op_nn_from_f32(y, fy);
+    mem_free(fx);
+    mem_free(fw);
+    mem_free(fb);
+    mem_free(fy);
+    return st;
+}
