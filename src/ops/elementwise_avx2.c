@@ -3,54 +3,23 @@
  * the OS support them. On other targets the file compiles to stubs that are
  * never called. */
 #include "ops/elementwise.h"
+#include "ops/elementwise_avx2.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #include <string.h>
 
-/* Sigmoid of 8 floats: the algorithm of elementwise_unary.c's sigmoid_f32
- * (e = exp(-|v|) by Cephes' range reduction and polynomial, then 1 / (1 + e)
- * or e / (1 + e) by the sign of v; |v| clamped at 87; NaN stays NaN). */
-static __m256 sigmoid8(__m256 v)
-{
-    const __m256i vb = _mm256_castps_si256(v);
-    __m256i ab = _mm256_and_si256(vb, _mm256_set1_epi32(0x7fffffff));
-    const __m256i nan = _mm256_cmpgt_epi32(ab, _mm256_set1_epi32(0x7f800000));
-    ab = _mm256_min_epi32(ab, _mm256_set1_epi32(0x42ae0000));
-    const __m256 a = _mm256_castsi256_ps(ab);
-    const __m256 magic = _mm256_set1_ps(12582912.0f);
-    const __m256 t = _mm256_fmadd_ps(a, _mm256_set1_ps(-1.44269504088896341f), magic);
-    const __m256 k = _mm256_sub_ps(t, magic);
-    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), _mm256_sub_ps(_mm256_setzero_ps(), a));
-    r = _mm256_fmadd_ps(k, _mm256_set1_ps(2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    const __m256i sb = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000)),
-                         _mm256_set1_epi32(127)),
-        23);
-    const __m256 one = _mm256_set1_ps(1.0f);
-    const __m256 e = _mm256_mul_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, one)),
-                                   _mm256_castsi256_ps(sb));
-    const __m256 q = _mm256_div_ps(one, _mm256_add_ps(one, e));
-    const __m256 eq = _mm256_mul_ps(e, q);
-    __m256 y = _mm256_blendv_ps(q, eq, v); /* by the sign bit of v */
-    return _mm256_or_ps(y, _mm256_castsi256_ps(_mm256_and_si256(nan, _mm256_set1_epi32(0x7fc00000))));
-}
-
+/* Sigmoid by op_ew_sigmoid8 (elementwise_avx2.h), shared with the fused
+ * programs (run/fuse_avx2.c). */
 void op_ew_sigmoid_avx2(const float *x, float *y, size_t n)
 {
     size_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, sigmoid8(_mm256_loadu_ps(x + i)));
+        _mm256_storeu_ps(y + i, op_ew_sigmoid8(_mm256_loadu_ps(x + i)));
     if (i < n) {
         float buf[8] = {0};
         memcpy(buf, x + i, (n - i) * sizeof(float));
-        _mm256_storeu_ps(buf, sigmoid8(_mm256_loadu_ps(buf)));
+        _mm256_storeu_ps(buf, op_ew_sigmoid8(_mm256_loadu_ps(buf)));
         memcpy(y + i, buf, (n - i) * sizeof(float));
     }
 }

@@ -99,14 +99,14 @@ typedef struct upar {
 /* Sigmoid in float without libm and without branches, so that compilers
  * can vectorize it (SiLU = x * Sigmoid(x) is everywhere in EfficientNet
  * and YOLO): e = exp(-|v|) by Cephes' range reduction and polynomial
- * (relative error of the result below 2e-7), then 1 / (1 + e) or
- * e / (1 + e) by the sign of v, selected with bit masks. For |v| > 87 the
+ * (relative error of the result below 2e-7), then (v < 0 ? e : 1) / (1 + e),
+ * the numerator selected with bit masks. For |v| > 87 the
  * tail is not denormalised (absolute error < 2e-38); NaN stays NaN. */
 static void sigmoid_f32(const float *restrict x, float *restrict y, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t vb, ab, m, nan, tb, sb, rb, eb;
-        float v = x[i], a, t, k, r, p, s, e, q, eq;
+        float v = x[i], a, t, k, r, p, s, e, nm, q;
         memcpy(&vb, &v, 4);
         ab = vb & 0x7fffffffu;
         nan = 0u - (uint32_t)(ab > 0x7f800000u);
@@ -126,12 +126,13 @@ static void sigmoid_f32(const float *restrict x, float *restrict y, size_t n)
         sb = (tb - 0x4B400000u + 127u) << 23; /* 2^k */
         memcpy(&s, &sb, 4);
         e = (p * r * r + r + 1.0f) * s;
-        q = 1.0f / (1.0f + e);
-        eq = e * q;
+        memcpy(&eb, &e, 4);
+        m = 0u - (vb >> 31); /* v negative: the numerator is e, else 1 */
+        eb = (eb & m) | (0x3f800000u & ~m);
+        memcpy(&nm, &eb, 4);
+        q = nm / (1.0f + e);
         memcpy(&rb, &q, 4);
-        memcpy(&eb, &eq, 4);
-        m = 0u - (vb >> 31); /* v negative */
-        rb = (rb & ~m) | (eb & m) | (nan & 0x7fc00000u);
+        rb |= nan & 0x7fc00000u;
         memcpy(&y[i], &rb, 4);
     }
 }

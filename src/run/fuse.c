@@ -366,9 +366,9 @@ static int compile_lin(const gr_graph *g, const fuse_chain *cc, fuse_lin *lin)
         }
         fuse_lin st = {0, 0, 0, in->p, in->q};
         if (in->kind < FK_ADD) {
-            if (in->a != cur || (in->kind != FK_RELU && in->kind != FK_CLIP))
+            if (in->a != cur || (in->kind != FK_RELU && in->kind != FK_CLIP && in->kind != FK_SIGMOID))
                 return 0;
-            st.op = in->kind == FK_RELU ? FL_RELU : FL_CLIP;
+            st.op = in->kind == FK_RELU ? FL_RELU : in->kind == FK_CLIP ? FL_CLIP : FL_SIGMOID;
         } else {
             int rev, other;
             if (in->a == cur && in->b != cur) {
@@ -919,7 +919,7 @@ void op_fuse_apply(const op_fuse *f, float *y, size_t at, size_t n)
     const float *pv[FUSE_LIN_MAX];
     for (int s = 0; lin && s < c->n_lin; s++) {
         const fuse_lin *st = &c->lin[s];
-        if (st->op == FL_SAVE || st->op == FL_RELU || st->op == FL_CLIP || st->src == 0)
+        if (st->op == FL_SAVE || st->op == FL_RELU || st->op == FL_CLIP || st->op == FL_SIGMOID || st->src == 0)
             continue;
         const tdm_tensor *t = f->opd[st->opd];
         if (st->src == 1 && t->count == 1)

@@ -105,10 +105,12 @@ void fuse_bin_scalar_avx2(int kind, float *y, const float *a, float s, int s_fir
 
 /* One-pass programs: a chain whose steps each read the current value (the
  * previous step's result), at most one saved earlier value, and scalar or
- * full-size operands, run in one pass over the block in registers. */
+ * full-size operands, run in one pass over the block in registers
+ * (FL_SIGMOID by op_ew_sigmoid8, the standalone AVX2 Sigmoid's function;
+ * AVX2 builds only). */
 enum fuse_lin_op {
     FL_SAVE,                                            /* saved = cur */
-    FL_RELU, FL_CLIP,                                   /* cur = f(cur) (p, q: Clip bounds) */
+    FL_RELU, FL_CLIP, FL_SIGMOID,                       /* cur = f(cur) (p, q: Clip bounds) */
     FL_ADD, FL_SUB, FL_MUL, FL_DIV, FL_MAX, FL_MIN,     /* cur = cur op k */
     FL_RADD, FL_RSUB, FL_RMUL, FL_RDIV, FL_RMAX, FL_RMIN /* cur = k op cur */
 };
@@ -123,7 +125,7 @@ typedef struct fuse_lin {
  * step s (src 1), pv[s] the operand's elements for y[0 ..] (src 2). */
 void fuse_lin_avx2(const fuse_lin *prog, int n_prog, const float *sv, const float *const *pv, float *y, size_t n);
 /* 1 when prog has a straight-line kernel (affine-hardswish-affine,
- * residual Add then Relu) in fuse_lin_avx2. */
+ * residual Add then Relu, SiLU x * Sigmoid(x)) in fuse_lin_avx2. */
 int fuse_lin_special(const fuse_lin *prog, int n_prog);
 
 #endif

@@ -1,10 +1,12 @@
 /* The AVX2 loops of the fused programs (fuse.h): the same comparisons and
  * the same single float operations as the portable loops, 8 at a time
  * (no FMA: each product is rounded before its sum, as the standalone
- * kernels compute). */
+ * kernels compute; a Sigmoid is op_ew_sigmoid8, the standalone AVX2
+ * Sigmoid's own function, FMAs included). */
 #include "run/fuse.h"
+#include "ops/elementwise_avx2.h"
 
-#if defined(__AVX2__)
+#if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #include <string.h>
 
@@ -164,6 +166,10 @@ static inline void lin_block(const fuse_lin *prog, int n_prog, const float *sv, 
             c2 = _mm256_blendv_ps(c2, zero, _mm256_cmp_ps(c2, zero, _CMP_LT_OQ));
             c3 = _mm256_blendv_ps(c3, zero, _mm256_cmp_ps(c3, zero, _CMP_LT_OQ));
             break;
+        case FL_SIGMOID: /* the standalone AVX2 Sigmoid's function */
+            c0 = op_ew_sigmoid8(c0), c1 = op_ew_sigmoid8(c1);
+            c2 = op_ew_sigmoid8(c2), c3 = op_ew_sigmoid8(c3);
+            break;
         case FL_CLIP: {
             const __m256 l = _mm256_set1_ps(st->p), h = _mm256_set1_ps(st->q);
             c0 = _mm256_blendv_ps(c0, l, _mm256_cmp_ps(c0, l, _CMP_LT_OQ));
@@ -300,11 +306,41 @@ static int is_add_relu(const fuse_lin *prog, int n_prog)
            prog[1].op == FL_RELU;
 }
 
+/* SiLU: y = y * Sigmoid(y) (Sigmoid(y) * y: the product commutes exactly),
+ * the Sigmoid by op_ew_sigmoid8 as the standalone op computes it; x loaded
+ * once, one store. The tail is padded to a vector (lanes are independent). */
+static void lin_silu(float *y, size_t n)
+{
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 v0 = _mm256_loadu_ps(y + i), v1 = _mm256_loadu_ps(y + i + 8);
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(v0, op_ew_sigmoid8(v0)));
+        _mm256_storeu_ps(y + i + 8, _mm256_mul_ps(v1, op_ew_sigmoid8(v1)));
+    }
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(y + i);
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(v, op_ew_sigmoid8(v)));
+    }
+    if (i < n) {
+        float buf[8] = {0};
+        memcpy(buf, y + i, (n - i) * sizeof *buf);
+        const __m256 v = _mm256_loadu_ps(buf);
+        _mm256_storeu_ps(buf, _mm256_mul_ps(v, op_ew_sigmoid8(v)));
+        memcpy(y + i, buf, (n - i) * sizeof *buf);
+    }
+}
+
+static int is_silu(const fuse_lin *prog, int n_prog)
+{
+    return n_prog == 3 && prog[0].op == FL_SAVE && prog[1].op == FL_SIGMOID &&
+           (prog[2].op == FL_MUL || prog[2].op == FL_RMUL) && prog[2].src == 0;
+}
+
 int fuse_lin_special(const fuse_lin *prog, int n_prog)
 {
     float k[6];
     int pre, post;
-    return is_add_relu(prog, n_prog) || match_hswish(prog, n_prog, NULL, k, &pre, &post);
+    return is_add_relu(prog, n_prog) || is_silu(prog, n_prog) || match_hswish(prog, n_prog, NULL, k, &pre, &post);
 }
 
 void fuse_lin_avx2(const fuse_lin *prog, int n_prog, const float *sv, const float *const *pv, float *y, size_t n)
@@ -314,6 +350,10 @@ void fuse_lin_avx2(const fuse_lin *prog, int n_prog, const float *sv, const floa
     int pre, post;
     if (is_add_relu(prog, n_prog)) {
         lin_add_relu(pv[0], y, n);
+        return;
+    }
+    if (is_silu(prog, n_prog)) {
+        lin_silu(y, n);
         return;
     }
     if (match_hswish(prog, n_prog, sv, k, &pre, &post)) {
@@ -339,7 +379,8 @@ void fuse_lin_avx2(const fuse_lin *prog, int n_prog, const float *sv, const floa
     memcpy(yb, y + i, m * sizeof *yb);
     for (int s = 0; s < n_prog; s++) {
         pb[s] = NULL;
-        if (prog[s].src == 2 && prog[s].op != FL_SAVE && prog[s].op != FL_RELU && prog[s].op != FL_CLIP) {
+        if (prog[s].src == 2 && prog[s].op != FL_SAVE && prog[s].op != FL_RELU && prog[s].op != FL_CLIP &&
+            prog[s].op != FL_SIGMOID) {
             memset(ob[s], 0, sizeof ob[s]);
             memcpy(ob[s], pv[s] + i, m * sizeof *yb);
             pb[s] = ob[s];
@@ -352,7 +393,8 @@ void fuse_lin_avx2(const fuse_lin *prog, int n_prog, const float *sv, const floa
 #else /* not built for AVX2: never called (gemm_avx2_usable() is 0) */
 
 /* One element of a one-pass program (fuse_lin): the same comparisons and
- * single operations as the vector loop. */
+ * single operations as the vector loop (FL_SIGMOID never occurs: the
+ * programs are compiled only when gemm_avx2_usable()). */
 static float lin_elem(const fuse_lin *prog, int n_prog, const float *sv, const float *const *pv, size_t i, float y)
 {
     float cur = y, saved = 0.0f;
@@ -361,6 +403,7 @@ static float lin_elem(const fuse_lin *prog, int n_prog, const float *sv, const f
         float k = st->src == 0 ? saved : st->src == 1 ? sv[s] : pv[s][i], x, z;
         switch (st->op) {
         case FL_SAVE: saved = cur; continue;
+        case FL_SIGMOID: continue;
         case FL_RELU: cur = cur < 0 ? 0.0f : cur; continue;
         case FL_CLIP:
             cur = cur < st->p ? st->p : cur;

@@ -303,6 +303,36 @@ static void t_silu_residual(void)
     check_model("silu_residual", m, avx2 ? 2 : 1, avx2 ? 4 : 2, 0);
 }
 
+/* The one-pass programs with a Sigmoid (FL_SIGMOID): Conv -> SiLU as
+ * Mul(x, Sigmoid(x)) and as Mul(Sigmoid(x), x) (the straight-line SiLU
+ * kernel), and Conv -> Mul(scalar) -> Sigmoid (the general one-pass
+ * loop); output planes of 7 x 9 = 63 elements (vector tails). 0 ulps: the
+ * fused Sigmoid is the standalone op's function. */
+static void t_silu_lin(void)
+{
+    for (int v = 0; v < 3; v++) {
+        gr_model *m = model_new(13);
+        gr_graph *g = m->main;
+        int64_t xd[4] = {1, 3, 7, 9};
+        input(g, "x", 4, xd);
+        conv(g, "conv", "x", "c", 3, 5);
+        if (v < 2) {
+            node(g, "sig", "Sigmoid", "c", "s");
+            node(g, "silu", "Mul", v == 0 ? "c,s" : "s,c", "y");
+        } else {
+            scalar(g, "k", 2.5f);
+            node(g, "mul", "Mul", "c,k", "a");
+            node(g, "sig", "Sigmoid", "a", "y");
+        }
+        output(g, "y");
+        char what[64];
+        snprintf(what, sizeof what, "silu_lin%d", v);
+        want_kernel = v < 2 ? 2 : 1;
+        check_model(what, m, 1, 2, 0);
+        want_kernel = -1;
+    }
+}
+
 /* MatMul -> Add(bias) -> GELU as Div, Erf, Add(1), Mul(x, .), Mul(0.5). */
 static void t_gelu(void)
 {
@@ -512,8 +542,10 @@ int main(int argc, char **argv)
         t_lin_general();
         t_bn_fold();
     }
-    else if (!strcmp(c, "silu_residual"))
+    else if (!strcmp(c, "silu_residual")) {
         t_silu_residual();
+        t_silu_lin();
+    }
     else if (!strcmp(c, "gelu"))
         t_gelu();
     else if (!strcmp(c, "inplace"))
