@@ -18,9 +18,12 @@
  * layout (V: a * a positions of C x Tpad), runs the GEMMs into a scratch M
  * (a * a x Mpad x Tpad) with the micro-kernel, then transforms M back
  * into the output tiles, adds the bias and applies the fused program
- * (ctx->fuse) to each output row of the block. Every output element goes
- * through the same sequence of operations whatever the block size and
- * the thread count. */
+ * (ctx->fuse) to each output row of the block. When the output channels
+ * are split, V is made once per block instead, in a first pool pass (the
+ * input channels split among tasks) into a buffer the second pass (GEMMs
+ * and outputs of each range of output channels) shares. Every output
+ * element goes through the same sequence of operations whatever the block
+ * size and the thread count. */
 #include "ops/nn.h"
 #include "core/mem.h"
 #include "core/pool.h"
@@ -153,6 +156,8 @@ typedef struct wino_job {
     size_t c, m, mpad, apf, th, tw, tpad, nblk;
     size_t br, bc;    /* a block: br tile rows x bc tile columns */
     size_t nms;       /* parts of the output channels (row panels) per block */
+    size_t ncs;       /* nms > 1: parts of the input channels per block making the shared V */
+    float *vs;        /* nms > 1: V of every block, made once in a first pass */
     size_t ld, slice; /* the padded input patches of a block: row stride, floats */
     int64_t h, w, oh, ow, pt, pl;
     op_gemm_layout lay;
@@ -160,7 +165,6 @@ typedef struct wino_job {
     atomic_int fail;
 } wino_job;
 
-/* The products of row panels [mp0, mp1) of every position. */
 /* The products of row panels [mp0, mp1) of every position, for the
  * block's first cols columns (rounded up to 8; columns up to there hold
  * copies of its first tile in V). */
@@ -208,25 +212,33 @@ static void wino_gemm(wino_job *j, const float *v, float *mb, size_t mp0, size_t
     }
 }
 
-static void wino_task(void *arg, size_t task)
+/* One block of the output tiles: tile rows [th0, th0 + brows), tile
+ * columns [tc0, tc0 + bcols) of image n. */
+typedef struct wino_blk {
+    size_t n, th0, tc0, brows, bcols, cnt_t, tcols;
+} wino_blk;
+
+static wino_blk wino_block(const wino_job *j, size_t bt)
 {
-    wino_job *j = arg;
+    wino_blk k;
+    const size_t b = bt % j->nblk, nbc = (j->tw + j->bc - 1) / j->bc;
+    k.n = bt / j->nblk;
+    k.th0 = b / nbc * j->br;
+    k.tc0 = b % nbc * j->bc;
+    k.brows = j->th - k.th0 < j->br ? j->th - k.th0 : j->br;
+    k.bcols = j->tw - k.tc0 < j->bc ? j->tw - k.tc0 : j->bc;
+    k.cnt_t = k.brows * k.bcols;
+    k.tcols = j->avx2 ? k.cnt_t : j->tpad; /* columns of V made (op_sgemm_run reads all of Tpad) */
+    return k;
+}
+
+/* V of input channels [c0, c1) of block k (the channels' own rows of V,
+ * whatever the range), through the patch buffer sl. */
+static void wino_vfill(const wino_job *j, const wino_blk *k, float *v, float *sl, size_t c0, size_t c1)
+{
     const wino_var *var = j->var;
-    const size_t A = (size_t)var->a, O = (size_t)var->o, np = A * A;
-    /* the block: tile rows [th0, th0 + brows), tile columns [tc0, tc0 + bcols) of image n; row panels [mp0, mp1) */
-    const size_t ms = task % j->nms, bt = task / j->nms;
-    const size_t n = bt / j->nblk, b = bt % j->nblk, nbc = (j->tw + j->bc - 1) / j->bc;
-    const size_t th0 = b / nbc * j->br, tc0 = b % nbc * j->bc;
-    const size_t brows = j->th - th0 < j->br ? j->th - th0 : j->br, bcols = j->tw - tc0 < j->bc ? j->tw - tc0 : j->bc;
-    const size_t cnt_t = brows * bcols, mpanels = j->mpad / j->lay.mr;
-    const size_t mp0 = ms * mpanels / j->nms, mp1 = (ms + 1) * mpanels / j->nms;
-    const size_t tpad = j->tpad, vfl = np * j->c * tpad, mfl = np * j->mpad * tpad;
-    float *v = pool_scratch_get((vfl + mfl + j->slice) * sizeof(float));
-    if (!v) {
-        atomic_store(&j->fail, 1);
-        return;
-    }
-    float *mb = v + vfl, *sl = mb + mfl;
+    const size_t O = (size_t)var->o, tpad = j->tpad, n = k->n, th0 = k->th0, tc0 = k->tc0;
+    const size_t brows = k->brows, bcols = k->bcols, cnt_t = k->cnt_t, tcols = k->tcols;
     /* The block's input patches, zero-padded, one channel at a time: rows
      * o th0 - pt .. (o brows + 2 of them), columns o tc0 - pl .. (ld). */
     const size_t srows = brows * O + 2, ld = j->ld;
@@ -243,8 +255,7 @@ static void wino_task(void *arg, size_t task)
     }
     const size_t vxs = j->c * tpad;
     const size_t kc = j->lay.kc, nr = j->lay.nr;
-    const size_t tcols = j->avx2 ? cnt_t : tpad; /* columns of V made (op_sgemm_run reads all of Tpad) */
-    for (size_t c = 0; c < j->c; c++) {
+    for (size_t c = c0; c < c1; c++) {
         const float *xc = j->x + (n * j->c + c) * j->p->in_sz;
         for (size_t r = 0; r < srows; r++) {
             float *d = sl + r * ld;
@@ -270,7 +281,16 @@ static void wino_task(void *arg, size_t task)
                 wino_in_c(var, sl, off + t0, ld, dst, vxs);
         }
     }
-    wino_gemm(j, v, mb, mp0, mp1, tcols);
+}
+
+/* The GEMMs of row panels [mp0, mp1) of block k from its V, through the
+ * scratch mb, then the output transform, the bias and the fused program. */
+static void wino_mout(wino_job *j, const wino_blk *bk, const float *v, float *mb, size_t mp0, size_t mp1)
+{
+    const wino_var *var = j->var;
+    const size_t O = (size_t)var->o, tpad = j->tpad, n = bk->n, th0 = bk->th0, tc0 = bk->tc0;
+    const size_t brows = bk->brows, bcols = bk->bcols, cnt_t = bk->cnt_t;
+    wino_gemm(j, v, mb, mp0, mp1, bk->tcols);
     /* output transform, bias, fused program */
     const size_t oh = (size_t)j->oh, ow = (size_t)j->ow, osz = oh * ow;
     const size_t mxs = j->mpad * tpad, oo = O * O;
@@ -311,7 +331,57 @@ static void wino_task(void *arg, size_t task)
             for (size_t y = y0; y < y1; y++)
                 op_fuse_apply(j->fuse, ym + y * ow + x0, yoff + y * ow + x0, x1 - x0);
     }
+}
+
+/* A task of one pass: block task / nms, row panels part task % nms; V
+ * made here from all the input channels. */
+static void wino_task(void *arg, size_t task)
+{
+    wino_job *j = arg;
+    const size_t np = (size_t)(j->var->a * j->var->a), ms = task % j->nms, mpanels = j->mpad / j->lay.mr;
+    const size_t vfl = np * j->c * j->tpad, mfl = np * j->mpad * j->tpad;
+    const wino_blk bk = wino_block(j, task / j->nms);
+    float *v = pool_scratch_get((vfl + mfl + j->slice) * sizeof(float));
+    if (!v) {
+        atomic_store(&j->fail, 1);
+        return;
+    }
+    wino_vfill(j, &bk, v, v + vfl + mfl, 0, j->c);
+    wino_mout(j, &bk, v, v + vfl, ms * mpanels / j->nms, (ms + 1) * mpanels / j->nms);
     pool_scratch_put(v);
+}
+
+/* The first of two passes (the output channels split): V of block
+ * task / ncs, input channels part task % ncs, into the shared j->vs. */
+static void wino_vtask(void *arg, size_t task)
+{
+    wino_job *j = arg;
+    const size_t np = (size_t)(j->var->a * j->var->a), cs = task % j->ncs, bt = task / j->ncs;
+    const wino_blk bk = wino_block(j, bt);
+    float *sl = pool_scratch_get(j->slice * sizeof(float));
+    if (!sl) {
+        atomic_store(&j->fail, 1);
+        return;
+    }
+    wino_vfill(j, &bk, j->vs + bt * np * j->c * j->tpad, sl, cs * j->c / j->ncs, (cs + 1) * j->c / j->ncs);
+    pool_scratch_put(sl);
+}
+
+/* The second pass: block task / nms, row panels part task % nms, from the
+ * shared V. */
+static void wino_mtask(void *arg, size_t task)
+{
+    wino_job *j = arg;
+    const size_t np = (size_t)(j->var->a * j->var->a), ms = task % j->nms, bt = task / j->nms;
+    const size_t mpanels = j->mpad / j->lay.mr;
+    const wino_blk bk = wino_block(j, bt);
+    float *mb = pool_scratch_get(np * j->mpad * j->tpad * sizeof(float));
+    if (!mb) {
+        atomic_store(&j->fail, 1);
+        return;
+    }
+    wino_mout(j, &bk, j->vs + bt * np * j->c * j->tpad, mb, ms * mpanels / j->nms, (ms + 1) * mpanels / j->nms);
+    pool_scratch_put(mb);
 }
 
 /* The variant for p, or NULL when Winograd does not pay (measured on
@@ -429,7 +499,24 @@ tdm_status op_conv_winograd_f32(op_ctx *ctx, const conv_plan *p, const float *x,
         j.u = own;
     }
     size_t tasks = n_img * j.nblk * j.nms;
-    pool_run(tasks > 1 ? threads : 1, tasks, wino_task, &j);
+    if (j.nms > 1) {
+        /* V of each block once, shared by its nms tasks: a pass making it
+         * (the input channels split), then the GEMMs and outputs */
+        size_t vfl;
+        if (mem_mul(np * j.c * j.tpad, n_img * j.nblk, &vfl) || !(j.vs = pool_scratch_get(vfl * sizeof(float)))) {
+            pool_scratch_put(own);
+            return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+        }
+        size_t blocks = n_img * j.nblk;
+        j.ncs = (want + blocks - 1) / blocks;
+        if (j.ncs > j.c)
+            j.ncs = j.c;
+        pool_run(threads, blocks * j.ncs, wino_vtask, &j);
+        if (!atomic_load(&j.fail))
+            pool_run(threads, tasks, wino_mtask, &j);
+        pool_scratch_put(j.vs);
+    } else
+        pool_run(tasks > 1 ? threads : 1, tasks, wino_task, &j);
     pool_scratch_put(own);
     if (atomic_load(&j.fail))
         return op_fail(ctx, TDM_E_NOMEM, "out of memory");

@@ -2,10 +2,10 @@
  * against the direct im2col one:
  * single-Conv graphs (odd sizes, pads 0, 1 and uneven, channel counts not
  * multiples of 8, batch 2, with and without bias, a fused Relu, a fused
- * residual Add) run with fusion on (Winograd where it applies) on 1 and 2
+ * residual Add) run with fusion on (Winograd where it applies) on 1, 2 and 3
  * threads and with fusion off (the reference arithmetic). Fused results
  * are within 1e-4 x max|ref| of a double-precision loop and of the
- * unfused run, and bit-identical between 1 and 2 threads; unfused runs
+ * unfused run, and bit-identical between 1, 2 and 3 threads; unfused runs
  * are exactly what the Conv kernel computes with ctx->fast = 0.
  *
  * usage: test_perf_wino            (the checks)
@@ -140,12 +140,13 @@ static void check_case(const wcase *c)
         for (size_t i = 0; i < tdm_tensor_count(ins[k]); i++)
             x[i] = (float)(2 * rnd());
     }
-    tdm_tensor *off[1], *on1[1], *on2[1];
+    tdm_tensor *off[1], *on1[1], *on2[1], *on3[1];
     run(m, TDM_FUSION_OFF, NULL, 1, (const tdm_tensor *const *)ins, off);
     run(m, TDM_FUSION_ON, NULL, 1, (const tdm_tensor *const *)ins, on1);
     run(m, TDM_FUSION_ON, NULL, 2, (const tdm_tensor *const *)ins, on2);
+    run(m, TDM_FUSION_ON, NULL, 3, (const tdm_tensor *const *)ins, on3);
     size_t cnt = tdm_tensor_count(off[0]);
-    CHECK(tdm_tensor_count(on1[0]) == cnt && tdm_tensor_count(on2[0]) == cnt);
+    CHECK(tdm_tensor_count(on1[0]) == cnt && tdm_tensor_count(on2[0]) == cnt && tdm_tensor_count(on3[0]) == cnt);
     const float *yo = tdm_tensor_cdata(off[0]), *y1 = tdm_tensor_cdata(on1[0]), *y2 = tdm_tensor_cdata(on2[0]);
     double *ref = reference(c, tdm_tensor_cdata(ins[0]), init_data(m, "w"), c->bias ? init_data(m, "b") : NULL,
                             c->post == 2 ? tdm_tensor_cdata(ins[1]) : NULL);
@@ -168,12 +169,13 @@ static void check_case(const wcase *c)
     CHECK(rel_on <= 1e-4);
     CHECK(e_on_off <= 1e-4 * big);
     CHECK(memcmp(y1, y2, cnt * sizeof *y1) == 0); /* independent of the thread count */
+    CHECK(memcmp(y1, tdm_tensor_cdata(on3[0]), cnt * sizeof *y1) == 0);
     if (c->wino)
         CHECK(differ > 0); /* the Winograd path ran (it rounds differently) */
     if (!c->post) {
         /* unfused: exactly the kernel with fast = 0; fused: with fast = 1 */
         for (int fast = 0; fast < 2; fast++)
-            for (int th = 1; th <= 2; th++) {
+            for (int th = 1; th <= 3; th++) {
                 tdm_tensor *k = run_kernel(m, ins[0], fast, th);
                 CHECK(k->count == cnt);
                 CHECK(memcmp(tdm_tensor_cdata(k), fast ? y1 : yo, cnt * sizeof(float)) == 0);
@@ -184,6 +186,7 @@ static void check_case(const wcase *c)
     tdm_tensor_destroy(off[0]);
     tdm_tensor_destroy(on1[0]);
     tdm_tensor_destroy(on2[0]);
+    tdm_tensor_destroy(on3[0]);
     for (size_t k = 0; k < n_in; k++)
         tdm_tensor_destroy(ins[k]);
     tdm_model_destroy(m);
@@ -307,6 +310,11 @@ int main(int argc, char **argv)
         {"7x7-f23-relu", 1, 144, 136, 7, 7, {1, 1, 1, 1}, 1, 1, 1},
         {"8x8-f23-res-b2", 2, 128, 130, 8, 8, {1, 1, 1, 1}, 0, 2, 1},
         {"5x6-direct", 1, 130, 128, 7, 8, {0, 0, 0, 0}, 1, 0, 0},
+        /* one block per image: the output channels split on 2 and 3
+         * threads, V made once in a pass split over the input channels */
+        {"13x13-msplit", 1, 50, 100, 13, 13, {1, 1, 1, 1}, 1, 0, 1},
+        {"13x13-msplit-relu", 1, 37, 70, 13, 13, {1, 1, 1, 1}, 0, 1, 1},
+        {"7x7-f23-msplit-b2", 2, 300, 140, 7, 7, {1, 1, 1, 1}, 1, 2, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         check_case(&cases[i]);
