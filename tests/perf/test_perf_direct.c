@@ -144,37 +144,6 @@ static float *im2col_gemm(const dcase *c, const float *x, const float *w, const 
     return y;
 }
 
-static const float *init_data(tdm_model *m, const char *name)
-{
-    gr_graph *g = m->gm->main;
-    for (int v = 0; v < g->n_values; v++)
-        if (g->values[v].init && g->values[v].name && !strcmp(g->values[v].name, name))
-            return g->values[v].init->data;
-    return NULL;
-}
-
-/* The Conv kernel itself on x with ctx->fast = fast (no fusion). */
-static tdm_tensor *run_kernel(tdm_model *m, const tdm_tensor *x, int fast, int threads)
-{
-    gr_graph *g = m->gm->main;
-    int ni = -1;
-    for (int k = 0; k < g->n_nodes; k++)
-        if (!strcmp(g->nodes[k].op_type, "Conv"))
-            ni = k;
-    CHECK(ni >= 0);
-    gr_node *nd = &g->nodes[ni];
-    int op, ver;
-    MUST(op_resolve(&err, "", "Conv", 13, &op, &ver));
-    const tdm_tensor *in[3] = {x, NULL, NULL};
-    for (int k = 1; k < nd->n_inputs; k++)
-        in[k] = g->values[nd->inputs[k]].init;
-    tdm_tensor *out = mem_calloc(1, sizeof *out);
-    tdm_tensor *outs[1] = {out};
-    op_ctx ctx = {nd, ver, nd->n_inputs, in, 1, outs, &err, NULL, threads, NULL, NULL, fast};
-    MUST(op_table[op].run(&ctx));
-    return out;
-}
-
 /* Whether the direct kernel takes the case (its plan built by hand). */
 static int takes(const dcase *c)
 {
