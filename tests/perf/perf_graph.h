@@ -210,6 +210,38 @@ static inline long ulps(float a, float b)
     return d < 0 ? -d : d;
 }
 
+/* Fixed-seed random inputs (uniform, scale x rnd()) for every input of m. */
+static inline void make_inputs(tdm_model *m, tdm_tensor **ins, double scale)
+{
+    for (size_t k = 0; k < tdm_model_input_count(m); k++) {
+        tdm_value_info vi;
+        int64_t dims[TDM_MAX_RANK];
+        MUST(tdm_model_input(m, k, &vi));
+        for (int d = 0; d < vi.rank; d++)
+            dims[d] = vi.dims[d].value;
+        MUST(tdm_tensor_create(TDM_FLOAT, vi.rank, dims, &ins[k]));
+        float *x = tdm_tensor_data(ins[k]);
+        for (size_t i = 0; i < tdm_tensor_count(ins[k]); i++)
+            x[i] = (float)(scale * rnd());
+    }
+}
+
+/* A 3x3 pad-1 Conv of x ([1,ci,h,w]) into out with ci -> co channels. */
+static inline void conv(gr_graph *g, const char *name, const char *x, const char *out, int64_t ci, int64_t co)
+{
+    char w[64], b[64], ins[200];
+    int64_t wd[4] = {co, ci, 3, 3}, bd[1] = {co};
+    snprintf(w, sizeof w, "%s_w", name);
+    snprintf(b, sizeof b, "%s_b", name);
+    init(g, w, 4, wd, NULL);
+    init(g, b, 1, bd, NULL);
+    snprintf(ins, sizeof ins, "%s,%s,%s", x, w, b);
+    int n = node(g, name, "Conv", ins, out);
+    int64_t pads[4] = {1, 1, 1, 1}, ks[2] = {3, 3};
+    attr_ints(g, n, "pads", 4, pads);
+    attr_ints(g, n, "kernel_shape", 2, ks);
+}
+
 /* The data of initializer name of m, or NULL. */
 static inline const float *init_data(tdm_model *m, const char *name)
 {

@@ -40,22 +40,6 @@ static void init_i64(gr_graph *g, const char *name, int64_t n, const int64_t *va
     gr_type_from_tensor(&g->values[id].type, t);
 }
 
-/* Random inputs for model m. */
-static void make_inputs(tdm_model *m, tdm_tensor **ins)
-{
-    for (size_t k = 0; k < tdm_model_input_count(m); k++) {
-        tdm_value_info vi;
-        int64_t dims[TDM_MAX_RANK];
-        MUST(tdm_model_input(m, k, &vi));
-        for (int d = 0; d < vi.rank; d++)
-            dims[d] = vi.dims[d].value;
-        MUST(tdm_tensor_create(TDM_FLOAT, vi.rank, dims, &ins[k]));
-        float *x = tdm_tensor_data(ins[k]);
-        for (size_t i = 0; i < tdm_tensor_count(ins[k]); i++)
-            x[i] = (float)(3 * rnd());
-    }
-}
-
 static void check_same(const char *what, const tdm_tensor *got, const tdm_tensor *ref)
 {
     CHECK(tdm_tensor_rank(got) == tdm_tensor_rank(ref));
@@ -85,7 +69,7 @@ static tdm_model *check_model(const char *what, gr_model *gm, size_t want_moves,
     MUST(model_build(&err, gm, what, &m));
     size_t n_out = tdm_model_output_count(m);
     tdm_tensor *ref[4] = {NULL}, *got[4] = {NULL};
-    make_inputs(m, ins);
+    make_inputs(m, ins, 3);
     obs_count oc;
     memset(&oc, 0, sizeof oc);
     run(m, TDM_FUSION_OFF, &oc, 1, (const tdm_tensor *const *)ins, ref);
@@ -205,22 +189,6 @@ static void t_view(void)
     tdm_tensor_destroy(outs[1]);
     tdm_tensor_destroy(ins[0]);
     tdm_model_destroy(tm);
-}
-
-/* A 3x3 pad-1 Conv of x ([1,ci,h,w]) into out with ci -> co channels. */
-static void conv(gr_graph *g, const char *name, const char *x, const char *out, int64_t ci, int64_t co)
-{
-    char w[64], b[64], ins[200];
-    int64_t wd[4] = {co, ci, 3, 3}, bd[1] = {co};
-    snprintf(w, sizeof w, "%s_w", name);
-    snprintf(b, sizeof b, "%s_b", name);
-    init(g, w, 4, wd, NULL);
-    init(g, b, 1, bd, NULL);
-    snprintf(ins, sizeof ins, "%s,%s,%s", x, w, b);
-    int n = node(g, name, "Conv", ins, out);
-    int64_t pads[4] = {1, 1, 1, 1}, ks[2] = {3, 3};
-    attr_ints(g, n, "pads", 4, pads);
-    attr_ints(g, n, "kernel_shape", 2, ks);
 }
 
 static void attr_int(gr_graph *g, int n, const char *name, int64_t v)

@@ -27,22 +27,6 @@ static void attr_float(gr_graph *g, int n, const char *name, float f)
     a->f = f;
 }
 
-/* A 3x3 pad-1 Conv of x ([1,ci,h,w]) into out with ci -> co channels. */
-static void conv(gr_graph *g, const char *name, const char *x, const char *out, int64_t ci, int64_t co)
-{
-    char w[64], b[64], ins[200];
-    int64_t wd[4] = {co, ci, 3, 3}, bd[1] = {co};
-    snprintf(w, sizeof w, "%s_w", name);
-    snprintf(b, sizeof b, "%s_b", name);
-    init(g, w, 4, wd, NULL);
-    init(g, b, 1, bd, NULL);
-    snprintf(ins, sizeof ins, "%s,%s,%s", x, w, b);
-    int n = node(g, name, "Conv", ins, out);
-    int64_t pads[4] = {1, 1, 1, 1}, ks[2] = {3, 3};
-    attr_ints(g, n, "pads", 4, pads);
-    attr_ints(g, n, "kernel_shape", 2, ks);
-}
-
 /* ---- running ---- */
 
 
@@ -76,17 +60,7 @@ static void check_model(const char *what, gr_model *gm, int want_chains, int wan
 
     size_t n_in = tdm_model_input_count(m), n_out = tdm_model_output_count(m);
     tdm_tensor *ins[4] = {NULL}, *ref[4] = {NULL}, *got[4] = {NULL};
-    for (size_t k = 0; k < n_in; k++) {
-        tdm_value_info vi;
-        int64_t dims[TDM_MAX_RANK];
-        MUST(tdm_model_input(m, k, &vi));
-        for (int d = 0; d < vi.rank; d++)
-            dims[d] = vi.dims[d].value;
-        MUST(tdm_tensor_create(TDM_FLOAT, vi.rank, dims, &ins[k]));
-        float *x = tdm_tensor_data(ins[k]);
-        for (size_t i = 0; i < tdm_tensor_count(ins[k]); i++)
-            x[i] = (float)(3 * rnd());
-    }
+    make_inputs(m, ins, 3);
     /* the reference: unfused, and under an observer, so without in-place
      * reuse either; the observer sees every node with its value */
     obs_count oc;

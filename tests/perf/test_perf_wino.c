@@ -98,17 +98,7 @@ static void check_case(const wcase *c)
     MUST(model_build(&err, gm, c->name, &m));
     size_t n_in = tdm_model_input_count(m);
     tdm_tensor *ins[2] = {NULL, NULL};
-    for (size_t k = 0; k < n_in; k++) {
-        tdm_value_info vi;
-        int64_t dims[TDM_MAX_RANK];
-        MUST(tdm_model_input(m, k, &vi));
-        for (int d = 0; d < vi.rank; d++)
-            dims[d] = vi.dims[d].value;
-        MUST(tdm_tensor_create(TDM_FLOAT, vi.rank, dims, &ins[k]));
-        float *x = tdm_tensor_data(ins[k]);
-        for (size_t i = 0; i < tdm_tensor_count(ins[k]); i++)
-            x[i] = (float)(2 * rnd());
-    }
+    make_inputs(m, ins, 2);
     tdm_tensor *off[1], *on1[1], *on2[1], *on3[1];
     run(m, TDM_FUSION_OFF, NULL, 1, (const tdm_tensor *const *)ins, off);
     run(m, TDM_FUSION_ON, NULL, 1, (const tdm_tensor *const *)ins, on1);
