@@ -27,9 +27,6 @@ int op_conv_direct_ok(const op_ctx *ctx, const conv_plan *p)
 {
     const nn_geom *g = &p->g;
     (void)ctx;
-#ifdef TDM_CONV_DIRECT_OFF /* for A/B measurements against im2col + GEMM */
-    return 0;
-#endif
     if (p->group != 1 || p->c < 1 || p->c > CD_MAX_C || p->m < 1)
         return 0;
     if (g->in[0] != 1 || g->k[0] != 1 || g->out[0] != 1)
