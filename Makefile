@@ -24,6 +24,7 @@ data:
 	@sh scripts/models.sh
 	@sh scripts/refs.sh
 	@sh scripts/gen-node-tests.sh
+	@sh scripts/gen-node-tests.sh 1.23
 
 # The ASan+UBSan build (clang) with the fuzz targets; runs the whole suite.
 test-asan:
@@ -41,6 +42,16 @@ demo: deps build
 	@$(BUILD)/tandem plan $(TANDEM_CACHE)/models/ppocr_det.onnx --devices vnpu:edge-npu,cpu --shape x=1x3x640x640
 	@echo
 	@$(BUILD)/tandem run $(TANDEM_CACHE)/models/ppocr_det.onnx --devices vnpu:edge-npu,cpu --shape x=1x3x640x640 --random
+
+# `make install` (PREFIX, default /usr/local; DESTDIR): libtandem.so and .a,
+# the headers, tandem.pc, the CMake package (find_package(tandem)), the CLI,
+# its man page and the Python package.
+PREFIX ?= /usr/local
+.PHONY: install
+install:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS) >/dev/null
+	@MAKEFLAGS= cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
+	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

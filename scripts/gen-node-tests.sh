@@ -11,7 +11,14 @@
 # test cases still use: the wrapper below restores them on the numpy module for
 # this run only, then calls the generator.
 #
-# Idempotent: does nothing when $TANDEM_CACHE/onnx-node/node exists. Generates
+# `gen-node-tests.sh 1.23` generates the newer suite instead, with the test
+# environment's onnx 1.23 (scripts/testenv.sh, made first) into
+# $TANDEM_CACHE/onnx-node-1.23/node: the PyPI wheel ships the node case
+# generators (onnx/backend/test/case/node/*.py) but not their data, and its
+# generate-data command writes only the model cases, so the node cases are
+# handed to the same writer.
+#
+# Idempotent: does nothing when the suite's node/ folder exists. Generates
 # into a temporary folder and renames it, so an interrupted run leaves nothing.
 set -eu
 
@@ -19,19 +26,24 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${TANDEM_CACHE:-$ROOT/.cache}
 mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
-DEST=$CACHE/onnx-node
-PY=/usr/bin/python3
+SUITE=${1:-1.12}
+case $SUITE in
+1.12) DEST=$CACHE/onnx-node; PY=/usr/bin/python3 ;;
+1.23) DEST=$CACHE/onnx-node-1.23; PY=$CACHE/venv/bin/python ;;
+*) echo "gen-node-tests: unknown suite '$SUITE' (1.12 or 1.23)." >&2; exit 1 ;;
+esac
 
 [ -d "$DEST/node" ] && exit 0
+[ "$SUITE" = 1.23 ] && sh "$ROOT/scripts/testenv.sh"
 
-TMP=$CACHE/.onnx-node.tmp.$$
+TMP=$CACHE/.$(basename "$DEST").tmp.$$
 log=$TMP.log
 trap 'rm -rf "$TMP" "$log"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 rm -rf "$TMP"
 mkdir -p "$TMP"
-if ! "$PY" - "$TMP" >"$log" 2>&1 <<'EOF'
+if ! "$PY" - "$TMP" "$SUITE" >"$log" 2>&1 <<'EOF'
 import sys
 import warnings
 import numpy as np
@@ -44,6 +56,10 @@ for _name, _type in (("float", float), ("int", int), ("bool", bool),
 warnings.simplefilter("ignore")
 
 from onnx.backend.test import cmd_tools
+
+if sys.argv[2] == "1.23":
+    import onnx.backend.test.case.node as node_test
+    cmd_tools.model_test.collect_testcases = node_test.collect_testcases
 
 sys.argv = ["backend-test-tools", "generate-data", "-o", sys.argv[1]]
 cmd_tools.main()

@@ -133,7 +133,7 @@ extern const op_def op_table[OP_COUNT];
 tdm_status op_resolve(tdm_err *e, const char *domain, const char *op_type, int64_t opset, int *op, int *version);
 
 /* The newest opset of the default domain tandem implements. */
-#define OP_MAX_OPSET 17
+#define OP_MAX_OPSET 28
 
 /* ---- helpers for run hooks ---- */
 

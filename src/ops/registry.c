@@ -19,6 +19,47 @@ const op_def op_table[OP_COUNT] = {
 
 static int domain_is_default(const char *d) { return !d || !*d || strcmp(d, "ai.onnx") == 0; }
 
+/* ONNX's own versions of the default domain's ops (see onnx_since.def). */
+#define ONNX_MAX_SINCE 12
+typedef struct onnx_since {
+    const char *name;
+    int v[ONNX_MAX_SINCE]; /* ascending by magnitude, 0-terminated; negative: widened types only */
+} onnx_since;
+
+static const onnx_since onnx_since_table[] = {
+#define SINCE(id, ...) {#id, {__VA_ARGS__}},
+#include "ops/onnx_since.def"
+#undef SINCE
+};
+
+/* The version of ONNX's definition of op_type in effect at opset (0 when
+ * the op does not exist there) and, in *semantic, the version whose
+ * semantics it has (itself, or the one a types-only widening widened).
+ * Returns -1 when ONNX has no such op in the default domain. */
+static int onnx_version_at(const char *op_type, int64_t opset, int *semantic)
+{
+    size_t n = sizeof onnx_since_table / sizeof onnx_since_table[0];
+    for (size_t i = 0; i < n; i++) {
+        const onnx_since *s = &onnx_since_table[i];
+        if (strcmp(s->name, op_type) != 0)
+            continue;
+        int k_eff = -1;
+        for (int k = 0; k < ONNX_MAX_SINCE && s->v[k]; k++)
+            if ((s->v[k] < 0 ? -s->v[k] : s->v[k]) <= opset)
+                k_eff = k;
+        if (k_eff < 0) {
+            *semantic = 0;
+            return 0;
+        }
+        int k_sem = k_eff;
+        while (k_sem > 0 && s->v[k_sem] < 0)
+            k_sem--;
+        *semantic = s->v[k_sem] < 0 ? -s->v[k_sem] : s->v[k_sem];
+        return s->v[k_eff] < 0 ? -s->v[k_eff] : s->v[k_eff];
+    }
+    return -1;
+}
+
 tdm_status op_resolve(tdm_err *e, const char *domain, const char *op_type, int64_t opset, int *op, int *version)
 {
     *op = -1;
@@ -39,6 +80,15 @@ tdm_status op_resolve(tdm_err *e, const char *domain, const char *op_type, int64
         for (int k = 0; k < OP_MAX_SINCE && d->since[k]; k++)
             if (d->since[k] <= opset)
                 best = d->since[k];
+        int sem = 0, onnx_v = *dom ? -1 : onnx_version_at(op_type, opset, &sem);
+        if (onnx_v == 0)
+            return err_set(e, TDM_E_MODEL, "%s does not exist at opset %lld of domain ai.onnx", op_type,
+                           (long long)opset);
+        if (onnx_v > 0 && best && best < sem)
+            return err_set(e, TDM_E_UNSUPPORTED,
+                           "%s at opset %lld is version %d of its definition; tandem implements it up to "
+                           "version %d",
+                           op_type, (long long)opset, onnx_v, best);
         if (!best)
             return err_set(e, TDM_E_UNSUPPORTED,
                            "%s at opset %lld of domain %s is older than any version tandem implements "
