@@ -5,24 +5,28 @@ usage: bench/run.sh [--models LIST] [--threads LIST] [--rounds N] [--iterations 
                     [--warmup N] [--quick] [--tandem PATH] [--out FILE] [--timeout S]
 
 For every model and thread count, one `tandem bench --paced --json` process and
-one `node bench/ort_bench.js --paced --json` process are started (each warms up
-alone, the other idle), then the driver alternates them round by round (tandem
-first in even rounds, onnxruntime first in odd ones) so that machine noise hits
-both; every timed run of every round is a sample. Each runtime runs in its own
+one `bench/ort_bench.py --paced --json` process (run by the test venv's python,
+onnxruntime from PyPI) are started (each warms up alone, the other idle), then
+the driver alternates them round by round (tandem first in even rounds,
+onnxruntime first in odd ones) so that machine noise hits both; every timed run
+of every round is a sample. Each runtime runs in its own
 process, whose peak resident memory (VmHWM) is reported at the end.
 
 Reported per model: median ms of both, the latency ratio tandem/onnxruntime,
 GFLOP/s of both (FLOPs from `tandem info --json`; for a model with dynamic
 input dimensions, on a copy whose inputs are fixed to the benchmark's shapes),
-peak RSS of both (onnxruntime's net of node's own resident size before
-onnxruntime was loaded, which is also in the JSON), and per thread count the
-geometric mean of the ratios. A markdown table goes to stdout, every figure
-and sample to the JSON file (--out; default
+peak RSS of both (onnxruntime's net of the Python interpreter's own resident
+size before onnxruntime was imported, which is also in the JSON), and per
+thread count the geometric mean of the ratios. A markdown table goes to stdout,
+every figure and sample to the JSON file (--out; default
 $TANDEM_CACHE/bench/bench-<date>.json).
 
 Inputs are $TANDEM_CACHE/refs/<model>/inputs.txt (scripts/refs.sh makes them,
 and is run for the missing ones); models are $TANDEM_CACHE/models/<model>.onnx.
-onnxruntime-node comes from $TANDEM_CACHE/npm (scripts/oracle/setup.sh).
+onnxruntime (pinned in scripts/py/requirements.txt) comes from the test venv,
+$TANDEM_CACHE/venv: `sh scripts/testenv.sh --print` makes it when needed and
+names its python, which runs bench/ort_bench.py. This driver itself needs only
+/usr/bin/python3 and its standard library.
 The tandem binary: --tandem, else $TANDEM_BIN, else <repo>/build/tandem, else
 `tandem` on PATH.
 
@@ -126,11 +130,25 @@ def find_tandem(given):
     die("no tandem binary: build it (make) or give --tandem PATH")
 
 
+def venv_python():
+    """The test venv's python (onnxruntime from PyPI): scripts/testenv.sh makes
+    the venv when it is missing or stale and prints the path."""
+    env = dict(os.environ, TANDEM_CACHE=CACHE)
+    try:
+        p = subprocess.run(["sh", os.path.join(ROOT, "scripts", "testenv.sh"), "--print"], stdout=subprocess.PIPE,
+                           env=env)
+    except OSError as e:
+        die("cannot run scripts/testenv.sh: %s" % e)
+    lines = p.stdout.decode("utf-8", "replace").split()
+    if p.returncode != 0 or not lines:
+        die("scripts/testenv.sh could not make the test venv (exit status %d)" % p.returncode)
+    py = lines[-1]
+    if not (os.path.isfile(py) and os.access(py, os.X_OK)):
+        die("scripts/testenv.sh named %s, which is not an executable python" % py)
+    return py
+
+
 def ensure_prereqs(models):
-    if not os.path.isfile(os.path.join(CACHE, "npm", "node_modules", "onnxruntime-node", "package.json")):
-        note("installing onnxruntime-node (scripts/oracle/setup.sh)")
-        if subprocess.call(["sh", os.path.join(ROOT, "scripts", "oracle", "setup.sh")]) != 0:
-            die("scripts/oracle/setup.sh failed")
     missing = [m for m in models if not os.path.isfile(os.path.join(CACHE, "refs", m, "inputs.txt"))]
     if missing:
         note("making reference inputs for %s (scripts/refs.sh)" % " ".join(missing))
@@ -164,29 +182,39 @@ def tandem_info(tandem, model_path):
     return json.loads(p.stdout)
 
 
-def model_flops(tandem, model_path, inputs, tmpdir):
+# Run by the venv's python (its onnx package): copies argv[1] to argv[2] with
+# the graph inputs' dimensions fixed to the JSON shapes of argv[3].
+FIX_SHAPES = """
+import json, sys
+import onnx
+m = onnx.load(sys.argv[1])
+shapes = json.loads(sys.argv[3])
+for vi in m.graph.input:
+    if vi.name in shapes and vi.type.HasField("tensor_type"):
+        for d, v in zip(vi.type.tensor_type.shape.dim, shapes[vi.name]):
+            d.ClearField("dim_param")
+            d.dim_value = v
+onnx.save(m, sys.argv[2])
+"""
+
+
+def model_flops(tandem, py, model_path, inputs, tmpdir):
     """FLOPs from `tandem info --json`; a model with dynamic input dimensions
     is first copied with its inputs fixed to the shapes of the .npy inputs
-    (python3-onnx), so that shape inference reaches every Conv/MatMul."""
+    (by the venv's onnx), so that shape inference reaches every Conv/MatMul."""
     info = tandem_info(tandem, model_path)
     if not info.get("flops_unknown_nodes"):
         return info.get("flops"), "tandem info"
-    try:
-        import onnx
-    except ImportError:
-        return None, "unknown: dynamic shapes and no python3-onnx to fix them"
-    m = onnx.load(model_path)
     shapes = {}
     for item in inputs:
         name, path = item.rsplit("=", 1)
         shapes[name] = npy_shape(path)
-    for vi in m.graph.input:
-        if vi.name in shapes and vi.type.HasField("tensor_type"):
-            for d, v in zip(vi.type.tensor_type.shape.dim, shapes[vi.name]):
-                d.ClearField("dim_param")
-                d.dim_value = v
     fixed = os.path.join(tmpdir, os.path.basename(model_path))
-    onnx.save(m, fixed)
+    p = subprocess.run([py, "-c", FIX_SHAPES, model_path, fixed, json.dumps(shapes)], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        err = p.stderr.decode("utf-8", "replace").strip().splitlines()
+        return None, "unknown: dynamic shapes, and onnx could not fix them (%s)" % (err[-1] if err else p.returncode)
     info = tandem_info(tandem, fixed)
     if info.get("flops_unknown_nodes"):
         return info.get("flops"), "tandem info, %d nodes of unknown shape left out" % info["flops_unknown_nodes"]
@@ -304,7 +332,7 @@ def cpu_model():
     return "unknown"
 
 
-def bench_one(a, tandem, model, threads, inputs):
+def bench_one(a, tandem, py, model, threads, inputs):
     model_path = os.path.join(CACHE, "models", model + ".onnx")
     common = ["--warmup", str(a["warmup"]), "--iterations", str(a["iterations"]), "--rounds", str(a["rounds"]),
               "--threads", str(threads), "--paced", "--json"]
@@ -318,7 +346,7 @@ def bench_one(a, tandem, model, threads, inputs):
         # Started one after the other so that the warm-ups do not overlap.
         procs["tandem"] = Proc("tandem", [tandem, "bench", model_path] + in_args + common, env, a["timeout"])
         procs["tandem"].event("ready")
-        procs["ort"] = Proc("onnxruntime", ["node", os.path.join(ROOT, "bench", "ort_bench.js"), model_path] +
+        procs["ort"] = Proc("onnxruntime", [py, os.path.join(ROOT, "bench", "ort_bench.py"), model_path] +
                             in_args + common, env, a["timeout"])
         procs["ort"].event("ready")
         samples = {"tandem": [], "ort": []}
@@ -354,11 +382,10 @@ def geomean(xs):
 def main(argv):
     a = parse_args(argv)
     tandem = find_tandem(a["tandem"])
-    if shutil.which("node") is None:
-        die("node is not installed (scripts/install-deps.sh)")
     for m in a["models"]:
         if not os.path.isfile(os.path.join(CACHE, "models", m + ".onnx")) and m not in ALL_MODELS:
             die("no model '%s' in %s/models" % (m, CACHE))
+    py = venv_python()
     ensure_prereqs(a["models"])
 
     started = datetime.datetime.now()
@@ -370,14 +397,14 @@ def main(argv):
         for m in a["models"]:
             try:
                 inputs = read_inputs(m)
-                flops[m] = model_flops(tandem, os.path.join(CACHE, "models", m + ".onnx"), inputs, tmp)
+                flops[m] = model_flops(tandem, py, os.path.join(CACHE, "models", m + ".onnx"), inputs, tmp)
             except (OSError, RuntimeError, ValueError) as e:
                 flops[m] = (None, "unknown: %s" % e)
             for t in a["threads"]:
                 row = {"model": m, "threads": t, "flops": flops[m][0], "flops_source": flops[m][1]}
                 note("%s, %d thread%s" % (m, t, "" if t == 1 else "s"))
                 try:
-                    rep = bench_one(a, tandem, m, t, read_inputs(m))
+                    rep = bench_one(a, tandem, py, m, t, read_inputs(m))
                     row["tandem"], row["ort"] = rep["tandem"], rep["ort"]
                     row["ratio"] = rep["tandem"]["median_ms"] / rep["ort"]["median_ms"]
                     for k in ("tandem", "ort"):
@@ -407,6 +434,8 @@ def main(argv):
         "load_average_start": load_start,
         "load_average_end": load_end,
         "tandem": tandem,
+        "onnxruntime_python": py,
+        "onnxruntime": ort_runtime(results),
         "protocol": {"warmup": a["warmup"], "rounds": a["rounds"], "iterations_per_round": a["iterations"],
                      "alternation": "tandem first in even rounds, onnxruntime first in odd ones"},
         "results": results,
@@ -421,9 +450,10 @@ def main(argv):
     # The markdown report.
     w = sys.stdout.write
     w("## tandem vs onnxruntime (CPU)\n\n")
-    w("`%s` — %s, %s (%s CPUs); %d warm-up run(s), then %d rounds × %d runs alternating; "
+    w("`%s` — %s, %s (%s CPUs); %s; %d warm-up run(s), then %d rounds × %d runs alternating; "
       "load average %s at start, %s at end.\n\n" % (
-          cmdline, doc["date"], doc["host"]["cpu"], doc["host"]["cpus"], a["warmup"], a["rounds"],
+          cmdline, doc["date"], doc["host"]["cpu"], doc["host"]["cpus"], doc["onnxruntime"] or "onnxruntime",
+          a["warmup"], a["rounds"],
           a["iterations"], fmt_load(load_start), fmt_load(load_end)))
     w("| model | threads | tandem ms | onnxruntime ms | ratio | tandem GFLOP/s | onnxruntime GFLOP/s "
       "| tandem peak RSS MiB | onnxruntime peak RSS MiB |\n")
@@ -440,8 +470,8 @@ def main(argv):
         g = geo[str(t)]
         w("| **geometric mean** | %d | | | **%s** | | | | |\n" % (t, fmt(g["geomean_ratio"], ".2f")))
     w("\nratio = tandem median / onnxruntime median (below 1: tandem is faster). Medians over all "
-      "timed runs of all rounds. onnxruntime's peak RSS is net of node's own resident size before "
-      "onnxruntime was loaded (%s MiB here); the JSON has both.\n" % fmt_baseline(results))
+      "timed runs of all rounds. onnxruntime's peak RSS is net of the Python interpreter's own resident "
+      "size before onnxruntime was imported (%s MiB here); the JSON has both.\n" % fmt_baseline(results))
     w("\nJSON: %s\n" % out)
     sys.stdout.flush()
     return 1 if failed else 0
@@ -449,6 +479,11 @@ def main(argv):
 
 def fmt_load(l):
     return "—" if not l else "/".join("%.2f" % x for x in l)
+
+
+def ort_runtime(results):
+    """onnxruntime's version as its reports name it (e.g. "onnxruntime 1.31.1 (Python 3.11)")."""
+    return next((r["ort"].get("runtime") for r in results if "ort" in r), None)
 
 
 def fmt_baseline(results):

@@ -5,12 +5,13 @@ shape of the reports, their internal consistency and the protocol.
     bench_test.py TANDEM WORKDIR CASE
 
 CASE is one of: json, threads, sweep, input-file, paced, errors, text,
-run-quick. Exit 0 pass, 1 fail, 77 skip (python3-onnx or, for run-quick, the
-cached models, reference inputs or onnxruntime-node missing)."""
+ort-bench, run-quick. Exit 0 pass, 1 fail, 77 skip (python3-onnx or, for
+ort-bench and run-quick, the test venv of scripts/testenv.sh and, for
+run-quick, the cached models or reference inputs missing). This script runs on
+/usr/bin/python3; onnxruntime runs in the venv's python."""
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 
@@ -242,13 +243,92 @@ def case_text(model):
     check("fixed-seed random" in se, "the random fill is announced on stderr: %r" % se)
 
 
+def pinned_ort():
+    """'onnxruntime X.Y.Z' as pinned in scripts/py/requirements.txt."""
+    with open(os.path.join(ROOT, "scripts", "py", "requirements.txt")) as f:
+        for line in f:
+            if line.strip().startswith("onnxruntime=="):
+                return "onnxruntime " + line.split("==", 1)[1].split("#")[0].strip()
+    return "onnxruntime"
+
+
+def venv_python():
+    """The test venv's python, or None when scripts/testenv.sh has not made it."""
+    py = os.path.join(CACHE, "venv", "bin", "python")
+    return py if os.path.isfile(py) and os.access(py, os.X_OK) else None
+
+
+def ort_bench(args, code=0, err=None, stdin=None):
+    """bench/ort_bench.py ARGS in the venv's python."""
+    e = dict(os.environ, ORT_DISABLE_TELEMETRY="1")
+    p = subprocess.run([venv_python(), os.path.join(ROOT, "bench", "ort_bench.py")] + args, input=stdin or b"",
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, timeout=300)
+    so, se = p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+    what = "ort_bench.py %s" % " ".join(args)
+    check(p.returncode == code, "%s: exit %d, expected %d; stderr: %s" % (what, p.returncode, code, se.strip()))
+    if err:
+        check(err in se, "%s: stderr lacks %r: %s" % (what, err, se.strip()))
+    if code != 0:
+        check(se.startswith("ort_bench: ") and se.count("\n") == 1,
+              "%s: error not one 'ort_bench: ' sentence: %r" % (what, se))
+    return so, se
+
+
+def case_ort_bench(model):
+    """The onnxruntime side alone: the --paced protocol, the report's fields, errors."""
+    if venv_python() is None:
+        print("skip: needs the test venv (sh scripts/testenv.sh)")
+        sys.exit(77)
+    x3 = os.path.join(WORK, "x3.npy")
+    base = [model, "--input", "x=" + x3, "--warmup", "1", "--iterations", "4", "--rounds", "3", "--threads", "1"]
+    so, _ = ort_bench(base + ["--paced", "--json"], stdin=b"go\n" * 3)
+    lines = so.split("\n", 4)
+    check(len(lines) == 5, "ort paced: expected ready, 3 rounds and a report: %r" % so[:300])
+    if len(lines) == 5:
+        check(json.loads(lines[0]) == {"event": "ready"}, "ort paced: first line %r" % lines[0])
+        for r in range(3):
+            ev = json.loads(lines[1 + r])
+            check(ev.get("event") == "round" and ev.get("round") == r, "ort paced: round event %r" % ev)
+            s = ev.get("samples_ms", [])
+            check(len(s) == 4 and all(x > 0 for x in s), "ort paced: round %d samples %r" % (r, s))
+        d = json.loads(lines[4])
+        check_stats(d, "ort_bench.py paced final report")
+        check(d.get("samples") == 12 and d.get("rounds") == 3, "ort paced: samples %r rounds %r" % (
+            d.get("samples"), d.get("rounds")))
+        check(d.get("shape") == {"x": [3, 16]} and d.get("batch") == 3, "ort: shape %r batch %r" % (
+            d.get("shape"), d.get("batch")))
+        check(d.get("threads") == 1 and d.get("devices") == ["cpu"], "ort: threads %r devices %r" % (
+            d.get("threads"), d.get("devices")))
+        check(str(d.get("runtime", "")).startswith(pinned_ort() + " "), "ort: runtime %r, expected %s" % (
+            d.get("runtime"), pinned_ort()))
+        peak, base_rss, net = d.get("peak_rss_bytes"), d.get("baseline_rss_bytes"), d.get("peak_rss_net_bytes")
+        check(all(isinstance(v, int) for v in (peak, base_rss, net)) and 1 << 20 < base_rss < net + base_rss == peak,
+              "ort: peak %r = baseline %r + net %r expected, baseline a plausible size" % (peak, base_rss, net))
+    # End of input stops early, with the rounds made so far.
+    so, _ = ort_bench(base + ["--paced", "--json"], stdin=b"\n")
+    lines = so.split("\n", 2)
+    check(len(lines) == 3 and json.loads(lines[2]).get("samples") == 4, "ort paced early end: %r" % so[:300])
+    ort_bench(base + ["--paced", "--json"], code=1, err="no timed run")
+    # Without --paced: every round at once; the text report.
+    so, _ = ort_bench(base)
+    for frag in ("median", "p90", "runs/s", "peak RSS", pinned_ort() + " "):
+        check(frag in so, "ort text report lacks %r: %r" % (frag, so))
+    # Errors: usage 2, others 1; one sentence each.
+    ort_bench([model, "--bogus"], code=2, err="--bogus")
+    ort_bench([], code=2, err="no MODEL")
+    ort_bench([model, "--input", "x=" + x3, "--iterations", "0"], code=2, err="--iterations")
+    ort_bench([model], code=2, err="--input x=")
+    ort_bench([model, "--input", "q=" + x3], code=1, err="'q'")
+    ort_bench([os.path.join(WORK, "nope.onnx"), "--input", "x=" + x3], code=1, err="nope.onnx")
+    ort_bench([model, "--input", "x=" + os.path.join(WORK, "nope.npy")], code=1, err="nope.npy")
+
+
 def case_run_quick():
     need = [os.path.join(CACHE, "models", "squeezenet1_1.onnx"),
-            os.path.join(CACHE, "refs", "squeezenet1_1", "inputs.txt"),
-            os.path.join(CACHE, "npm", "node_modules", "onnxruntime-node", "package.json")]
+            os.path.join(CACHE, "refs", "squeezenet1_1", "inputs.txt")]
     missing = [p for p in need if not os.path.exists(p)]
-    if missing or shutil.which("node") is None:
-        print("skip: needs %s (make data)" % (", ".join(missing) or "node"))
+    if missing or venv_python() is None:
+        print("skip: needs %s (make data)" % (", ".join(missing) or "the test venv (sh scripts/testenv.sh)"))
         sys.exit(77)
     out = os.path.join(WORK, "quick.json")
     p = subprocess.run([os.path.join(ROOT, "bench", "run.sh"), "--quick", "--models", "squeezenet1_1", "--threads",
@@ -287,6 +367,8 @@ def case_run_quick():
         check(r.get("ratio") and abs(r["ratio"] - r["tandem"]["median_ms"] / r["ort"]["median_ms"]) < 1e-9,
               "JSON ratio inconsistent")
         check(r.get("ort", {}).get("peak_rss_net_bytes", 0) > 0, "onnxruntime net RSS missing")
+        check(str((r.get("ort") or {}).get("runtime", "")).startswith(pinned_ort() + " "),
+              "onnxruntime is not the pinned %s: %r" % (pinned_ort(), (r.get("ort") or {}).get("runtime")))
     check(doc.get("summary", {}).get("1", {}).get("geomean_ratio"), "JSON lacks the geometric mean")
 
 
@@ -297,7 +379,7 @@ def main():
     else:
         model = make_model()
         cases = {"json": case_json, "threads": case_threads, "sweep": case_sweep, "input-file": case_input_file,
-                 "paced": case_paced, "errors": case_errors, "text": case_text}
+                 "paced": case_paced, "errors": case_errors, "text": case_text, "ort-bench": case_ort_bench}
         if CASE not in cases:
             print("unknown case %r" % CASE)
             return 1
