@@ -1,17 +1,25 @@
 #!/bin/sh
-# Builds reference inputs and outputs for tandem's test models:
-#   $TANDEM_CACHE/refs/<model>/inputs/<sanitized input name>.npy
-#   $TANDEM_CACHE/refs/<model>/inputs.txt     one NAME=PATH line per input
-#   $TANDEM_CACHE/refs/<model>/outputs/<sanitized output name>.npy
-# Inputs are fixed-seed uniform [-1, 1] float32; outputs come from
-# onnxruntime-node (scripts/oracle/ort_run.js, CPU, ORT_THREADS default 1),
-# except graph outputs produced by a Sigmoid node, which are recomputed in
-# float64 from onnxruntime's own logits (scripts/oracle/exact_sigmoid.py
-# says why).
-# Runs scripts/models.sh first. Each model's folder is built under a
-# temporary name and renamed when complete, so an existing folder is a
-# finished one and is skipped (unless its model file is newer).
-# usage: scripts/refs.sh [MODEL ...]     (default: all 10)
+# Builds reference inputs and outputs for tandem's test models, two cases
+# per model:
+#   $TANDEM_CACHE/refs/<model>/          realistic inputs (scripts/oracle/
+#                                        make_inputs.py: rendered scenes, pages
+#                                        and text lines, sentence embeddings,
+#                                        speech-like audio), the main case
+#   $TANDEM_CACHE/refs/<model>.random/   fixed-seed uniform inputs, an extra case
+# each holding
+#   inputs/<sanitized input name>.npy, inputs.txt (one NAME=PATH line per
+#   input), outputs/<sanitized output name>.npy, and text.txt for text lines;
+#   the realistic case also outputs64/: a float64 referee's outputs
+#   (scripts/oracle/f64_ref.py; not for ppocr_det, where it takes a minute and
+#   2 GB), which the model tests consult where tandem and onnxruntime differ.
+# Outputs come from onnxruntime's Python package (scripts/oracle/ort_run.py,
+# CPU, ORT_THREADS default 1) in the test venv (scripts/testenv.sh), except
+# graph outputs produced by a Sigmoid node, which are recomputed in float64
+# from onnxruntime's own logits (scripts/oracle/exact_sigmoid.py says why).
+# Runs scripts/models.sh first. Each case folder is built under a temporary
+# name and renamed when complete, so an existing folder is a finished one and
+# is skipped (unless its model file is newer, or it predates this layout).
+# usage: scripts/refs.sh [MODEL ...]     (default: all 11)
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,19 +27,21 @@ CACHE=${TANDEM_CACHE:-$ROOT/.cache}
 mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
 export TANDEM_CACHE="$CACHE"
-PY=/usr/bin/python3
 REFS=$CACHE/refs
+STAMP=.v3
 
 ALL="resnet18 mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0 efficientnet_b0 \
-transformer_op13 transformer_op17 ppocr_det ppocr_rec ppocr_cls"
+transformer_op13 transformer_op17 ppocr_det ppocr_rec ppocr_cls silero_vad"
 
-shape_of() {
+# MODEL -> KIND SHAPE... [--set NAME=VALUE] (see make_inputs.py)
+spec_of() {
     case $1 in
-        transformer_*) echo 1x128x256 ;;
-        ppocr_det) echo 1x3x640x640 ;;
-        ppocr_rec) echo 1x3x48x320 ;;
-        ppocr_cls) echo 1x3x48x192 ;;
-        *) echo 1x3x224x224 ;;
+        transformer_*) echo embedding 1x128x256 ;;
+        ppocr_det) echo ocr-det 1x3x640x640 ;;
+        ppocr_rec) echo ocr-line 1x3x48x320 ;;
+        ppocr_cls) echo ocr-line 1x3x48x192 ;;
+        silero_vad) echo audio 1x576 2x1x128 --set sr=16000 ;;
+        *) echo imagenet 1x3x224x224 ;;
     esac
 }
 
@@ -44,41 +54,49 @@ done
 
 todo=""
 for m in $models; do
-    # A folder older than its model (re-exported since) is rebuilt.
-    if [ ! -f "$REFS/$m/inputs.txt" ] || [ ! -f "$REFS/$m/.v2" ] ||
-       [ -n "$(find "$CACHE/models/$m.onnx" -newer "$REFS/$m/inputs.txt")" ]; then
-        todo="$todo $m"
-    fi
+    for case_dir in "$m" "$m.random"; do
+        # A folder older than its model (re-exported since) is rebuilt.
+        if [ ! -f "$REFS/$case_dir/inputs.txt" ] || [ ! -f "$REFS/$case_dir/$STAMP" ] ||
+           [ -n "$(find "$CACHE/models/$m.onnx" -newer "$REFS/$case_dir/inputs.txt")" ]; then
+            todo="$todo $case_dir"
+        fi
+    done
 done
 [ -z "$todo" ] && exit 0
 
-"$ROOT/scripts/oracle/setup.sh"
+PY=$(sh "$ROOT/scripts/testenv.sh" --print)
+ORACLE=$ROOT/scripts/oracle
 mkdir -p "$REFS"
 
 tmp=""
 trap 'if [ -n "$tmp" ]; then rm -rf "$tmp"; fi' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-for m in $todo; do
-    final=$REFS/$m
-    tmp=$REFS/.$m.tmp.$$
+for case_dir in $todo; do
+    m=${case_dir%.random}
+    # shellcheck disable=SC2046
+    set -- $(spec_of "$m")
+    [ "$case_dir" != "$m" ] && { shift; set -- random "$@"; }
+    final=$REFS/$case_dir
+    tmp=$REFS/.$case_dir.tmp.$$
     rm -rf "$tmp"
     mkdir -p "$tmp"
-    REFS_FINAL_DIR=$final "$PY" "$ROOT/scripts/oracle/make_inputs.py" \
-        "$CACHE/models/$m.onnx" "$tmp" "$(shape_of "$m")"
-    # inputs.txt holds the final paths; point ort_run at the temporary ones.
+    REFS_FINAL_DIR=$final "$PY" "$ORACLE/make_inputs.py" "$CACHE/models/$m.onnx" "$tmp" "$@"
+    # inputs.txt holds the final paths; point the oracle at the temporary ones.
     set --
     while IFS= read -r line; do
         name=${line%%=*}
         path=${line#*=}
         set -- "$@" "$name=$tmp/inputs/${path##*/}"
     done <"$tmp/inputs.txt"
-    ORT_DISABLE_TELEMETRY=1 node "$ROOT/scripts/oracle/ort_run.js" \
-        "$CACHE/models/$m.onnx" "$tmp/outputs" "$@"
-    "$PY" "$ROOT/scripts/oracle/exact_sigmoid.py" "$CACHE/models/$m.onnx" "$tmp/outputs" "$@" >/dev/null
-    touch "$tmp/.v2"
+    "$PY" "$ORACLE/ort_run.py" "$CACHE/models/$m.onnx" "$tmp/outputs" "$@"
+    "$PY" "$ORACLE/exact_sigmoid.py" "$CACHE/models/$m.onnx" "$tmp/outputs" "$@" >/dev/null
+    if [ "$case_dir" = "$m" ] && [ "$m" != ppocr_det ]; then
+        "$PY" "$ORACLE/f64_ref.py" "$CACHE/models/$m.onnx" "$tmp/outputs64" "$@"
+    fi
+    touch "$tmp/$STAMP"
     rm -rf "$final"
     mv "$tmp" "$final"
     tmp=""
-    echo "refs: generated $m"
+    echo "refs: generated $case_dir"
 done

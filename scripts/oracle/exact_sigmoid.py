@@ -8,21 +8,20 @@ det model's outputs are all below 1e-3, so that error exceeds the model
 test's bound (1e-4 x max|ref|) and would make the oracle, not tandem, the
 inexact party. Everything up to the logits still comes from onnxruntime.
 
-usage: exact_sigmoid.py MODEL OUTDIR NAME=FILE.npy ...
+usage: exact_sigmoid.py MODEL OUTDIR NAME=FILE.npy ...   (the test venv's python)
 Prints the output names it rewrote (none if no output comes from Sigmoid).
 """
 import os
-import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import onnx
 import onnx.helper as h
 
-# The same file names as ort_run.js and make_inputs.py (ASCII-only: str.isalnum
-# would keep non-ASCII letters that ort_run.js replaces).
-from make_inputs import sanitize
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The same file names as ort_run.py and make_inputs.py.
+from make_inputs import sanitize  # noqa: E402
+from ort_run import parse_feeds, session  # noqa: E402
 
 
 def main():
@@ -36,18 +35,14 @@ def main():
         return
     for _, logit in pairs:
         m.graph.output.append(h.make_tensor_value_info(logit, onnx.TensorProto.FLOAT, None))
-    here = os.path.dirname(os.path.abspath(__file__))
-    with tempfile.TemporaryDirectory() as tmp:
-        mp = os.path.join(tmp, "model.onnx")
-        onnx.save(m, mp)
-        env = dict(os.environ, ORT_DISABLE_TELEMETRY="1")
-        subprocess.run(["node", os.path.join(here, "ort_run.js"), mp, os.path.join(tmp, "out")] + inputs,
-                       check=True, env=env)
-        for out, logit in pairs:
-            x = np.load(os.path.join(tmp, "out", sanitize(logit) + ".npy")).astype(np.float64)
-            y = (1.0 / (1.0 + np.exp(-x))).astype(np.float32)
-            np.save(os.path.join(outdir, sanitize(out) + ".npy"), y)
-            print(out)
+    sess = session(m.SerializeToString())
+    got = dict(zip([o.name for o in sess.get_outputs()],
+                   sess.run(None, parse_feeds(inputs))))
+    for out, logit in pairs:
+        x = np.asarray(got[logit]).astype(np.float64)
+        y = (1.0 / (1.0 + np.exp(-x))).astype(np.float32)
+        np.save(os.path.join(outdir, sanitize(out) + ".npy"), y)
+        print(out)
 
 
 if __name__ == "__main__":

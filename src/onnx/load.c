@@ -78,7 +78,9 @@ static tdm_status tensor_type(onnx_ctx *c, int32_t elem, const Onnx__TensorShape
         t->dims[i].v = -1;
         t->dims[i].sym = NULL;
         if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE) {
-            if (d->dim_value < 0)
+            /* -1 is how some exporters (PaddlePaddle's paddle2onnx among
+             * them) write a dynamic dimension; onnxruntime reads it so. */
+            if (d->dim_value < -1)
                 return err_set(c->e, TDM_E_MODEL, "%s: %s has a negative dimension (%lld at axis %d)", c->fname, what,
                                (long long)d->dim_value, i);
             t->dims[i].v = d->dim_value;

@@ -1,11 +1,13 @@
 #!/bin/sh
 # Runs one model of the test set on tandem and compares its outputs with
 # onnxruntime's (the oracle), using the inputs scripts/refs.sh generated.
-#   run_model.sh TANDEM_BINARY CACHE_DIR MODEL [extra tandem run options…]
+#   run_model.sh TANDEM_BINARY CACHE_DIR CASE [extra tandem run options…]
+# CASE is MODEL (realistic inputs) or MODEL.random (uniform random inputs).
 set -eu
-tandem=$1 cache=$2 model=$3
+tandem=$1 cache=$2 case_name=$3
 shift 3
-refs="$cache/refs/$model"
+model=${case_name%.random}
+refs="$cache/refs/$case_name"
 if [ ! -f "$cache/models/$model.onnx" ] || [ ! -f "$refs/inputs.txt" ]; then
     echo "run_model: $refs is missing: run 'make data' (scripts/refs.sh) first" >&2
     exit 1
@@ -18,4 +20,4 @@ while IFS= read -r line; do
 done < "$refs/inputs.txt"
 # shellcheck disable=SC2086
 "$tandem" run "$cache/models/$model.onnx" $args --output-dir "$out/got" "$@"
-/usr/bin/python3 "$(dirname "$0")/compare.py" "$out/got" "$refs/outputs"
+/usr/bin/python3 "$(dirname "$0")/compare.py" "$out/got" "$refs/outputs" "$refs/outputs64"
