@@ -53,5 +53,15 @@ install:
 	@MAKEFLAGS= cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD)
 
+# `make install` (PREFIX, default /usr/local; DESTDIR): libtandem.so and .a,
+# the headers, tandem.pc, the CMake package (find_package(tandem)), the CLI,
+# its man page and the Python package.
+PREFIX ?= /usr/local
+.PHONY: install
+install:
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS) >/dev/null
+	@MAKEFLAGS= cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
+	@DESTDIR="$(DESTDIR)" cmake --install $(BUILD)
+
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -46,7 +46,7 @@ typedef enum tdm_reason {
 #define TDM_REASON_COUNT 11
 
 /* "OK", "OP_UNSUPPORTED", …; "UNKNOWN" for other values. */
-const char *tdm_reason_str(tdm_reason reason);
+TDM_API const char *tdm_reason_str(tdm_reason reason);
 
 /* A tensor as a device sees it. dims has rank entries; a dimension < 0 is
  * unknown (dynamic). data is non-NULL only for constants (initializers),

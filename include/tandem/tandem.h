@@ -23,7 +23,33 @@
 extern "C" {
 #endif
 
+/* The version of this header. The library's own is tdm_version(); a
+ * program built against one header and run with another shared library
+ * can compare the two. MAJOR is the shared library's SONAME number. */
+#define TDM_VERSION_MAJOR 0
+#define TDM_VERSION_MINOR 1
+#define TDM_VERSION_PATCH 0
 #define TDM_VERSION_STRING "0.1.0"
+/* MAJOR * 10000 + MINOR * 100 + PATCH. */
+#define TDM_VERSION_NUMBER (TDM_VERSION_MAJOR * 10000 + TDM_VERSION_MINOR * 100 + TDM_VERSION_PATCH)
+
+/* TDM_API marks what libtandem.so exports: the library is compiled with
+ * hidden visibility, so only the declarations below are visible to
+ * programs and to Python. Define TDM_API yourself to override. */
+#ifndef TDM_API
+#if defined(_WIN32) || defined(__CYGWIN__)
+#define TDM_API
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define TDM_API __attribute__((visibility("default")))
+#else
+#define TDM_API
+#endif
+#endif
+
+/* The library's version, "MAJOR.MINOR.PATCH" (static), and the same as
+ * MAJOR * 10000 + MINOR * 100 + PATCH. */
+TDM_API const char *tdm_version(void);
+TDM_API int tdm_version_number(void);
 
 /* Status codes. The numbers are part of the ABI: never reused, never
  * renumbered; new codes are appended. */
@@ -42,7 +68,7 @@ typedef enum tdm_status {
 } tdm_status;
 
 /* A static string naming the status ("TDM_E_MODEL"); never NULL. */
-const char *tdm_status_str(tdm_status status);
+TDM_API const char *tdm_status_str(tdm_status status);
 
 /* Element types, numbered as ONNX's TensorProto.DataType. */
 typedef enum tdm_dtype {
@@ -75,11 +101,11 @@ typedef enum tdm_dtype {
 
 /* Lower-case ONNX-style name of an element type ("float", "int64", …);
  * "undefined" for unknown values. */
-const char *tdm_dtype_name(tdm_dtype dtype);
+TDM_API const char *tdm_dtype_name(tdm_dtype dtype);
 
 /* Bytes per element; 0 for STRING and UNDEFINED; 1 for the 4-bit types
  * (tandem stores one 4-bit value per byte). */
-size_t tdm_dtype_size(tdm_dtype dtype);
+TDM_API size_t tdm_dtype_size(tdm_dtype dtype);
 
 /* ---------------------------------------------------------------- context */
 
@@ -88,12 +114,12 @@ size_t tdm_dtype_size(tdm_dtype dtype);
  * thread, or serialise calls. */
 typedef struct tdm_ctx tdm_ctx;
 
-tdm_status tdm_ctx_create(tdm_ctx **out);
-void tdm_ctx_destroy(tdm_ctx *ctx);
+TDM_API tdm_status tdm_ctx_create(tdm_ctx **out);
+TDM_API void tdm_ctx_destroy(tdm_ctx *ctx);
 
 /* The sentence describing the last failure of a call made with ctx, or ""
  * when the last call succeeded. Owned by ctx; valid until the next call. */
-const char *tdm_ctx_error(const tdm_ctx *ctx);
+TDM_API const char *tdm_ctx_error(const tdm_ctx *ctx);
 
 /* ------------------------------------------------------------------ values */
 
@@ -110,52 +136,52 @@ typedef struct tdm_tensor tdm_tensor;
 /* Creates a tensor of the given type and shape with zeroed contents
  * (empty strings for TDM_STRING). rank may be 0 (a scalar); dims may be
  * NULL when rank is 0. */
-tdm_status tdm_tensor_create(tdm_dtype dtype, int rank, const int64_t *dims, tdm_tensor **out);
+TDM_API tdm_status tdm_tensor_create(tdm_dtype dtype, int rank, const int64_t *dims, tdm_tensor **out);
 
 /* Creates an empty sequence whose items will have elem_dtype. */
-tdm_status tdm_sequence_create(tdm_dtype elem_dtype, tdm_tensor **out);
+TDM_API tdm_status tdm_sequence_create(tdm_dtype elem_dtype, tdm_tensor **out);
 
 /* Creates an absent optional value. */
-tdm_status tdm_none_create(tdm_tensor **out);
+TDM_API tdm_status tdm_none_create(tdm_tensor **out);
 
 /* Appends item to seq; seq takes ownership of item, also on failure. */
-tdm_status tdm_sequence_append(tdm_tensor *seq, tdm_tensor *item);
+TDM_API tdm_status tdm_sequence_append(tdm_tensor *seq, tdm_tensor *item);
 
 /* A deep copy. */
-tdm_status tdm_tensor_clone(const tdm_tensor *t, tdm_tensor **out);
+TDM_API tdm_status tdm_tensor_clone(const tdm_tensor *t, tdm_tensor **out);
 
-void tdm_tensor_destroy(tdm_tensor *t);
+TDM_API void tdm_tensor_destroy(tdm_tensor *t);
 
-tdm_kind tdm_tensor_kind(const tdm_tensor *t);
-tdm_dtype tdm_tensor_dtype(const tdm_tensor *t);
-int tdm_tensor_rank(const tdm_tensor *t);
-const int64_t *tdm_tensor_dims(const tdm_tensor *t);
+TDM_API tdm_kind tdm_tensor_kind(const tdm_tensor *t);
+TDM_API tdm_dtype tdm_tensor_dtype(const tdm_tensor *t);
+TDM_API int tdm_tensor_rank(const tdm_tensor *t);
+TDM_API const int64_t *tdm_tensor_dims(const tdm_tensor *t);
 /* Number of elements (product of dims). */
-size_t tdm_tensor_count(const tdm_tensor *t);
+TDM_API size_t tdm_tensor_count(const tdm_tensor *t);
 /* Bytes of element data; 0 for strings, sequences and none. */
-size_t tdm_tensor_nbytes(const tdm_tensor *t);
+TDM_API size_t tdm_tensor_nbytes(const tdm_tensor *t);
 /* Element data, C order. For TDM_STRING it is an array of `char *`
  * (NUL-terminated, owned by the tensor; replace with tdm_tensor_set_string). */
-void *tdm_tensor_data(tdm_tensor *t);
-const void *tdm_tensor_cdata(const tdm_tensor *t);
+TDM_API void *tdm_tensor_data(tdm_tensor *t);
+TDM_API const void *tdm_tensor_cdata(const tdm_tensor *t);
 /* Sets element i of a string tensor to a copy of the len bytes at s. */
-tdm_status tdm_tensor_set_string(tdm_tensor *t, size_t i, const char *s, size_t len);
+TDM_API tdm_status tdm_tensor_set_string(tdm_tensor *t, size_t i, const char *s, size_t len);
 
-size_t tdm_sequence_length(const tdm_tensor *seq);
+TDM_API size_t tdm_sequence_length(const tdm_tensor *seq);
 /* Borrowed; owned by seq. */
-const tdm_tensor *tdm_sequence_item(const tdm_tensor *seq, size_t i);
+TDM_API const tdm_tensor *tdm_sequence_item(const tdm_tensor *seq, size_t i);
 
 /* Reads a value from a file: `.npy` (NumPy format 1.0–3.0, C order) or an
  * ONNX protobuf (`.pb`) holding a TensorProto, SequenceProto or
  * OptionalProto. `expect` may be NULL; when it names a kind, a .pb file is
  * decoded as that kind of message. Errors name the file and the field. */
-tdm_status tdm_value_load(tdm_ctx *ctx, const char *path, const tdm_kind *expect, tdm_tensor **out);
+TDM_API tdm_status tdm_value_load(tdm_ctx *ctx, const char *path, const tdm_kind *expect, tdm_tensor **out);
 
 /* Writes a tensor as `.npy`. bfloat16 is written as uint16 bits, float8 and
  * 4-bit types as uint8/int8, strings as fixed-width unicode ('<U…').
  * The file is written to a temporary name and renamed, so a failure leaves
  * nothing behind; an existing file is replaced only when overwrite != 0. */
-tdm_status tdm_tensor_save_npy(tdm_ctx *ctx, const tdm_tensor *t, const char *path, int overwrite);
+TDM_API tdm_status tdm_tensor_save_npy(tdm_ctx *ctx, const tdm_tensor *t, const char *path, int overwrite);
 
 /* ------------------------------------------------------------------ models */
 
@@ -164,14 +190,14 @@ typedef struct tdm_model tdm_model;
 /* Loads an ONNX model file. External data is resolved inside the model's
  * folder only. The model is validated (undefined inputs, cycles, duplicate
  * names, unknown operators, opsets) and its shapes inferred. */
-tdm_status tdm_model_load(tdm_ctx *ctx, const char *path, tdm_model **out);
+TDM_API tdm_status tdm_model_load(tdm_ctx *ctx, const char *path, tdm_model **out);
 
 /* Loads a model from memory. `name` is used in messages. External data is
  * refused (there is no folder to resolve it in). The bytes are not kept. */
-tdm_status tdm_model_load_memory(tdm_ctx *ctx, const void *data, size_t size, const char *name,
-                                 tdm_model **out);
+TDM_API tdm_status tdm_model_load_memory(tdm_ctx *ctx, const void *data, size_t size, const char *name,
+                                         tdm_model **out);
 
-void tdm_model_destroy(tdm_model *model);
+TDM_API void tdm_model_destroy(tdm_model *model);
 
 /* One dimension of a shape: value >= 0 when known; otherwise value is -1
  * and symbol names it (NULL when it has no name). */
@@ -206,90 +232,90 @@ typedef struct tdm_model_info {
     size_t flops_unknown;  /* such nodes whose shapes were not known */
 } tdm_model_info;
 
-tdm_status tdm_model_get_info(const tdm_model *model, tdm_model_info *out);
+TDM_API tdm_status tdm_model_get_info(const tdm_model *model, tdm_model_info *out);
 
-size_t tdm_model_opset_count(const tdm_model *model);
+TDM_API size_t tdm_model_opset_count(const tdm_model *model);
 /* domain is "" for ai.onnx. */
-tdm_status tdm_model_opset(const tdm_model *model, size_t i, const char **domain, int64_t *version);
+TDM_API tdm_status tdm_model_opset(const tdm_model *model, size_t i, const char **domain, int64_t *version);
 
-size_t tdm_model_metadata_count(const tdm_model *model);
-tdm_status tdm_model_metadata(const tdm_model *model, size_t i, const char **key, const char **value);
+TDM_API size_t tdm_model_metadata_count(const tdm_model *model);
+TDM_API tdm_status tdm_model_metadata(const tdm_model *model, size_t i, const char **key, const char **value);
 
 /* Operator histogram of the main graph, sorted by count (descending),
  * then op name. domain is "" for ai.onnx. */
-size_t tdm_model_op_type_count(const tdm_model *model);
-tdm_status tdm_model_op_type(const tdm_model *model, size_t i, const char **domain, const char **op_type,
-                             size_t *count);
+TDM_API size_t tdm_model_op_type_count(const tdm_model *model);
+TDM_API tdm_status tdm_model_op_type(const tdm_model *model, size_t i, const char **domain, const char **op_type,
+                                     size_t *count);
 
 /* Graph inputs (initializers excluded) and outputs. */
-size_t tdm_model_input_count(const tdm_model *model);
-tdm_status tdm_model_input(const tdm_model *model, size_t i, tdm_value_info *out);
-size_t tdm_model_output_count(const tdm_model *model);
-tdm_status tdm_model_output(const tdm_model *model, size_t i, tdm_value_info *out);
+TDM_API size_t tdm_model_input_count(const tdm_model *model);
+TDM_API tdm_status tdm_model_input(const tdm_model *model, size_t i, tdm_value_info *out);
+TDM_API size_t tdm_model_output_count(const tdm_model *model);
+TDM_API tdm_status tdm_model_output(const tdm_model *model, size_t i, tdm_value_info *out);
 
 /* ---------------------------------------------------------------- sessions */
 
 typedef struct tdm_session_options tdm_session_options;
 
-tdm_status tdm_session_options_create(tdm_session_options **out);
-void tdm_session_options_destroy(tdm_session_options *opts);
+TDM_API tdm_status tdm_session_options_create(tdm_session_options **out);
+TDM_API void tdm_session_options_destroy(tdm_session_options *opts);
 /* Worker threads for the CPU device; 0 means the default. */
-tdm_status tdm_session_options_set_threads(tdm_session_options *opts, int threads);
+TDM_API tdm_status tdm_session_options_set_threads(tdm_session_options *opts, int threads);
 /* Fixes a dynamic dimension of an input: dims has rank entries, -1 keeps
  * a dimension as it is. */
-tdm_status tdm_session_options_set_shape(tdm_session_options *opts, const char *input, int rank,
-                                         const int64_t *dims);
+TDM_API tdm_status tdm_session_options_set_shape(tdm_session_options *opts, const char *input, int rank,
+                                                 const int64_t *dims);
 
 typedef struct tdm_session tdm_session;
 
 /* Prepares model for running. opts may be NULL. The model must outlive the
  * session. */
-tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts,
-                              tdm_session **out);
-void tdm_session_destroy(tdm_session *session);
+TDM_API tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts,
+                                      tdm_session **out);
+TDM_API void tdm_session_destroy(tdm_session *session);
 
 /* The sentence describing the session's last failure, or "". */
-const char *tdm_session_error(const tdm_session *session);
+TDM_API const char *tdm_session_error(const tdm_session *session);
 
 /* Runs the model. inputs has tdm_model_input_count() entries in model input
  * order (NULL for an absent optional input); they are borrowed. outputs has
  * tdm_model_output_count() entries, each set to a new value the caller
  * destroys. On failure no output is set. */
-tdm_status tdm_session_run(tdm_session *session, const tdm_tensor *const *inputs, tdm_tensor **outputs);
+TDM_API tdm_status tdm_session_run(tdm_session *session, const tdm_tensor *const *inputs, tdm_tensor **outputs);
 
 /* ------------------------------------------- devices, plans and the ledger */
 
 /* Frees memory the library allocated for the caller (ledger JSON, plan
  * reports). NULL is a harmless no-op. */
-void tdm_free(void *p);
+TDM_API void tdm_free(void *p);
 
 /* Devices in priority order, comma-separated ("vnpu:edge-npu,cpu"):
  * `vnpu:PROFILE` (a shipped profile name or a .json path), a plugin's
  * name, `cpu`. cpu is implied last. NULL or "": every loaded plugin, then
  * cpu. A device that is unavailable makes tdm_session_create fail with
  * TDM_E_DEVICE. */
-tdm_status tdm_session_options_set_devices(tdm_session_options *opts, const char *list);
+TDM_API tdm_status tdm_session_options_set_devices(tdm_session_options *opts, const char *list);
 /* "op", "subgraph" (the default) or "graph". */
-tdm_status tdm_session_options_set_granularity(tdm_session_options *opts, const char *granularity);
+TDM_API tdm_status tdm_session_options_set_granularity(tdm_session_options *opts, const char *granularity);
 /* "allow" (the default), "deny" or "deny-compute". When never set, the
  * environment variable TANDEM_FALLBACK is read at planning time. */
-tdm_status tdm_session_options_set_fallback(tdm_session_options *opts, const char *policy);
+TDM_API tdm_status tdm_session_options_set_fallback(tdm_session_options *opts, const char *policy);
 /* Budget on the fallback ratio R in [0, 1]: the estimated time of the
  * nodes that fall back (nodes not on the first device and not pinned)
  * over the estimated time of all nodes; by node count when a device gives
  * no estimate for some node. Negative: no budget (the default). */
-tdm_status tdm_session_options_set_max_fallback_ratio(tdm_session_options *opts, double ratio);
+TDM_API tdm_status tdm_session_options_set_max_fallback_ratio(tdm_session_options *opts, double ratio);
 /* Budget on the bytes copied between devices per run (activations, graph
  * inputs and outputs; weight uploads are not counted). Negative: none. */
-tdm_status tdm_session_options_set_max_boundary_bytes(tdm_session_options *opts, int64_t bytes);
+TDM_API tdm_status tdm_session_options_set_max_boundary_bytes(tdm_session_options *opts, int64_t bytes);
 /* "OP_OR_NODE=DEVICE" (split at the last '='): nodes of that name, or
  * else of that op type, run on DEVICE with reason USER when DEVICE
  * supports them. May be given several times. */
-tdm_status tdm_session_options_add_pin(tdm_session_options *opts, const char *pin);
+TDM_API tdm_status tdm_session_options_add_pin(tdm_session_options *opts, const char *pin);
 /* Loads a device plugin (a shared library built against tandem/device.h)
  * from path when a session is created; the paths in the environment
  * variable TANDEM_PLUGINS (colon-separated) are loaded too. */
-tdm_status tdm_session_options_add_plugin(tdm_session_options *opts, const char *path);
+TDM_API tdm_status tdm_session_options_add_plugin(tdm_session_options *opts, const char *path);
 /* Elementwise fusion on plans that run wholly on cpu: the elementwise
  * nodes after a node (activations, Add/Mul/... with constants or a
  * residual) run inside it, their intermediates never stored.
@@ -301,7 +327,7 @@ tdm_status tdm_session_options_add_plugin(tdm_session_options *opts, const char 
 #define TDM_FUSION_OFF 0
 #define TDM_FUSION_ON 1
 #define TDM_FUSION_OBSERVED 2
-tdm_status tdm_session_options_set_fusion(tdm_session_options *opts, int mode);
+TDM_API tdm_status tdm_session_options_set_fusion(tdm_session_options *opts, int mode);
 
 /* A plan: every node of the model's main graph with its device, reason
  * code and the devices that rejected it; partitions, boundary copies,
@@ -317,11 +343,11 @@ typedef struct tdm_plan tdm_plan;
  * tdm_plan_violation(). Fails with TDM_E_DEVICE (a device unavailable),
  * TDM_E_USAGE (a bad option, pin or TANDEM_FALLBACK), TDM_E_UNSUPPORTED (a
  * node that no device can run, named). */
-tdm_status tdm_plan_create(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts, tdm_plan **out);
-void tdm_plan_destroy(tdm_plan *plan);
+TDM_API tdm_status tdm_plan_create(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts, tdm_plan **out);
+TDM_API void tdm_plan_destroy(tdm_plan *plan);
 
 /* The plan a session runs (owned by the session). */
-const tdm_plan *tdm_session_plan(const tdm_session *session);
+TDM_API const tdm_plan *tdm_session_plan(const tdm_session *session);
 
 /* Summary of a plan. Times are in milliseconds; negative when no device
  * gave an estimate. */
@@ -340,41 +366,41 @@ typedef struct tdm_plan_summary {
     double fallback_ratio;     /* as in tdm_session_options_set_max_fallback_ratio */
 } tdm_plan_summary;
 
-tdm_status tdm_plan_get_summary(const tdm_plan *plan, tdm_plan_summary *out);
+TDM_API tdm_status tdm_plan_get_summary(const tdm_plan *plan, tdm_plan_summary *out);
 
 /* Devices of the plan in priority order (cpu last), and how many nodes
  * each runs. */
-size_t tdm_plan_device_count(const tdm_plan *plan);
-const char *tdm_plan_device_name(const tdm_plan *plan, size_t i);
-size_t tdm_plan_device_nodes(const tdm_plan *plan, size_t i);
+TDM_API size_t tdm_plan_device_count(const tdm_plan *plan);
+TDM_API const char *tdm_plan_device_name(const tdm_plan *plan, size_t i);
+TDM_API size_t tdm_plan_device_nodes(const tdm_plan *plan, size_t i);
 
 /* Node i (graph order) of the plan: name, op type, device, reason code
  * name and detail sentence ("" when none). Any out pointer may be NULL. */
-size_t tdm_plan_node_count(const tdm_plan *plan);
-tdm_status tdm_plan_node(const tdm_plan *plan, size_t i, const char **name, const char **op_type, const char **device,
-                         const char **reason, const char **detail);
+TDM_API size_t tdm_plan_node_count(const tdm_plan *plan);
+TDM_API tdm_status tdm_plan_node(const tdm_plan *plan, size_t i, const char **name, const char **op_type, const char **device,
+                                 const char **reason, const char **detail);
 
 /* The policy's verdict: "" when the plan is within the fallback policy and
  * budgets, else one sentence. Each violation names a node ("" for a graph
  * output copied to the host), its reason code name and a sentence; the
  * list holds EVERY offending node, in execution order. */
-const char *tdm_plan_policy_error(const tdm_plan *plan);
-size_t tdm_plan_violation_count(const tdm_plan *plan);
-tdm_status tdm_plan_violation(const tdm_plan *plan, size_t i, const char **node, const char **reason,
-                              const char **detail);
+TDM_API const char *tdm_plan_policy_error(const tdm_plan *plan);
+TDM_API size_t tdm_plan_violation_count(const tdm_plan *plan);
+TDM_API tdm_status tdm_plan_violation(const tdm_plan *plan, size_t i, const char **node, const char **reason,
+                                      const char **detail);
 
 /* The ledger (DESIGN.md "The ledger") as one JSON document; *json is
  * freed with tdm_free(). The session's ledger adds "run": the figures of
  * its last completed run (copies, bytes, device fallbacks reported by
  * plugins). */
-tdm_status tdm_plan_ledger_json(const tdm_plan *plan, char **json);
-tdm_status tdm_session_ledger_json(tdm_session *session, char **json);
+TDM_API tdm_status tdm_plan_ledger_json(const tdm_plan *plan, char **json);
+TDM_API tdm_status tdm_session_ledger_json(tdm_session *session, char **json);
 
 /* The readable report `tandem plan` prints: partitions, nodes per device,
  * every fallback node with its reason, boundary tensors and bytes,
  * estimated time per device (marked modeled where it is). Freed with
  * tdm_free(). */
-tdm_status tdm_plan_report(const tdm_plan *plan, char **text);
+TDM_API tdm_status tdm_plan_report(const tdm_plan *plan, char **text);
 
 /* Threads. A session may be run from several threads at once: each
  * tdm_session_run keeps its state to itself, and the plan and devices are
@@ -384,7 +410,7 @@ tdm_status tdm_plan_report(const tdm_plan *plan, char **text);
  * sentence is written under a lock by whichever run failed last; while
  * other threads may be running the session, read it with
  * tdm_session_error_copy() rather than tdm_session_error(). */
-tdm_status tdm_session_error_copy(const tdm_session *session, char *buf, size_t size);
+TDM_API tdm_status tdm_session_error_copy(const tdm_session *session, char *buf, size_t size);
 
 /* What the devices tandem knows are: available here, or why not. */
 typedef struct tdm_device_info {
@@ -402,10 +428,10 @@ typedef struct tdm_device_list tdm_device_list;
 
 /* Lists cpu, every shipped vnpu profile, opencl, and the plugins of
  * plugin_paths (and TANDEM_PLUGINS). */
-tdm_status tdm_devices_query(tdm_ctx *ctx, const char *const *plugin_paths, size_t n_plugins, tdm_device_list **out);
-size_t tdm_device_list_count(const tdm_device_list *list);
-tdm_status tdm_device_list_get(const tdm_device_list *list, size_t i, tdm_device_info *out);
-void tdm_device_list_destroy(tdm_device_list *list);
+TDM_API tdm_status tdm_devices_query(tdm_ctx *ctx, const char *const *plugin_paths, size_t n_plugins, tdm_device_list **out);
+TDM_API size_t tdm_device_list_count(const tdm_device_list *list);
+TDM_API tdm_status tdm_device_list_get(const tdm_device_list *list, size_t i, tdm_device_info *out);
+TDM_API void tdm_device_list_destroy(tdm_device_list *list);
 
 
 /* ------------------------------------------- observation and diagnostics */
@@ -455,7 +481,7 @@ typedef void (*tdm_observer_fn)(void *user, const tdm_event *event);
 
 /* Registers fn (NULL: none, the default; nothing is timed then) to observe
  * every run of session. Not to be called while the session runs. */
-tdm_status tdm_session_set_observer(tdm_session *session, tdm_observer_fn fn, void *user);
+TDM_API tdm_status tdm_session_set_observer(tdm_session *session, tdm_observer_fn fn, void *user);
 
 /* Counters for embedders, fed by tdm_metrics_observe (a tdm_observer_fn
  * whose user pointer is the tdm_metrics), thread-safe. */
@@ -468,25 +494,25 @@ typedef struct tdm_metrics_summary {
     uint64_t nodes_by_reason[16]; /* by tdm_reason number (tandem/device.h) */
 } tdm_metrics_summary;
 
-tdm_status tdm_metrics_create(tdm_metrics **out);
-void tdm_metrics_destroy(tdm_metrics *metrics);
-void tdm_metrics_observe(void *metrics, const tdm_event *event);
-tdm_status tdm_metrics_get(const tdm_metrics *metrics, tdm_metrics_summary *out);
+TDM_API tdm_status tdm_metrics_create(tdm_metrics **out);
+TDM_API void tdm_metrics_destroy(tdm_metrics *metrics);
+TDM_API void tdm_metrics_observe(void *metrics, const tdm_event *event);
+TDM_API tdm_status tdm_metrics_get(const tdm_metrics *metrics, tdm_metrics_summary *out);
 /* Busy nanoseconds and node count of device i (i < count), by name. */
-size_t tdm_metrics_device_count(const tdm_metrics *metrics);
-tdm_status tdm_metrics_device(const tdm_metrics *metrics, size_t i, const char **name, uint64_t *busy_ns,
-                              uint64_t *nodes);
+TDM_API size_t tdm_metrics_device_count(const tdm_metrics *metrics);
+TDM_API tdm_status tdm_metrics_device(const tdm_metrics *metrics, size_t i, const char **name, uint64_t *busy_ns,
+                                      uint64_t *nodes);
 /* The dataflow of node i of a plan (tdm_plan_node order), for drawing
  * it: how many inputs and outputs it has, and the value name of each ("" for
  * an absent optional input). NULL when out of range. */
-size_t tdm_plan_node_input_count(const tdm_plan *plan, size_t i);
-size_t tdm_plan_node_output_count(const tdm_plan *plan, size_t i);
-const char *tdm_plan_node_input(const tdm_plan *plan, size_t i, size_t k);
-const char *tdm_plan_node_output(const tdm_plan *plan, size_t i, size_t k);
+TDM_API size_t tdm_plan_node_input_count(const tdm_plan *plan, size_t i);
+TDM_API size_t tdm_plan_node_output_count(const tdm_plan *plan, size_t i);
+TDM_API const char *tdm_plan_node_input(const tdm_plan *plan, size_t i, size_t k);
+TDM_API const char *tdm_plan_node_output(const tdm_plan *plan, size_t i, size_t k);
 
 /* Minimal reproductions. Whether input k of node i is a constant of the
  * model (an initializer or folded value: kept inside the reproduction). */
-int tdm_plan_node_input_is_constant(const tdm_plan *plan, size_t i, size_t k);
+TDM_API int tdm_plan_node_input_is_constant(const tdm_plan *plan, size_t i, size_t k);
 /* Node i of plan as a one-node ONNX model (a serialized ModelProto): the
  * node with its attributes, its constant inputs as initializers, its other
  * inputs as graph inputs typed and shaped as inputs[k] (NULL entries or a
@@ -494,15 +520,15 @@ int tdm_plan_node_input_is_constant(const tdm_plan *plan, size_t i, size_t k);
  * the opset of its domain. Nodes with subgraph, sparse or type attributes
  * are refused (TDM_E_UNSUPPORTED). *bytes is freed with tdm_free(); on
  * failure one sentence goes to why (may be NULL). */
-tdm_status tdm_plan_extract_node(const tdm_plan *plan, size_t i, const tdm_tensor *const *inputs, void **bytes,
-                                 size_t *size, char *why, size_t why_size);
+TDM_API tdm_status tdm_plan_extract_node(const tdm_plan *plan, size_t i, const tdm_tensor *const *inputs, void **bytes,
+                                         size_t *size, char *why, size_t why_size);
 /* A tensor as a serialized ONNX TensorProto named name (raw_data, or
  * string_data for strings; 4-bit types are refused). Freed with tdm_free(). */
-tdm_status tdm_tensor_to_proto(const tdm_tensor *t, const char *name, void **bytes, size_t *size);
+TDM_API tdm_status tdm_tensor_to_proto(const tdm_tensor *t, const char *name, void **bytes, size_t *size);
 
 /* The counters in Prometheus text exposition format (version 0.0.4),
  * metric names prefixed "tandem_"; *text is freed with tdm_free(). */
-tdm_status tdm_metrics_prometheus(const tdm_metrics *metrics, char **text);
+TDM_API tdm_status tdm_metrics_prometheus(const tdm_metrics *metrics, char **text);
 
 /* ------------------------------------------- calibration and adaptation */
 
@@ -516,18 +542,18 @@ tdm_status tdm_metrics_prometheus(const tdm_metrics *metrics, char **text);
  * each node with done < total and once with done == total. *json is freed
  * with tdm_free(). */
 typedef void (*tdm_progress_fn)(void *user, size_t done, size_t total, const char *what);
-tdm_status tdm_calibrate(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts,
-                         const tdm_tensor *const *inputs, int repeat, tdm_progress_fn progress, void *user,
-                         char **json);
+TDM_API tdm_status tdm_calibrate(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts,
+                                 const tdm_tensor *const *inputs, int repeat, tdm_progress_fn progress, void *user,
+                                 char **json);
 
 /* The precision trigger: with a calibration file, a device refuses a node
  * whose calibrated error is outside the thresholds (reason PRECISION, with
  * the figures), including the node where error accumulated along a chain
  * crosses them; measured times replace the devices' estimates. */
-tdm_status tdm_session_options_set_calibration(tdm_session_options *opts, const char *path);
+TDM_API tdm_status tdm_session_options_set_calibration(tdm_session_options *opts, const char *path);
 /* min_cosine (default 0.99; 0..1) and max_abs (< 0: no limit, the
  * default). */
-tdm_status tdm_session_options_set_precision(tdm_session_options *opts, double min_cosine, double max_abs);
+TDM_API tdm_status tdm_session_options_set_precision(tdm_session_options *opts, double min_cosine, double max_abs);
 
 /* The circuit breaker of a long-lived session (off by default: faults 0).
  * A run that hits a device fault (TDM_E_DEVICE) is re-executed at once on
@@ -535,8 +561,8 @@ tdm_status tdm_session_options_set_precision(tdm_session_options *opts, double m
  * outputs; `faults` such faults within window_ms send every run to that
  * plan; after cooldown_ms one run probes the devices again (half-open):
  * success closes the breaker, a fault re-opens it. */
-tdm_status tdm_session_options_set_breaker(tdm_session_options *opts, int faults, double window_ms,
-                                           double cooldown_ms);
+TDM_API tdm_status tdm_session_options_set_breaker(tdm_session_options *opts, int faults, double window_ms,
+                                                   double cooldown_ms);
 /* Re-planning with measured costs (off by default: slow_ratio 0). Per run,
  * each partition on a non-cpu device is timed (the device's timer, a
  * simulated device's model, else wall time); one at >= slow_ratio (>= 1,
@@ -547,7 +573,7 @@ tdm_status tdm_session_options_set_breaker(tdm_session_options *opts, int faults
  * re-plan per min_runs runs. Each decision is recorded with its figures
  * (tdm_session_adaptation_json "decisions"; the adopted plan's ledger
  * "replan") and emitted as TDM_EVENT_REPLAN. */
-tdm_status tdm_session_options_set_adaptation(tdm_session_options *opts, double slow_ratio, int runs, int min_runs);
+TDM_API tdm_status tdm_session_options_set_adaptation(tdm_session_options *opts, double slow_ratio, int runs, int min_runs);
 /* Plans cached per input-shape signature (0: off, the default): each run's
  * input shapes select a plan made for them (the model specialized to those
  * shapes, as with set_shape), the `size` least recently used kept. A new
@@ -555,13 +581,13 @@ tdm_status tdm_session_options_set_adaptation(tdm_session_options *opts, double 
  * reported as a shape-dependent fallback (which nodes moved, from and to
  * which device, why) in the adaptation JSON and as TDM_EVENT_REPLAN. Needs
  * a model loaded from a file. */
-tdm_status tdm_session_options_set_plan_cache(tdm_session_options *opts, int size);
+TDM_API tdm_status tdm_session_options_set_plan_cache(tdm_session_options *opts, int size);
 /* The breaker's state and counters (runs, faults, re-executed runs, opens,
  * probes) and the cpu plan's ledger once built, the re-planning decisions
  * and the plan cache (entries, hits, shape-dependent fallbacks), as JSON;
  * tdm_free(). With the breaker, re-planning or the plan cache on,
  * tdm_session_ledger_json includes the same object as "adaptation". */
-tdm_status tdm_session_adaptation_json(tdm_session *session, char **json);
+TDM_API tdm_status tdm_session_adaptation_json(tdm_session *session, char **json);
 
 #ifdef __cplusplus
 }
