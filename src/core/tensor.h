@@ -67,6 +67,10 @@ tensor_aux *tensor_aux_attach(const tdm_tensor *t, tensor_aux *a);
 #define DT_INTS (DT_SINTS | DT_UINTS)
 #define DT_NUMERIC (DT_FLOATS | DT_INTS)
 #define DT_ALL (DT_NUMERIC | DT_BIT(TDM_BOOL) | DT_BIT(TDM_STRING))
+/* float8 and 4-bit integers: the ops that take them say so (Cast, CastLike,
+ * QuantizeLinear, DequantizeLinear and the data movers) */
+#define DT_F8_I4 (DT_BIT(TDM_FLOAT8E4M3FN) | DT_BIT(TDM_FLOAT8E4M3FNUZ) | DT_BIT(TDM_FLOAT8E5M2) | \
+                  DT_BIT(TDM_FLOAT8E5M2FNUZ) | DT_BIT(TDM_INT4) | DT_BIT(TDM_UINT4))
 
 int dtype_is_float(tdm_dtype dt);     /* float, double, float16, bfloat16 */
 int dtype_is_int(tdm_dtype dt);       /* signed or unsigned integer */

@@ -329,6 +329,15 @@ BK(k_shr_u64, uint64_t, uint64_t, uint64_t, y >= 64 ? 0u : x >> y)
 BK(k_and_b, uint8_t, uint8_t, uint8_t, (x != 0) & (y != 0))
 BK(k_or_b, uint8_t, uint8_t, uint8_t, (x != 0) | (y != 0))
 BK(k_xor_b, uint8_t, uint8_t, uint8_t, (x != 0) ^ (y != 0))
+/* BitwiseAnd/Or/Xor: the integers' bits, one kernel per element width */
+#define BITWISE_KS(W)                                                                                         \
+    BK(k_band_u##W, uint##W##_t, uint##W##_t, uint##W##_t, x & y)                                             \
+    BK(k_bor_u##W, uint##W##_t, uint##W##_t, uint##W##_t, x | y)                                              \
+    BK(k_bxor_u##W, uint##W##_t, uint##W##_t, uint##W##_t, x ^ y)
+BITWISE_KS(8)
+BITWISE_KS(16)
+BITWISE_KS(32)
+BITWISE_KS(64)
 typedef const char *cstr;
 BK(k_eq_str, cstr, cstr, uint8_t, strcmp(x ? x : "", y ? y : "") == 0)
 
@@ -366,7 +375,7 @@ static void k_square_f32(const void *const *in, const int *s, void *vo, size_t n
 
 enum bkind {
     B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MOD, B_FMOD, B_MAX, B_MIN, B_PRELU,
-    B_EQ, B_LT, B_GT, B_LE, B_GE, B_SHL, B_SHR, B_AND, B_OR, B_XOR, B_COUNT
+    B_EQ, B_LT, B_GT, B_LE, B_GE, B_SHL, B_SHR, B_AND, B_OR, B_XOR, B_BAND, B_BOR, B_BXOR, B_COUNT
 };
 
 #define KROW(k) {k##_f32, k##_f64, k##_i64, k##_u64}
@@ -464,6 +473,16 @@ static tdm_status binary_run(op_ctx *ctx, int k)
                            tdm_dtype_name(a->dtype), tdm_dtype_name(b->dtype));
         f = k == B_AND ? k_and_b : k == B_OR ? k_or_b : k_xor_b;
         raw = 1;
+    } else if (k == B_BAND || k == B_BOR || k == B_BXOR) {
+        static const kfn bk[3][4] = {{k_band_u8, k_band_u16, k_band_u32, k_band_u64},
+                                     {k_bor_u8, k_bor_u16, k_bor_u32, k_bor_u64},
+                                     {k_bxor_u8, k_bxor_u16, k_bxor_u32, k_bxor_u64}};
+        size_t es = tdm_dtype_size(a->dtype);
+        if (a->dtype != b->dtype || !dtype_is_int(a->dtype))
+            return op_fail(ctx, TDM_E_UNSUPPORTED, "%s takes two integer inputs of one type, not %s and %s", opn,
+                           tdm_dtype_name(a->dtype), tdm_dtype_name(b->dtype));
+        f = bk[k - B_BAND][es == 1 ? 0 : es == 2 ? 1 : es == 4 ? 2 : 3];
+        raw = 1;
     } else {
         if (a->dtype != b->dtype)
             return op_fail(ctx, TDM_E_RUNTIME, "%s inputs have different element types, %s and %s", opn,
@@ -554,6 +573,9 @@ tdm_status op_run_Pow(op_ctx *ctx) { return binary_run(ctx, B_POW); }
 tdm_status op_run_And(op_ctx *ctx) { return binary_run(ctx, B_AND); }
 tdm_status op_run_Or(op_ctx *ctx) { return binary_run(ctx, B_OR); }
 tdm_status op_run_Xor(op_ctx *ctx) { return binary_run(ctx, B_XOR); }
+tdm_status op_run_BitwiseAnd(op_ctx *ctx) { return binary_run(ctx, B_BAND); }
+tdm_status op_run_BitwiseOr(op_ctx *ctx) { return binary_run(ctx, B_BOR); }
+tdm_status op_run_BitwiseXor(op_ctx *ctx) { return binary_run(ctx, B_BXOR); }
 tdm_status op_run_Equal(op_ctx *ctx) { return binary_run(ctx, B_EQ); }
 tdm_status op_run_Less(op_ctx *ctx) { return binary_run(ctx, B_LT); }
 tdm_status op_run_Greater(op_ctx *ctx) { return binary_run(ctx, B_GT); }

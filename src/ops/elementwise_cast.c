@@ -340,20 +340,140 @@ static void to_bf16_trunc(const tdm_tensor *x, uint16_t *o)
     }
 }
 
+/* ---- float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) and 4-bit integers ----
+ * Cast from version 19 (float8, 'saturate') and 21 (int4/uint4), as the
+ * ONNX reference computes them with ml_dtypes: round to nearest even;
+ * NaN is 0x7F / 0x7E (e5m2) with the sign, or 0x80 in the fnuz types,
+ * which have no negative zero; with saturate, values beyond the largest
+ * (infinities too) become the largest, without, they become NaN (or
+ * infinity in e5m2, the one type that has it). 4-bit integers are held one
+ * per byte (int4 sign-extended); a value outside their range becomes 0. */
+
+typedef struct f8_fmt {
+    int mbits, bias, fnuz, has_inf;
+    double max;
+} f8_fmt;
+
+static int is_f8(tdm_dtype dt)
+{
+    return dt == TDM_FLOAT8E4M3FN || dt == TDM_FLOAT8E4M3FNUZ || dt == TDM_FLOAT8E5M2 || dt == TDM_FLOAT8E5M2FNUZ;
+}
+
+static f8_fmt f8_format(tdm_dtype dt)
+{
+    switch (dt) {
+    case TDM_FLOAT8E4M3FNUZ: return (f8_fmt){3, 8, 1, 0, 240.0};
+    case TDM_FLOAT8E5M2: return (f8_fmt){2, 15, 0, 1, 57344.0};
+    case TDM_FLOAT8E5M2FNUZ: return (f8_fmt){2, 16, 1, 0, 57344.0};
+    default: return (f8_fmt){3, 7, 0, 0, 448.0};
+    }
+}
+
+static double f8_decode(uint8_t c, const f8_fmt *f)
+{
+    int ebits = 7 - f->mbits;
+    int sign = c >> 7, e = (c >> f->mbits) & ((1 << ebits) - 1), m = c & ((1 << f->mbits) - 1);
+    if (f->fnuz && c == 0x80)
+        return NAN;
+    if (!f->fnuz && !f->has_inf && (c & 0x7F) == 0x7F)
+        return NAN;
+    if (f->has_inf && e == (1 << ebits) - 1)
+        return m ? NAN : sign ? -INFINITY : INFINITY;
+    double v = e == 0 ? ldexp((double)m, 1 - f->bias - f->mbits)
+                      : ldexp(1.0 + ldexp((double)m, -f->mbits), e - f->bias);
+    return sign ? -v : v;
+}
+
+static uint8_t f8_encode(double x, const f8_fmt *f, int saturate)
+{
+    uint8_t sign = signbit(x) ? 0x80 : 0;
+    uint8_t nan = f->fnuz ? 0x80 : (uint8_t)(sign | (f->has_inf ? 0x7E : 0x7F));
+    uint8_t maxc = f->fnuz || f->has_inf ? (uint8_t)(sign | (f->has_inf ? 0x7B : 0x7F)) : (uint8_t)(sign | 0x7E);
+    if (x != x)
+        return nan;
+    double a = fabs(x);
+    if (isinf(a))
+        return saturate ? maxc : f->has_inf ? (uint8_t)(sign | 0x7C) : nan;
+    if (a == 0)
+        return f->fnuz ? 0 : sign;
+    int e2;
+    (void)frexp(a, &e2);
+    int emin = 1 - f->bias, E = e2 - 1 < emin ? emin : e2 - 1;
+    double r = rint(ldexp(a, f->mbits - E)); /* the default rounding: to nearest even */
+    if (r >= ldexp(1.0, f->mbits + 1)) {
+        E++;
+        r /= 2;
+    }
+    if (ldexp(r, E - f->mbits) > f->max)
+        return saturate ? maxc : f->has_inf ? (uint8_t)(sign | 0x7C) : nan;
+    unsigned mant = (unsigned)r, field = 0;
+    if (mant >= (1u << f->mbits)) {
+        field = (unsigned)(E + f->bias);
+        mant -= 1u << f->mbits;
+    }
+    uint8_t c = (uint8_t)(sign | (field << f->mbits) | mant);
+    return f->fnuz && c == 0x80 ? 0 : c;
+}
+
+/* Casts x to or from float8 / 4-bit integers through double. */
+static tdm_status cast_exotic(op_ctx *ctx, const tdm_tensor *x, tdm_tensor *y)
+{
+    int saturate = ctx->version >= 19 ? gr_attr_int(ctx->node, "saturate", 1) != 0 : 1;
+    f8_fmt fi = f8_format(x->dtype), fo = f8_format(y->dtype);
+    const uint8_t *b = x->data;
+    for (size_t i = 0; i < x->count; i++) {
+        double v;
+        if (is_f8(x->dtype))
+            v = f8_decode(b[i], &fi);
+        else if (x->dtype == TDM_INT4)
+            v = (double)(int8_t)b[i];
+        else if (x->dtype == TDM_UINT4)
+            v = (double)b[i];
+        else
+            v = tensor_get_f64(x, i);
+        if (is_f8(y->dtype)) {
+            ((uint8_t *)y->data)[i] = f8_encode(v, &fo, saturate);
+        } else if (y->dtype == TDM_INT4 || y->dtype == TDM_UINT4) {
+            double lo = y->dtype == TDM_INT4 ? -8 : 0, hi = y->dtype == TDM_INT4 ? 7 : 15;
+            double t = v != v || v < lo || v > hi ? 0 : trunc(v);
+            ((uint8_t *)y->data)[i] = (uint8_t)(int8_t)t;
+        } else {
+            double one = v;
+            float f = (float)v;
+            /* through the common loaders, from one double (exact for every source value) */
+            if (y->dtype == TDM_DOUBLE)
+                ((double *)y->data)[i] = one;
+            else if (dtype_is_float(y->dtype))
+                op_ew_store(&f, EW_F32, y->data, y->dtype, i, 1);
+            else
+                op_ew_store(&one, EW_F64, y->data, y->dtype, i, 1);
+        }
+    }
+    return TDM_OK;
+}
+
+static int is_exotic(tdm_dtype dt) { return is_f8(dt) || dt == TDM_INT4 || dt == TDM_UINT4; }
+
 static tdm_status cast_to(op_ctx *ctx, tdm_dtype to)
 {
     const tdm_tensor *x = ctx->in[0];
     if (!x || x->kind != TDM_KIND_TENSOR)
         return op_fail(ctx, TDM_E_RUNTIME, "input 0 must be a tensor");
     int numeric = DT_BIT(x->dtype) & (DT_NUMERIC | DT_BIT(TDM_BOOL));
-    if (!dtype_valid(to) || !((DT_ALL >> to) & 1))
+    int exotic = (is_exotic(to) || is_exotic(x->dtype)) && ctx->version >= 19;
+    if (!dtype_valid(to) || !(((DT_ALL >> to) & 1) || (exotic && is_exotic(to))))
         return op_fail(ctx, TDM_E_UNSUPPORTED, "cannot cast to element type %s", tdm_dtype_name(to));
-    if (!numeric && x->dtype != TDM_STRING)
+    if (!numeric && x->dtype != TDM_STRING && !(exotic && is_exotic(x->dtype)))
         return op_fail(ctx, TDM_E_UNSUPPORTED, "cannot cast from element type %s", tdm_dtype_name(x->dtype));
+    if (exotic && (to == TDM_STRING || x->dtype == TDM_STRING))
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "cannot cast between %s and %s", tdm_dtype_name(x->dtype),
+                       tdm_dtype_name(to));
     tdm_status st = op_out(ctx, 0, to, x->rank, x->dims);
     if (st)
         return st;
     tdm_tensor *y = ctx->out[0];
+    if (exotic && x->dtype != to)
+        return cast_exotic(ctx, x, y);
     if (to == TDM_STRING)
         return to_strings(ctx, x, y);
     if (x->dtype == TDM_STRING)
@@ -363,7 +483,9 @@ static tdm_status cast_to(op_ctx *ctx, tdm_dtype to)
             memcpy(y->data, x->data, x->nbytes);
         return TDM_OK;
     }
-    if (to == TDM_BFLOAT16 && (x->dtype == TDM_FLOAT || x->dtype == TDM_DOUBLE)) {
+    /* From version 19 the reference rounds to nearest even (ml_dtypes, as
+     * onnxruntime does), which the common store below does */
+    if (to == TDM_BFLOAT16 && (x->dtype == TDM_FLOAT || x->dtype == TDM_DOUBLE) && ctx->version < 19) {
         to_bf16_trunc(x, y->data);
         return TDM_OK;
     }

@@ -434,6 +434,22 @@ tdm_status op_run_Not(op_ctx *ctx)
     return TDM_OK;
 }
 
+tdm_status op_run_BitwiseNot(op_ctx *ctx)
+{
+    const tdm_tensor *x = ctx->n_in > 0 ? ctx->in[0] : NULL;
+    if (!x || x->kind != TDM_KIND_TENSOR || !dtype_is_int(x->dtype))
+        return op_fail(ctx, TDM_E_RUNTIME, "input 0 must be an integer tensor");
+    tdm_status st = op_out(ctx, 0, x->dtype, x->rank, x->dims);
+    if (st)
+        return st;
+    /* the complement of every byte is the complement of every element */
+    const uint8_t *a = x->data;
+    uint8_t *y = ctx->out[0]->data;
+    for (size_t i = 0; i < x->nbytes; i++)
+        y[i] = (uint8_t)~a[i];
+    return TDM_OK;
+}
+
 tdm_status op_infer_bool_same(op_infer_ctx *ctx)
 {
     op_infer_copy(ctx, 0, 0);

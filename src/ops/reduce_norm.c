@@ -440,6 +440,46 @@ done:
     return st;
 }
 
+/* ---- RMSNormalization (23): X / sqrt(mean(X^2 over axis..) + epsilon) * scale ---- */
+
+tdm_status op_run_RMSNormalization(op_ctx *ctx)
+{
+    tdm_status st = op_red_check(ctx, 0, DT_FLOATS);
+    if (st)
+        return st;
+    const tdm_tensor *x = ctx->in[0];
+    if (x->rank < 1)
+        return op_fail(ctx, TDM_E_RUNTIME, "input 0 ('X') must have rank 1 or more");
+    int axis;
+    if ((st = op_axis(ctx, gr_attr_int(ctx->node, "axis", -1), x->rank, "attribute 'axis'", &axis)))
+        return st;
+    double eps = gr_attr_float(ctx->node, "epsilon", 1e-5f);
+    size_t rows, cols;
+    if ((st = op_red_prod(ctx, x->dims, 0, axis, &rows)) || (st = op_red_prod(ctx, x->dims, axis, x->rank, &cols)))
+        return st;
+    double *sc = NULL, *xb = NULL;
+    if (ctx->n_in < 2 || !ctx->in[1]) {
+        st = op_fail(ctx, TDM_E_MODEL, "input 1 ('scale') is missing");
+        goto done;
+    }
+    if ((st = ln_param(ctx, 1, x, axis, cols, 1.0, &sc)) || (st = op_out(ctx, 0, x->dtype, x->rank, x->dims)) ||
+        (st = op_red_load_f64(ctx, x, &xb)))
+        goto done;
+    for (size_t r = 0; r < rows; r++) {
+        double *p = xb + r * cols, ss = 0;
+        for (size_t k = 0; k < cols; k++)
+            ss += p[k] * p[k];
+        double iv = 1.0 / sqrt(ss / (double)(cols ? cols : 1) + eps);
+        for (size_t k = 0; k < cols; k++)
+            p[k] = p[k] * iv * sc[k];
+    }
+    op_red_put_f64(ctx->out[0], 0, x->count, xb);
+done:
+    mem_free(sc);
+    mem_free(xb);
+    return st;
+}
+
 tdm_status op_infer_LayerNormalization(op_infer_ctx *ctx)
 {
     op_infer_copy(ctx, 0, 0);

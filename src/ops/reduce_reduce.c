@@ -263,7 +263,8 @@ static int64_t int_key_max(tdm_dtype dt)
     case TDM_INT8: return INT8_MAX;
     case TDM_INT16: return INT16_MAX;
     case TDM_INT32: return INT32_MAX;
-    case TDM_UINT8: case TDM_BOOL: return UINT8_MAX;
+    case TDM_UINT8: return UINT8_MAX;
+    case TDM_BOOL: return 1;
     case TDM_UINT16: return UINT16_MAX;
     case TDM_UINT32: return UINT32_MAX;
     default: return INT64_MAX;
@@ -328,15 +329,24 @@ static tdm_status reduce_i64(op_ctx *ctx, red_kind kind, const tdm_tensor *x, co
 
 /* ---- the run hook ---- */
 
+/* Axes come from input 1 in ReduceSum from version 13 and in every other
+ * reduction from version 18; before, from the 'axes' attribute. */
+static int red_axes_from_input(const char *op_type, int version)
+{
+    return version >= 18 || (version >= 13 && strcmp(op_type, "ReduceSum") == 0);
+}
+
 static tdm_status reduce_run(op_ctx *ctx, red_kind kind)
 {
-    tdm_status st = op_red_check(ctx, 0, DT_NUMERIC);
+    /* ReduceMax/ReduceMin take bool from version 20 (a widening: as 18) */
+    uint32_t mask = DT_NUMERIC | (kind == RK_MAX || kind == RK_MIN ? DT_BIT(TDM_BOOL) : 0);
+    tdm_status st = op_red_check(ctx, 0, mask);
     if (st)
         return st;
     const tdm_tensor *x = ctx->in[0];
     unsigned char red[TDM_MAX_RANK];
     int noop;
-    int axes_input = kind == RK_SUM && ctx->version >= 13;
+    int axes_input = red_axes_from_input(ctx->node->op_type, ctx->version);
     if ((st = red_axes(ctx, axes_input, x->rank, red, &noop)))
         return st;
     if (noop) {
@@ -364,7 +374,7 @@ static tdm_status reduce_run(op_ctx *ctx, red_kind kind)
     if ((st = op_out(ctx, 0, x->dtype, r, dims)))
         return st;
     tdm_tensor *y = ctx->out[0];
-    if (dtype_is_int(x->dtype) && kind != RK_MEAN && kind != RK_L2 && kind != RK_LOGSUM && kind != RK_LOGSUMEXP)
+    if ((dtype_is_int(x->dtype) || x->dtype == TDM_BOOL) && kind != RK_MEAN && kind != RK_L2 && kind != RK_LOGSUM && kind != RK_LOGSUMEXP)
         return reduce_i64(ctx, kind, x, red, y);
     if (x->dtype == TDM_FLOAT && kind != RK_PROD && kind != RK_LOGSUM && kind != RK_LOGSUMEXP && x->count > 0) {
         op_red_iter it;
@@ -402,7 +412,7 @@ tdm_status op_infer_reduce(op_infer_ctx *ctx)
     int noop = gr_attr_int(ctx->node, "noop_with_empty_axes", 0) != 0;
     unsigned char red[TDM_MAX_RANK];
     memset(red, 0, sizeof red);
-    int axes_input = strcmp(ctx->node->op_type, "ReduceSum") == 0 && ctx->version >= 13;
+    int axes_input = red_axes_from_input(ctx->node->op_type, ctx->version);
     int known = 1, n = 0;
     if (axes_input) {
         const tdm_tensor *a = ctx->n_in > 1 ? ctx->value[1] : NULL;

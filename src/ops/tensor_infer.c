@@ -429,6 +429,11 @@ tdm_status op_infer_Split(op_infer_ctx *ctx)
             o->dims[axis] = n == ctx->n_out && split[i] >= 0 ? known(split[i]) : UNK;
         else if (x->dims[axis].v >= 0 && ctx->n_out > 0 && x->dims[axis].v % ctx->n_out == 0)
             o->dims[axis] = known(x->dims[axis].v / ctx->n_out);
+        else if (x->dims[axis].v >= 0 && ctx->n_out > 0 && ctx->version >= 18) {
+            /* num_outputs: ceil(len / n) each, the rest to the last ones */
+            int64_t len = x->dims[axis].v, c = len / ctx->n_out + 1, before = c * i;
+            o->dims[axis] = known(before >= len ? 0 : len - before < c ? len - before : c);
+        }
         else
             o->dims[axis] = ctx->n_out == 1 ? x->dims[axis] : UNK;
     }

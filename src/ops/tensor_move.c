@@ -109,6 +109,19 @@ tdm_status op_run_Split(op_ctx *ctx)
                          (long long)len);
             goto done;
         }
+    } else if (ctx->version >= 18 && nout > 0) {
+        /* num_outputs parts of ceil(len / n); the last ones take what is left */
+        int64_t n_attr = gr_attr_int(ctx->node, "num_outputs", nout);
+        if (n_attr != nout) {
+            st = op_fail(ctx, TDM_E_RUNTIME, "'num_outputs' is %lld but the node has %d outputs", (long long)n_attr,
+                         nout);
+            goto done;
+        }
+        int64_t c = len / nout + (len % nout != 0), left = len;
+        for (int i = 0; i < nout; i++) {
+            parts[i] = left < c ? left : c;
+            left -= parts[i];
+        }
     } else {
         if (nout <= 0 || len % nout) {
             st = op_fail(ctx, TDM_E_RUNTIME, "axis of %lld cannot be split into %d equal parts", (long long)len, nout);
