@@ -361,20 +361,33 @@ static void ln_task(void *arg, size_t t)
     }
 }
 
-tdm_status op_run_LayerNormalization(op_ctx *ctx)
+/* What LayerNormalization and RMSNormalization share: X (float, rank >= 1),
+ * the axis, epsilon, and the rows before / columns from the axis. */
+static tdm_status norm_prelude(op_ctx *ctx, const tdm_tensor **xp, int *axis, double *eps, size_t *rows,
+                               size_t *cols)
 {
     tdm_status st = op_red_check(ctx, 0, DT_FLOATS);
     if (st)
         return st;
-    const tdm_tensor *x = ctx->in[0];
+    const tdm_tensor *x = *xp = ctx->in[0];
     if (x->rank < 1)
         return op_fail(ctx, TDM_E_RUNTIME, "input 0 ('X') must have rank 1 or more");
-    int axis;
-    if ((st = op_axis(ctx, gr_attr_int(ctx->node, "axis", -1), x->rank, "attribute 'axis'", &axis)))
+    if ((st = op_axis(ctx, gr_attr_int(ctx->node, "axis", -1), x->rank, "attribute 'axis'", axis)))
         return st;
-    double eps = gr_attr_float(ctx->node, "epsilon", 1e-5f);
+    *eps = gr_attr_float(ctx->node, "epsilon", 1e-5f);
+    if ((st = op_red_prod(ctx, x->dims, 0, *axis, rows)) || (st = op_red_prod(ctx, x->dims, *axis, x->rank, cols)))
+        return st;
+    return TDM_OK;
+}
+
+tdm_status op_run_LayerNormalization(op_ctx *ctx)
+{
+    const tdm_tensor *x;
+    int axis;
+    double eps;
     size_t rows, cols;
-    if ((st = op_red_prod(ctx, x->dims, 0, axis, &rows)) || (st = op_red_prod(ctx, x->dims, axis, x->rank, &cols)))
+    tdm_status st = norm_prelude(ctx, &x, &axis, &eps, &rows, &cols);
+    if (st)
         return st;
     double *sc = NULL, *bi = NULL, *xb = NULL, *mean = NULL, *inv = NULL;
     float *fs = NULL, *fbias = NULL;
@@ -444,18 +457,12 @@ done:
 
 tdm_status op_run_RMSNormalization(op_ctx *ctx)
 {
-    tdm_status st = op_red_check(ctx, 0, DT_FLOATS);
-    if (st)
-        return st;
-    const tdm_tensor *x = ctx->in[0];
-    if (x->rank < 1)
-        return op_fail(ctx, TDM_E_RUNTIME, "input 0 ('X') must have rank 1 or more");
+    const tdm_tensor *x;
     int axis;
-    if ((st = op_axis(ctx, gr_attr_int(ctx->node, "axis", -1), x->rank, "attribute 'axis'", &axis)))
-        return st;
-    double eps = gr_attr_float(ctx->node, "epsilon", 1e-5f);
+    double eps;
     size_t rows, cols;
-    if ((st = op_red_prod(ctx, x->dims, 0, axis, &rows)) || (st = op_red_prod(ctx, x->dims, axis, x->rank, &cols)))
+    tdm_status st = norm_prelude(ctx, &x, &axis, &eps, &rows, &cols);
+    if (st)
         return st;
     double *sc = NULL, *xb = NULL;
     if (ctx->n_in < 2 || !ctx->in[1]) {
