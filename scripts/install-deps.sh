@@ -3,10 +3,13 @@
 # silent when everything is already present; uses sudo when not root.
 set -eu
 
+# Debian's packages only; the PyPI test environment (onnxruntime, the oracle;
+# the model-carrying wheels) is scripts/testenv.sh's.
 PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config \
 libprotobuf-c-dev protobuf-c-compiler libcjson-dev libopenblas-dev \
 python3-onnx python3-numpy python3-protobuf python3-torch python3-torchvision \
-nodejs npm ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo graphviz chromium"
+python3-pil python3-venv fonts-dejavu-core \
+ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo graphviz"
 
 missing=""
 for p in $PKGS; do
@@ -14,9 +17,6 @@ for p in $PKGS; do
         missing="$missing $p"
     fi
 done
-# node and npm may come from outside apt (the machine image ships them).
-case " $missing " in *" nodejs "*) command -v node >/dev/null 2>&1 && missing=$(echo "$missing" | sed 's/ nodejs//');; esac
-case " $missing " in *" npm "*) command -v npm >/dev/null 2>&1 && missing=$(echo "$missing" | sed 's/ npm//');; esac
 
 [ -z "$missing" ] && exit 0
 

