@@ -70,6 +70,15 @@ typedef enum tdm_status {
 /* A static string naming the status ("TDM_E_MODEL"); never NULL. */
 TDM_API const char *tdm_status_str(tdm_status status);
 
+/* Copies sentence into dst (of size bytes, always NUL-terminated) with
+ * every long value in it shortened in the middle ("first 40 chars…last
+ * 20"), so that a sentence quoting a user's 5,000-character name still
+ * ends with its reason. A value is a quoted stretch ('…' or "…") or a run
+ * of characters without spaces, of more than 64 bytes. Every sentence the
+ * library keeps is already shortened so; a program that builds its own
+ * sentences around user values can use this. Returns strlen(dst). */
+TDM_API size_t tdm_sentence_shorten(char *dst, size_t size, const char *sentence);
+
 /* Element types, numbered as ONNX's TensorProto.DataType. */
 typedef enum tdm_dtype {
     TDM_UNDEFINED = 0,
@@ -551,6 +560,12 @@ TDM_API tdm_status tdm_calibrate(tdm_ctx *ctx, const tdm_model *model, const tdm
  * the figures), including the node where error accumulated along a chain
  * crosses them; measured times replace the devices' estimates. */
 TDM_API tdm_status tdm_session_options_set_calibration(tdm_session_options *opts, const char *path);
+/* How the plan's calibration file fitted the model: *entries node entries
+ * in the file, *matched of them matching a node of the model (by its
+ * signature), *missing nodes of the model the file has no figures for.
+ * TDM_E_USAGE when the plan was made without a calibration file. Any
+ * out-pointer may be NULL. */
+TDM_API tdm_status tdm_plan_calibration_match(const tdm_plan *plan, size_t *entries, size_t *matched, size_t *missing);
 /* min_cosine (default 0.99; 0..1) and max_abs (< 0: no limit, the
  * default). */
 TDM_API tdm_status tdm_session_options_set_precision(tdm_session_options *opts, double min_cosine, double max_abs);

@@ -7,6 +7,7 @@
 
 #include "core/npy.h"
 #include "core/ctx.h"
+#include "core/file.h"
 #include "core/mem.h"
 #include "core/tensor.h"
 #include "onnx/onnx.h"
@@ -24,42 +25,6 @@
 #define NPY_MAGIC_LEN 6
 /* Headers beyond this are not something numpy writes for a plain array. */
 #define NPY_HEADER_MAX (1u << 20)
-
-/* ------------------------------------------------------------ file reading */
-
-static tdm_status read_file(tdm_err *e, const char *path, unsigned char **out, size_t *size)
-{
-    *out = NULL;
-    *size = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return err_set(e, TDM_E_IO, "cannot open '%s': %s", path, strerror(errno));
-    unsigned char *buf = NULL;
-    size_t cap = 0, len = 0;
-    for (;;) {
-        size_t need;
-        if (mem_add(len, 65536, &need) || mem_grow((void **)&buf, &cap, need, 1)) {
-            mem_free(buf);
-            fclose(f);
-            return err_set(e, TDM_E_NOMEM, "out of memory reading '%s'", path);
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) {
-                int err = errno;
-                mem_free(buf);
-                fclose(f);
-                return err_set(e, TDM_E_IO, "cannot read '%s': %s", path, err ? strerror(err) : "read error");
-            }
-            break;
-        }
-    }
-    fclose(f);
-    *out = buf;
-    *size = len;
-    return TDM_OK;
-}
 
 /* ------------------------------------------------------- header tokenizer */
 
@@ -433,26 +398,28 @@ tdm_status tdm_value_load(tdm_ctx *ctx, const char *path, const tdm_kind *expect
         return err_set(e, TDM_E_USAGE, "tdm_value_load needs a path");
     int npy = ends_with(path, ".npy");
     if (!npy && !ends_with(path, ".pb")) {
-        /* Neither extension: sniff the magic. */
-        FILE *f = fopen(path, "rb");
-        if (!f)
-            return err_set(e, TDM_E_IO, "cannot open '%s': %s", path, strerror(errno));
+        /* Neither extension: sniff the magic (through the one gate, so
+         * that a FIFO or a device is refused here too). */
+        int fd;
+        uint64_t fsize;
+        tdm_status st = file_open(e, &file_value_npy, path, &fd, &fsize);
+        if (st)
+            return st;
         unsigned char m[NPY_MAGIC_LEN];
-        npy = fread(m, 1, sizeof m, f) == sizeof m && memcmp(m, NPY_MAGIC, NPY_MAGIC_LEN) == 0;
-        fclose(f);
+        npy = fsize >= sizeof m && file_pread(fd, m, sizeof m, 0) == 0 && memcmp(m, NPY_MAGIC, NPY_MAGIC_LEN) == 0;
+        close(fd);
     }
     if (!npy)
         return onnx_read_value(e, path, expect, out);
     if (expect && *expect == TDM_KIND_SEQUENCE)
         return err_set(e, TDM_E_INPUT, "'%s' is a .npy file, which holds one tensor, but a sequence is expected",
                        path);
-    unsigned char *buf;
-    size_t size;
-    tdm_status st = read_file(e, path, &buf, &size);
+    file_data fd;
+    tdm_status st = file_load(e, &file_value_npy, path, &fd);
     if (st)
         return st;
-    st = npy_decode(e, path, buf, size, out);
-    mem_free(buf);
+    st = npy_decode(e, path, fd.data, fd.size, out);
+    file_release(&fd);
     return st;
 }
 

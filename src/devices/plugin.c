@@ -4,13 +4,14 @@
  * tandem's is refused with both numbers. */
 #define _POSIX_C_SOURCE 200809L
 #include "devices/device_internal.h"
+#include "core/file.h"
 #include "core/mem.h"
 
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 struct dev_plugin {
     void *handle;
@@ -52,11 +53,13 @@ tdm_status dev_plugin_load(tdm_err *e, const char *path, dev_plugin **out)
     *out = NULL;
     if (!path || !*path)
         return err_set(e, TDM_E_DEVICE, "a plugin path is empty");
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return err_set(e, TDM_E_DEVICE, "plugin %s cannot be loaded: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode))
-        return err_set(e, TDM_E_DEVICE, "plugin %s cannot be loaded: not a regular file", path);
+    /* the one gate for user files: a regular file (dlopen maps it) */
+    int fd;
+    uint64_t fsize;
+    tdm_status opened = file_open(e, &file_plugin, path, &fd, &fsize);
+    if (opened)
+        return opened;
+    close(fd);
     dev_plugin *p = mem_calloc(1, sizeof *p);
     if (!p || !(p->path = mem_strdup(path)) || !(p->stem = make_stem(path))) {
         dev_plugin_unload(p);

@@ -3,6 +3,7 @@
 #ifndef TDM_ONNX_INTERNAL_H
 #define TDM_ONNX_INTERNAL_H
 
+#include "core/file.h"
 #include "onnx/onnx.h"
 #include "onnx.pb-c.h"
 
@@ -76,10 +77,11 @@ tdm_status onnx_sparse_from_proto(onnx_ctx *c, Onnx__SparseTensorProto *sp, cons
 /* Unpacks a message that onnx_pb_check accepted; NULL when protobuf-c fails. */
 ProtobufCMessage *onnx_pb_unpack(const ProtobufCMessageDescriptor *d, const uint8_t *buf, size_t len);
 
-/* Reads a whole file: mapped read-only when it is a regular file (*mapped
- * set; release with onnx_file_release), else read into memory. The sentence
- * names the file as fname. An empty file yields *size 0 and *data NULL. */
-tdm_status onnx_file_read(tdm_err *e, const char *path, const char *fname, const uint8_t **data, size_t *size,
+/* Reads a whole file of kind k (core/file.h: a regular file within the
+ * kind's size limit): mapped read-only when it can be (*mapped set; release
+ * with onnx_file_release), else read into memory. The sentence names the
+ * path. An empty file yields *size 0 and *data NULL. */
+tdm_status onnx_file_read(tdm_err *e, const file_kind *k, const char *path, const uint8_t **data, size_t *size,
                           int *mapped);
 void onnx_file_release(const uint8_t *data, size_t size, int mapped);
 /* Drops the pages of buf[off, off+len) from memory (mapped files only). */

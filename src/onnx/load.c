@@ -798,7 +798,7 @@ tdm_status onnx_load_file(tdm_err *e, const char *path, gr_model **out)
     }
     s.c.dir = dir;
     s.fd = -1;
-    tdm_status st = onnx_file_read(e, path, s.c.fname, &s.data, &s.size, &s.mapped);
+    tdm_status st = onnx_file_read(e, &file_model, path, &s.data, &s.size, &s.mapped);
     if (st == TDM_OK && s.mapped)
         s.fd = onnx_file_open(path);
     if (st == TDM_OK)

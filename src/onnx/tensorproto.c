@@ -123,18 +123,14 @@ static tdm_status read_external(onnx_ctx *c, const Onnx__TensorProto *tp, const 
         return err_set(e, TDM_E_MODEL, "%s: %s has its data in '%.64s', which resolves outside the model's folder",
                        c->fname, what, loc);
     }
-    int fd = open(real, O_RDONLY);
-    int oerr = errno;
+    int fd;
+    uint64_t fsize;
+    tdm_status st = file_open(e, &file_external, real, &fd, &fsize);
     free(real);
-    if (fd < 0)
-        return err_set(e, TDM_E_IO, "%s: %s: external data file '%.64s' cannot be opened: %s", c->fname, what, loc,
-                       strerror(oerr));
-    struct stat sb;
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return err_set(e, TDM_E_IO, "%s: %s: external data '%.64s' is not a regular file", c->fname, what, loc);
+    if (st) {
+        err_prefix(e, "%s: %s: ", c->fname, what);
+        return st;
     }
-    uint64_t fsize = (uint64_t)sb.st_size;
     if (off > fsize) {
         close(fd);
         return err_set(e, TDM_E_MODEL, "%s: %s has external data offset %llu past the end of '%.64s' (%llu bytes)",
@@ -161,21 +157,13 @@ static tdm_status read_external(onnx_ctx *c, const Onnx__TensorProto *tp, const 
         return err_set(e, TDM_E_NOMEM, "%s: out of memory reading %zu bytes of external data for %s", c->fname, need,
                        what);
     }
-    size_t got = 0;
-    while (got < need) {
-        ssize_t r = pread(fd, buf + got, need - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            int err = r < 0 ? errno : 0;
-            close(fd);
-            mem_free(buf);
-            return err_set(e, TDM_E_IO, "%s: %s: reading external data '%.64s' failed: %s", c->fname, what, loc,
-                           err ? strerror(err) : "the file is shorter than it was");
-        }
-        got += (size_t)r;
-    }
+    int err = file_pread(fd, buf, need, off);
     close(fd);
+    if (err) {
+        mem_free(buf);
+        return err_set(e, TDM_E_IO, "%s: %s: reading external data '%.64s' failed: %s", c->fname, what, loc,
+                       err == EIO ? "the file is shorter than it was" : strerror(err));
+    }
     *out = buf;
     return TDM_OK;
 }

@@ -205,7 +205,7 @@ tdm_status onnx_read_value(tdm_err *e, const char *path, const tdm_kind *expect,
     if (!dir)
         return err_set(e, TDM_E_NOMEM, "out of memory");
     c.dir = dir;
-    tdm_status st = onnx_file_read(e, path, c.fname, &data, &size, &mapped);
+    tdm_status st = onnx_file_read(e, &file_value_pb, path, &data, &size, &mapped);
     if (st == TDM_OK)
         st = read_value(&c, data, size, expect, out);
     onnx_file_release(data, size, mapped);

@@ -414,8 +414,10 @@ tdm_status op_run_OneHot(op_ctx *ctx)
     if (vals->count != 2 || vals->rank != 1)
         return op_fail(ctx, TDM_E_RUNTIME, "input 'values' must hold two elements [off, on]");
     double df = tensor_get_f64(dt, 0);
-    if (!(df >= 1 && df < 1e12))
-        return op_fail(ctx, TDM_E_RUNTIME, "input 'depth' (%g) must be a positive number", df);
+    if (df >= 1e12)
+        return op_fail(ctx, TDM_E_RUNTIME, "input 'depth' (%g) is too large: it must be from 1 to below 1e12", df);
+    if (!(df >= 1))
+        return op_fail(ctx, TDM_E_RUNTIME, "input 'depth' (%g) must be a number from 1 to below 1e12", df);
     int64_t depth = (int64_t)df;
     int r = ind->rank + 1;
     if (r > TDM_MAX_RANK)

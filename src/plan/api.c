@@ -65,6 +65,19 @@ tdm_status tdm_plan_node(const tdm_plan *p, size_t i, const char **name, const c
     return TDM_OK;
 }
 
+tdm_status tdm_plan_calibration_match(const tdm_plan *p, size_t *entries, size_t *matched, size_t *missing)
+{
+    if (!p || !p->opts.calibration)
+        return TDM_E_USAGE;
+    if (entries)
+        *entries = p->calib_entries;
+    if (matched)
+        *matched = p->calib_matched;
+    if (missing)
+        *missing = p->calib_missing;
+    return TDM_OK;
+}
+
 const char *tdm_plan_policy_error(const tdm_plan *p) { return p && p->policy_error ? p->policy_error : ""; }
 
 size_t tdm_plan_violation_count(const tdm_plan *p) { return p ? p->n_violations : 0; }

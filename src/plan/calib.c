@@ -1,6 +1,7 @@
 /* Calibration and calibration files (rules in calib.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "plan/calib.h"
+#include "core/file.h"
 #include "core/mem.h"
 #include "core/tensor.h"
 #include "run/exec.h"
@@ -822,31 +823,22 @@ done:
 struct calib_data {
     cJSON *root;
     cJSON *nodes;
+    size_t entries;      /* members of "nodes" */
+    unsigned char *used; /* per entry: a node of the model matched it */
 };
 
 tdm_status calib_load(tdm_err *e, const char *path, calib_data **out)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return err_set(e, TDM_E_IO, "cannot open the calibration file %s", path);
-    char *text = NULL;
-    size_t n = 0, cap = 0;
-    char buf[65536];
-    size_t got;
-    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
-        if (mem_grow((void **)&text, &cap, n + got + 1, 1)) {
-            fclose(f);
-            mem_free(text);
-            return err_set(e, TDM_E_NOMEM, "out of memory");
-        }
-        memcpy(text + n, buf, got);
-        n += got;
-    }
-    fclose(f);
-    if (!text)
+    char *text;
+    size_t n;
+    tdm_status st = file_read_text(e, &file_calibration, path, &text, &n);
+    if (st)
+        return st;
+    if (n == 0) {
+        mem_free(text);
         return err_set(e, TDM_E_INPUT, "the calibration file %s is empty", path);
-    text[n] = '\0';
+    }
     cJSON *root = cJSON_ParseWithLength(text, n);
     mem_free(text);
     cJSON *nodes = root ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL;
@@ -861,8 +853,31 @@ tdm_status calib_load(tdm_err *e, const char *path, calib_data **out)
     }
     c->root = root;
     c->nodes = nodes;
+    c->entries = (size_t)cJSON_GetArraySize(nodes);
+    if (!(c->used = mem_calloc(c->entries + 1, 1))) {
+        calib_free(c);
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    }
     *out = c;
     return TDM_OK;
+}
+
+void calib_match(calib_data *c, const char *key)
+{
+    size_t i = 0;
+    for (const cJSON *it = c->nodes->child; it; it = it->next, i++)
+        if (i < c->entries && it->string && strcmp(it->string, key) == 0) {
+            c->used[i] = 1;
+            return;
+        }
+}
+
+void calib_counts(const calib_data *c, size_t *entries, size_t *matched)
+{
+    *entries = c->entries;
+    *matched = 0;
+    for (size_t i = 0; i < c->entries; i++)
+        *matched += c->used[i];
 }
 
 int calib_find(const calib_data *c, const char *key, const char *device, calib_figs *out)
@@ -900,5 +915,6 @@ void calib_free(calib_data *c)
     if (!c)
         return;
     cJSON_Delete(c->root);
+    mem_free(c->used);
     mem_free(c);
 }

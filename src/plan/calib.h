@@ -75,6 +75,10 @@ typedef struct calib_data calib_data;
 tdm_status calib_load(tdm_err *e, const char *path, calib_data **out);
 /* 1 and *out filled when the file has figures for key on device. */
 int calib_find(const calib_data *c, const char *key, const char *device, calib_figs *out);
+/* Marks the file's entry for key (if any) as matching a node of the model. */
+void calib_match(calib_data *c, const char *key);
+/* The file's entries, and how many of them calib_match marked. */
+void calib_counts(const calib_data *c, size_t *entries, size_t *matched);
 void calib_free(calib_data *c);
 
 #endif

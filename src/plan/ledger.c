@@ -70,6 +70,8 @@ tdm_status plan_ledger_json_adapt(tdm_err *e, const tdm_plan *p, const char *run
         if (p->opts.max_abs >= 0)
             CHK(cJSON_AddNumberToObject(pr, "max_abs", p->opts.max_abs));
         CHK(cJSON_AddNumberToObject(pr, "nodes_without_figures", (double)p->calib_missing));
+        CHK(cJSON_AddNumberToObject(pr, "calibration_entries", (double)p->calib_entries));
+        CHK(cJSON_AddNumberToObject(pr, "matched_entries", (double)p->calib_matched));
         CHK(cJSON_AddNumberToObject(pr, "measured_estimates", (double)p->calib_measured));
         CHK(fl = cJSON_AddArrayToObject(pr, "refused"));
         for (size_t k = 0; k < p->n_precision; k++) {

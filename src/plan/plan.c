@@ -587,6 +587,7 @@ static tdm_status apply_precision(pstate *s)
         int any = 0;
         if ((st = plan_node_signature(s->e, &p->descs[n], key, sizeof key, NULL)) != TDM_OK)
             goto done;
+        calib_match(cd, key);
         for (int d = 0; d < D; d++) {
             size_t k = (size_t)n * (size_t)D + (size_t)d;
             have[k] = (unsigned char)calib_find(cd, key, p->devs->items[d].name, &figs[k]);
@@ -599,6 +600,7 @@ static tdm_status apply_precision(pstate *s)
         }
         p->calib_missing += !any;
     }
+    calib_counts(cd, &p->calib_entries, &p->calib_matched);
     for (int pos = 0; pos < N; pos++) {
         int n = s->g->order ? s->g->order[pos] : pos;
         for (int d = 0; d < s->cpu; d++) {

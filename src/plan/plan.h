@@ -232,6 +232,8 @@ struct tdm_plan {
     struct plan_precision *precision; /* findings */
     size_t n_precision;
     size_t calib_missing;       /* nodes the calibration file has no figures for */
+    size_t calib_entries;       /* node entries in the calibration file */
+    size_t calib_matched;       /* of those, entries some node of the model matched */
     size_t calib_measured;      /* (node, device) estimates replaced by measured times */
     size_t adapt_measured;      /* of those, from run-time measurements (opts.measured) */
 };

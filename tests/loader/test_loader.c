@@ -436,7 +436,7 @@ static void t_malformed(void)
     EXPECT_FAIL("bad/no_opset.onnx", TDM_E_MODEL, "no opset_import");
     EXPECT_FAIL("bad/sparse_oob.onnx", TDM_E_MODEL, "outside its dims 2x3");
     EXPECT_FAIL("bad/sparse_huge.onnx", TDM_E_UNSUPPORTED, "over 1 GiB once dense");
-    EXPECT_FAIL("bad/does_not_exist.onnx", TDM_E_IO, "does_not_exist.onnx does not exist");
+    EXPECT_FAIL("bad/does_not_exist.onnx", TDM_E_IO, "does_not_exist.onnx' does not exist");
     EXPECT_FAIL("bad", TDM_E_IO, "is a folder");
 }
 

@@ -784,6 +784,8 @@ int cmd_bench(int argc, char **argv)
             rc = cli_session_fail(ctx, m, so, st);
             goto done;
         }
+        if (c == 0)
+            cli_calibration_note(&a.ro, tdm_session_plan(s));
         if (a.metrics_m)
             tdm_session_set_observer(s, tdm_metrics_observe, a.metrics_m);
         if ((rc = make_inputs(&a, m, c, files, cf[c].ins, random_names, sizeof random_names, &n_random)) != 0)

@@ -22,8 +22,9 @@ enum {
 /* The exit code for a library status. */
 int cli_exit_code(tdm_status st);
 
-/* Prints "tandem: <sentence>" on stderr. A sentence longer than about 200
- * characters is cut at a word and the rest follows on indented lines. */
+/* Prints "tandem: <sentence>" on stderr. Long values in it are shortened
+ * in the middle (tdm_sentence_shorten); a sentence still longer than about
+ * 200 characters is cut at a word and the rest follows on indented lines. */
 void cli_error(const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 1, 2)))
@@ -34,6 +35,21 @@ void cli_error(const char *fmt, ...)
  * status name when there is none), prefixed by `what` when it is not NULL,
  * and returns the exit code. */
 int cli_fail(tdm_status st, const char *what, const char *msg);
+
+/* The temporary folder of `run --output-dir DIR` (tmpdir.c). Removes the
+ * temporary folders in dir that provably belong to a tandem run that is
+ * gone, then creates ".tandem-tmp-PID-XXXXXX" with an owner file in dir
+ * (*out, malloc'd) and from then on records SIGINT, SIGTERM and SIGHUP
+ * instead of dying; 0 or an exit code after printing an error. */
+int cli_tmpdir_create(const char *dir, char **out);
+/* 0, or 128 + the signal that arrived since cli_tmpdir_create. */
+int cli_interrupted(void);
+/* "SIGINT" for 130 (an exit code of cli_interrupted). */
+const char *cli_signal_name(int code);
+/* Restores the signal dispositions cli_tmpdir_create replaced. */
+void cli_tmpdir_guard_end(void);
+/* Removes a folder and everything inside it (symbolic links not followed). */
+void cli_remove_tree(const char *dir);
 
 /* "NAME=VALUE" split at the last '=' (name copied into owned). */
 typedef struct cli_kv {
@@ -123,6 +139,9 @@ void cli_runopts_free(cli_runopts *o);
 int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopts *o, int *rc);
 /* Applies o to so; 0, or an exit code after printing an error. */
 int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so);
+/* With --calibration: says on stderr how many of the file's entries match
+ * the plan's model, as a warning when none or fewer than half do. */
+void cli_calibration_note(const cli_runopts *o, const tdm_plan *plan);
 /* Prints a plan's policy violation (one sentence, then one line per
  * offending node) and returns EXIT_POLICY. */
 int cli_policy_report(const tdm_plan *plan);

@@ -137,6 +137,7 @@ int cmd_plan(int argc, char **argv)
         rc = cli_fail(st, NULL, tdm_ctx_error(ctx));
         goto done;
     }
+    cli_calibration_note(&ro, plan);
     st = json ? tdm_plan_ledger_json(plan, &text) : tdm_plan_report(plan, &text);
     if (st) {
         rc = cli_fail(st, NULL, "cannot write the plan");

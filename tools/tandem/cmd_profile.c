@@ -191,7 +191,9 @@ int diag_open(const char *cmd, const diag_common *d, diag_setup *x)
         if ((rc = cli_random_input(&vi, rank, dims, "the random filler", &rng, &x->ins[j])) != 0)
             return rc;
     }
-    return diag_session(cmd, x, d, NULL, &x->s);
+    if ((rc = diag_session(cmd, x, d, NULL, &x->s)) == 0)
+        cli_calibration_note(&d->ro, tdm_session_plan(x->s));
+    return rc;
 }
 
 int diag_run(diag_setup *x, tdm_session *s)

@@ -423,30 +423,6 @@ static int make_dirs(const char *dir)
     return 0;
 }
 
-/* Removes a folder we created, and the files and folders inside it. */
-static void remove_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d)) != NULL) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-                continue;
-            char *p = path_join(dir, de->d_name);
-            if (!p)
-                continue;
-            struct stat sb;
-            if (lstat(p, &sb) == 0 && S_ISDIR(sb.st_mode))
-                remove_tree(p);
-            else
-                unlink(p);
-            free(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
-}
-
 /* Before running: refuses outputs whose files exist (without --overwrite). */
 static int precheck_outputs(const run_args *a, const out_entry *ents, size_t n)
 {
@@ -481,9 +457,8 @@ static int save_one(tdm_ctx *ctx, const tdm_tensor *t, const char *path, const c
 {
     tdm_status st = tdm_tensor_save_npy(ctx, t, path, 1);
     if (st) {
-        char what[512];
-        snprintf(what, sizeof what, "output '%s'", output);
-        return cli_fail(st, what, tdm_ctx_error(ctx));
+        cli_error("output '%s': %s", output, tdm_ctx_error(ctx));
+        return cli_exit_code(st);
     }
     return 0;
 }
@@ -529,6 +504,8 @@ static int write_temp(tdm_ctx *ctx, const tdm_model *m, tdm_tensor **outs, out_e
         if (rc)
             return rc;
         ents[i].written = 1;
+        if ((rc = cli_interrupted()) != 0)
+            return rc;
     }
     return 0;
 }
@@ -638,16 +615,9 @@ static int write_outputs(tdm_ctx *ctx, const run_args *a, const tdm_model *m, td
     int rc = make_dirs(a->output_dir);
     if (rc)
         return rc;
-    char *tmp = path_join(a->output_dir, ".tandem-tmp-XXXXXX");
-    if (!tmp) {
-        cli_error("out of memory");
-        return EXIT_INTERNAL;
-    }
-    if (!mkdtemp(tmp)) {
-        cli_error("cannot write into the output folder '%s': %s", a->output_dir, strerror(errno));
-        free(tmp);
-        return EXIT_IO;
-    }
+    char *tmp;
+    if ((rc = cli_tmpdir_create(a->output_dir, &tmp)) != 0) /* guards SIGINT/SIGTERM/SIGHUP from here */
+        return rc;
     rc = write_temp(ctx, m, outs, ents, n, tmp);
     int *created = calloc(n ? n : 1, sizeof *created);
     if (!rc && !created) {
@@ -656,8 +626,14 @@ static int write_outputs(tdm_ctx *ctx, const run_args *a, const tdm_model *m, td
     }
     size_t done = 0;
     for (; !rc && done < n; done++)
-        if (ents[done].written)
+        if (ents[done].written && !(rc = cli_interrupted()))
             rc = commit_one(a, &ents[done], tmp, &created[done]);
+    cli_remove_tree(tmp);
+    if (!rc)
+        rc = cli_interrupted(); /* up to here a signal takes everything back */
+    if (rc > 128)
+        cli_error("interrupted by %s while writing the outputs into '%s'; what this run wrote there is removed",
+                  cli_signal_name(rc), a->output_dir);
     if (rc && created) {
         /* Take back what this run added, so that a failure leaves no files. */
         for (size_t i = 0; i < done; i++) {
@@ -667,13 +643,13 @@ static int write_outputs(tdm_ctx *ctx, const run_args *a, const tdm_model *m, td
             if (!p)
                 continue;
             if (ents[i].is_dir)
-                remove_tree(p);
+                cli_remove_tree(p);
             else
                 unlink(p);
             free(p);
         }
     }
-    remove_tree(tmp);
+    cli_tmpdir_guard_end();
     free(tmp);
     free(created);
     return rc;
@@ -903,6 +879,7 @@ int cmd_run(int argc, char **argv)
         rc = cli_session_fail(ctx, m, so, st);
         goto done;
     }
+    cli_calibration_note(&a.ro, tdm_session_plan(s));
 
     /* Inputs: from files, or random with --random. */
     ins = calloc(n_in ? n_in : 1, sizeof *ins);

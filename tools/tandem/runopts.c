@@ -153,6 +153,24 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
     return 0;
 }
 
+void cli_calibration_note(const cli_runopts *o, const tdm_plan *plan)
+{
+    size_t entries, matched, missing;
+    if (!o->calibration || !plan || tdm_plan_calibration_match(plan, &entries, &matched, &missing) != TDM_OK)
+        return;
+    if (matched == 0)
+        cli_error("warning: calibration '%s': none of its %zu entries match this model's nodes, so none of its "
+                  "figures apply; was it made for another model?",
+                  o->calibration, entries);
+    else if (matched * 2 < entries)
+        cli_error("warning: calibration '%s': only %zu of %zu entries match this model's nodes (%zu nodes without "
+                  "figures); was it made for another model?",
+                  o->calibration, matched, entries, missing);
+    else
+        cli_error("calibration '%s': %zu of %zu entries match this model's nodes (%zu nodes without figures)",
+                  o->calibration, matched, entries, missing);
+}
+
 int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so)
 {
     tdm_status st = TDM_OK;

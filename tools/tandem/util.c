@@ -62,12 +62,23 @@ static void print_wrapped(const char *msg)
 
 void cli_error(const char *fmt, ...)
 {
-    char buf[2048];
-    va_list ap;
+    /* Formatted whole (a value may be thousands of characters long), then
+     * every long value shortened in the middle by the library's one rule,
+     * so that the sentence keeps its reason within the line. */
+    char stack[2048], out[2048];
+    va_list ap, ap2;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_copy(ap2, ap);
+    int need = vsnprintf(stack, sizeof stack, fmt, ap);
+    char *full = stack;
+    if (need >= 0 && (size_t)need >= sizeof stack && (full = malloc((size_t)need + 1)) != NULL)
+        vsnprintf(full, (size_t)need + 1, fmt, ap2);
+    va_end(ap2);
     va_end(ap);
-    print_wrapped(buf);
+    tdm_sentence_shorten(out, sizeof out, full ? full : stack);
+    if (full && full != stack)
+        free(full);
+    print_wrapped(out);
 }
 
 int cli_fail(tdm_status st, const char *what, const char *msg)

@@ -3,6 +3,7 @@
  * computes with the CPU kernel on inputs rounded to the profile precision
  * and rounds float outputs, as an NPU computing in fp16/bf16 would). */
 #include "devices/vnpu/vnpu.h"
+#include "core/file.h"
 #include "core/mem.h"
 
 #include <errno.h>
@@ -507,48 +508,6 @@ static int is_path(const char *p)
     return strchr(p, '/') != NULL || (n > 5 && strcmp(p + n - 5, ".json") == 0);
 }
 
-#define PROFILE_MAX_BYTES ((size_t)16 << 20)
-
-static tdm_status read_file(tdm_err *e, const char *path, char **text, size_t *len)
-{
-    *text = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return err_set(e, TDM_E_DEVICE, "vnpu profile %s cannot be read: %s", path, strerror(errno));
-    size_t cap = 0, n = 0;
-    char *buf = NULL;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            if (mem_grow((void **)&buf, &cap, n + 4096 + 1, 1)) {
-                fclose(f);
-                mem_free(buf);
-                return err_set(e, TDM_E_NOMEM, "out of memory");
-            }
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (n > PROFILE_MAX_BYTES) {
-            fclose(f);
-            mem_free(buf);
-            return err_set(e, TDM_E_DEVICE, "vnpu profile %s is larger than %zu bytes: not a profile", path,
-                           PROFILE_MAX_BYTES);
-        }
-        if (got == 0)
-            break;
-    }
-    int failed = ferror(f);
-    fclose(f);
-    if (failed) {
-        mem_free(buf);
-        return err_set(e, TDM_E_DEVICE, "vnpu profile %s cannot be read", path);
-    }
-    buf[n] = 0;
-    *text = buf;
-    *len = n;
-    return TDM_OK;
-}
-
 static const char *base_name(const char *p)
 {
     const char *s = strrchr(p, '/');
@@ -571,7 +530,7 @@ tdm_status vnpu_open(tdm_err *e, const char *profile, dev_instance *out)
     if (is_path(profile)) {
         char *text;
         size_t len;
-        if ((st = read_file(e, profile, &text, &len)) != TDM_OK)
+        if ((st = file_read_text(e, &file_profile, profile, &text, &len)) != TDM_OK)
             return st;
         st = vnpu_parse(e, base_name(profile), text, len, &c);
         mem_free(text);
