@@ -387,4 +387,9 @@ void conv_direct_tile_avx2(size_t ntaps, const float *const *src, size_t off, co
 /* even[i] = p[2 i], odd[i] = p[2 i + 1] for i < n (a multiple of 8). */
 void conv_direct_split_avx2(const float *p, size_t n, float *even, float *odd);
 
+/* ---- Attention, RotaryEmbedding (ops/nn_attention.c) ---- */
+tdm_status op_run_Attention(op_ctx *ctx);
+tdm_status op_infer_Attention(op_infer_ctx *ctx);
+tdm_status op_run_RotaryEmbedding(op_ctx *ctx);
+
 #endif

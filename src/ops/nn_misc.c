@@ -70,10 +70,13 @@ tdm_status op_run_GridSample(op_ctx *ctx)
         return op_fail(ctx, TDM_E_RUNTIME, "X must be NxCxHxW and grid NxHoutxWoutx2");
     if (!(DT_BIT(x->dtype) & DT_FLOATS) || !(DT_BIT(grid->dtype) & DT_FLOATS))
         return op_fail(ctx, TDM_E_UNSUPPORTED, "X and grid must be floating-point");
-    const char *ms = gr_attr_str(ctx->node, "mode", "bilinear");
+    /* version 20 renamed the modes linear / nearest / cubic (and took N-d inputs: 2-d here) */
+    int v20 = ctx->version >= 20;
+    const char *ms = gr_attr_str(ctx->node, "mode", v20 ? "linear" : "bilinear");
     const char *ps = gr_attr_str(ctx->node, "padding_mode", "zeros");
     int align = gr_attr_int(ctx->node, "align_corners", 0) != 0;
-    int mode = strcmp(ms, "bilinear") == 0 ? 0 : strcmp(ms, "nearest") == 0 ? 1 : strcmp(ms, "bicubic") == 0 ? 2 : -1;
+    int mode = strcmp(ms, v20 ? "linear" : "bilinear") == 0 ? 0 : strcmp(ms, "nearest") == 0 ? 1
+             : strcmp(ms, v20 ? "cubic" : "bicubic") == 0 ? 2 : -1;
     int pad = strcmp(ps, "zeros") == 0 ? 0 : strcmp(ps, "border") == 0 ? 1 : strcmp(ps, "reflection") == 0 ? 2 : -1;
     if (mode < 0)
         return op_fail(ctx, TDM_E_MODEL, "attribute mode has the unknown value '%s'", ms);

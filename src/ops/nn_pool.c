@@ -421,7 +421,10 @@ static tdm_status avg_lp_pool(op_ctx *ctx, int kind)
     if (!(DT_BIT(x->dtype) & DT_FLOATS))
         return op_fail(ctx, TDM_E_UNSUPPORTED, "%s does not take %s", ctx->node->op_type, tdm_dtype_name(x->dtype));
     pool_plan p;
-    tdm_status st = pool_prepare(ctx, x, 0, kind == 0 && ctx->version >= 10, &p);
+    /* dilations: AveragePool from 19, LpPool from 18 (with ceil_mode) */
+    int dil = kind == 0 ? ctx->version >= 19 : ctx->version >= 18;
+    int ceil_mode = kind == 0 ? ctx->version >= 10 : ctx->version >= 18;
+    tdm_status st = pool_prepare(ctx, x, dil, ceil_mode, &p);
     if (st)
         return st;
     int inc = kind == 0 && gr_attr_int(ctx->node, "count_include_pad", 0) != 0;
@@ -899,11 +902,13 @@ tdm_status op_infer_Pool(op_infer_ctx *ctx)
             in[i] = x->dims[2 + i].v;
             o->dims[2 + i] = (gr_dim){-1, NULL};
         }
-        int is_max = strcmp(ctx->node->op_type, "MaxPool") == 0;
+        int is_max = strcmp(ctx->node->op_type, "MaxPool") == 0, is_lp = strcmp(ctx->node->op_type, "LpPool") == 0;
         int newer = ctx->version >= 10;
+        /* as the run hooks: dilations in MaxPool from 10, AveragePool from 19, LpPool from 18 */
+        int dil = is_max ? newer : is_lp ? ctx->version >= 18 : ctx->version >= 19;
+        int ceil_mode = is_lp ? ctx->version >= 18 : newer;
         nn_geom g;
-        if (op_nn_geom(NULL, ctx->node, nsp, in, NULL, is_max && newer, newer && strcmp(ctx->node->op_type, "LpPool"),
-                       &g))
+        if (op_nn_geom(NULL, ctx->node, nsp, in, NULL, dil, ceil_mode, &g))
             continue;
         for (int i = 0; i < nsp; i++)
             if (g.out[NN_MAX_SP - nsp + i] >= 0)

@@ -557,6 +557,23 @@ tdm_status op_infer_Pad(op_infer_ctx *ctx)
     gr_type *o = out_tensor(ctx, 0, x->dtype, x->rank);
     int64_t pads[2 * TDM_MAX_RANK];
     int n = attr_or_input_ints(ctx, 11, "pads", 1, pads, 2 * TDM_MAX_RANK);
+    if (ctx->version >= 18 && ctx->n_in > 3 && ctx->in[3]) {
+        /* 'axes' (18): pads names only these axes */
+        int64_t axes[TDM_MAX_RANK], part[2 * TDM_MAX_RANK];
+        int na = attr_or_input_ints(ctx, 18, "axes", 3, axes, TDM_MAX_RANK);
+        if (na < 0 || n != 2 * na)
+            return TDM_OK;
+        memcpy(part, pads, sizeof(int64_t) * (size_t)n);
+        memset(pads, 0, sizeof pads);
+        for (int k = 0; k < na; k++) {
+            int a = norm_axis(axes[k], x->rank);
+            if (a < 0)
+                return TDM_OK;
+            pads[a] = part[k];
+            pads[a + x->rank] = part[k + na];
+        }
+        n = 2 * x->rank;
+    }
     if (n != 2 * x->rank)
         return TDM_OK;
     for (int d = 0; d < x->rank; d++) {

@@ -346,7 +346,7 @@ tdm_status op_run_Tile(op_ctx *ctx)
 
 /* ---- Pad ---- */
 
-enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE };
+enum { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP };
 
 tdm_status op_run_Pad(op_ctx *ctx)
 {
@@ -363,8 +363,11 @@ tdm_status op_run_Pad(op_ctx *ctx)
         mode = PAD_REFLECT;
     else if (!strcmp(ms, "edge"))
         mode = PAD_EDGE;
+    else if (!strcmp(ms, "wrap") && ctx->version >= 19)
+        mode = PAD_WRAP;
     else
-        return op_fail(ctx, TDM_E_UNSUPPORTED, "attribute 'mode' '%s' is not constant, reflect or edge", ms);
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "attribute 'mode' '%s' is not constant, reflect, edge%s", ms,
+                       ctx->version >= 19 ? " or wrap" : "");
     int64_t *pads = NULL, np = -1;
     int64_t **offs = NULL;
     tdm_tensor *fillt = NULL;
@@ -403,6 +406,32 @@ tdm_status op_run_Pad(op_ctx *ctx)
             else
                 memcpy(fill, cv->data, tdm_dtype_size(x->dtype));
         }
+    }
+    if (ctx->version >= 18 && op_tensor_opt(ctx, 3)) {
+        /* 'axes' (18): pads names only these axes, the others get 0 */
+        int64_t *axes = NULL, na = -1, *full = NULL;
+        if ((st = op_tensor_opt_ints(ctx, 3, &axes, &na)) != TDM_OK)
+            goto done;
+        if (na < 0 || na > r || np != 2 * na || !(full = mem_calloc((size_t)(2 * r) + 1, sizeof *full))) {
+            mem_free(axes);
+            st = na >= 0 && na <= r && np == 2 * na
+                     ? op_fail(ctx, TDM_E_NOMEM, "out of memory")
+                     : op_fail(ctx, TDM_E_RUNTIME, "'pads' has %lld entries for %lld axes", (long long)np, (long long)na);
+            goto done;
+        }
+        for (int64_t k = 0; k < na && !st; k++) {
+            int a;
+            if ((st = op_axis(ctx, axes[k], r, "input 'axes'", &a)) == TDM_OK) {
+                full[a] = pads[k];
+                full[a + r] = pads[k + na];
+            }
+        }
+        mem_free(axes);
+        mem_free(pads);
+        pads = full;
+        np = 2 * r;
+        if (st)
+            goto done;
     }
     if (np != 2 * r) {
         st = op_fail(ctx, TDM_E_RUNTIME, "'pads' has %lld entries for an input of rank %d", (long long)np, r);
@@ -444,7 +473,11 @@ tdm_status op_run_Pad(op_ctx *ctx)
                     offs[d][o] = -1;
                     continue;
                 }
-                if (mode == PAD_EDGE || n == 1) {
+                if (mode == PAD_WRAP) {
+                    i %= n;
+                    if (i < 0)
+                        i += n;
+                } else if (mode == PAD_EDGE || n == 1) {
                     i = i < 0 ? 0 : n - 1;
                 } else { /* reflect, period 2n-2 */
                     int64_t p = 2 * n - 2;
