@@ -167,6 +167,11 @@ def tmp_folders(out):
     return [f for f in os.listdir(out) if f.startswith(".tandem-tmp-")] if os.path.isdir(out) else []
 
 
+def writing(out):
+    """Whether a run has set up its temporary folder (owner file written)."""
+    return any(os.path.exists(os.path.join(out, f, ".tandem-owner")) for f in tmp_folders(out))
+
+
 def interrupt(path, out, sig):
     """Starts a run writing into out, sends sig once its temporary folder
     appears; returns (exit code, stderr, whether the signal was sent)."""
@@ -175,7 +180,7 @@ def interrupt(path, out, sig):
     sent = False
     deadline = time.monotonic() + TIMEOUT
     while p.poll() is None and time.monotonic() < deadline:
-        if tmp_folders(out):
+        if writing(out):
             p.send_signal(sig)
             sent = True
             break
