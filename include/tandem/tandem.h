@@ -262,6 +262,25 @@ TDM_API tdm_status tdm_model_input(const tdm_model *model, size_t i, tdm_value_i
 TDM_API size_t tdm_model_output_count(const tdm_model *model);
 TDM_API tdm_status tdm_model_output(const tdm_model *model, size_t i, tdm_value_info *out);
 
+/* Reads a value file for a graph input or output declared as vi: as
+ * tdm_value_load with expect = &vi->kind, and when vi->optional, a .pb file
+ * holding an OptionalProto of that kind (as the ONNX node tests store a
+ * value declared optional(...)) yields its tensor or sequence, or a
+ * TDM_KIND_NONE value when it is absent; the plain TensorProto /
+ * SequenceProto and .npy are read as for tdm_value_load. Sequences of
+ * sequences, maps and optionals of optionals are refused with a sentence
+ * (TDM_E_UNSUPPORTED). */
+TDM_API tdm_status tdm_value_load_for(tdm_ctx *ctx, const char *path, const tdm_value_info *vi, tdm_tensor **out);
+
+/* Writes a value in the form the ONNX node tests store one declared as vi
+ * (a graph input or output; the message is named vi->name): a TensorProto
+ * or a SequenceProto of tensors, inside an OptionalProto when vi->optional;
+ * an absent value (TDM_KIND_NONE) as an OptionalProto without a value.
+ * bfloat16 keeps its type (raw bits); 4-bit types are refused. Written as
+ * tdm_tensor_save_npy writes (temporary name, then renamed). */
+TDM_API tdm_status tdm_value_save_pb(tdm_ctx *ctx, const tdm_tensor *v, const tdm_value_info *vi, const char *path,
+                                     int overwrite);
+
 /* ---------------------------------------------------------------- sessions */
 
 typedef struct tdm_session_options tdm_session_options;

@@ -387,7 +387,8 @@ static int ends_with(const char *s, const char *suffix)
     return 1;
 }
 
-tdm_status tdm_value_load(tdm_ctx *ctx, const char *path, const tdm_kind *expect, tdm_tensor **out)
+/* optional: the value is declared optional(*expect) (tdm_value_load_for). */
+static tdm_status value_load(tdm_ctx *ctx, const char *path, const tdm_kind *expect, int optional, tdm_tensor **out)
 {
     tdm_err *e = ctx ? &ctx->err : NULL;
     err_clear(e);
@@ -410,7 +411,7 @@ tdm_status tdm_value_load(tdm_ctx *ctx, const char *path, const tdm_kind *expect
         close(fd);
     }
     if (!npy)
-        return onnx_read_value(e, path, expect, out);
+        return optional ? onnx_read_optional(e, path, *expect, out) : onnx_read_value(e, path, expect, out);
     if (expect && *expect == TDM_KIND_SEQUENCE)
         return err_set(e, TDM_E_INPUT, "'%s' is a .npy file, which holds one tensor, but a sequence is expected",
                        path);
@@ -421,6 +422,21 @@ tdm_status tdm_value_load(tdm_ctx *ctx, const char *path, const tdm_kind *expect
     st = npy_decode(e, path, fd.data, fd.size, out);
     file_release(&fd);
     return st;
+}
+
+tdm_status tdm_value_load(tdm_ctx *ctx, const char *path, const tdm_kind *expect, tdm_tensor **out)
+{
+    return value_load(ctx, path, expect, 0, out);
+}
+
+tdm_status tdm_value_load_for(tdm_ctx *ctx, const char *path, const tdm_value_info *vi, tdm_tensor **out)
+{
+    if (!vi) {
+        if (ctx)
+            err_set(&ctx->err, TDM_E_USAGE, "tdm_value_load_for needs the declared type");
+        return TDM_E_USAGE;
+    }
+    return value_load(ctx, path, &vi->kind, vi->optional && vi->kind != TDM_KIND_NONE, out);
 }
 
 /* ------------------------------------------------------------------ writing */
@@ -631,9 +647,15 @@ tdm_status npy_write_file(tdm_err *e, const tdm_tensor *t, const char *path, int
         err_prefix(e, "cannot write '%s': ", path);
         return st;
     }
-    char *tmp;
-    st = write_temp(e, path, buf, size, &tmp);
+    st = npy_write_bytes(e, path, buf, size, overwrite);
     mem_free(buf);
+    return st;
+}
+
+tdm_status npy_write_bytes(tdm_err *e, const char *path, const unsigned char *buf, size_t size, int overwrite)
+{
+    char *tmp;
+    tdm_status st = write_temp(e, path, buf, size, &tmp);
     if (st)
         return st;
     int rc = 0, err = 0;

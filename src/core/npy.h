@@ -21,4 +21,8 @@ tdm_status npy_encode(tdm_err *e, const tdm_tensor *t, unsigned char **out, size
  * folder; an existing path is replaced only when overwrite != 0. */
 tdm_status npy_write_file(tdm_err *e, const tdm_tensor *t, const char *path, int overwrite);
 
+/* Writes size bytes to path the same way (a temporary file in the same
+ * folder, then renamed or linked): also the writer of .pb values. */
+tdm_status npy_write_bytes(tdm_err *e, const char *path, const unsigned char *buf, size_t size, int overwrite);
+
 #endif

@@ -29,4 +29,15 @@ tdm_status onnx_read_value(tdm_err *e, const char *path, const tdm_kind *expect,
 tdm_status onnx_read_value_memory(tdm_err *e, const void *data, size_t size, const char *name,
                                   const tdm_kind *expect, tdm_tensor **out);
 
+/* For a value declared optional(kind), kind TDM_KIND_TENSOR or
+ * TDM_KIND_SEQUENCE: bytes that hold an OptionalProto of that kind (as the
+ * node tests store such a value) yield its tensor or sequence, or a
+ * TDM_KIND_NONE value when absent; the plain TensorProto / SequenceProto is
+ * read when they do not, or when their optional reading fails and the
+ * plain one succeeds. (An optional of a sequence and a sequence of one
+ * sequence are the same bytes: only the declared type tells them apart.) */
+tdm_status onnx_read_optional(tdm_err *e, const char *path, tdm_kind kind, tdm_tensor **out);
+tdm_status onnx_read_optional_memory(tdm_err *e, const void *data, size_t size, const char *name, tdm_kind kind,
+                                     tdm_tensor **out);
+
 #endif

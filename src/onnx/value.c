@@ -126,7 +126,58 @@ static tdm_status decode_as(onnx_ctx *c, const uint8_t *buf, size_t len, msg_kin
     return st;
 }
 
-static tdm_status read_value(onnx_ctx *c, const uint8_t *buf, size_t len, const tdm_kind *expect, tdm_tensor **out)
+/* Whether bytes expected to hold a value of kind k (tensor or sequence)
+ * hold an OptionalProto of that kind instead, as the ONNX test data store
+ * a value declared optional(...): only fields 1-7 with their wire types, a
+ * name without control characters, elem_type present, at most one value
+ * field (once) that agrees with elem_type (or elem_type UNDEFINED, as onnx
+ * 1.12 writes an absent one) and with k. The plain messages share field
+ * numbers but do not qualify: a TensorProto's dims are field 1 as varints
+ * and its data fields disagree with its data_type read as an elem_type; a
+ * SequenceProto of tensors has elem_type TENSOR and field 3. */
+static int looks_optional(const uint8_t *buf, size_t len, tdm_kind k)
+{
+    size_t pos = 0;
+    onnx_pbfield f;
+    const char *why;
+    int r, has_elem = 0, n_values = 0;
+    uint32_t field = 0;
+    uint64_t elem = 0;
+    while ((r = onnx_pb_next(buf, len, &pos, &f, &why)) > 0) {
+        if (f.num == 1 && f.wire == PB_LEN) {
+            for (size_t i = 0; i < f.len; i++)
+                if (buf[f.data + i] < 0x20)
+                    return 0; /* packed numbers, not a name */
+        } else if (f.num == 2 && f.wire == PB_VARINT) {
+            has_elem = 1;
+            elem = f.v;
+        } else if (f.num >= 3 && f.num <= 7 && f.wire == PB_LEN) {
+            n_values++;
+            field = f.num;
+        } else {
+            return 0;
+        }
+    }
+    if (r < 0 || !has_elem || n_values > 1)
+        return 0;
+    if (elem == ONNX__OPTIONAL_PROTO__DATA_TYPE__UNDEFINED)
+        return !n_values || field == (k == TDM_KIND_SEQUENCE ? 5u : 3u) || (k == TDM_KIND_TENSOR && field == 4);
+    if (!n_values)
+        return k == TDM_KIND_SEQUENCE ? elem == ONNX__OPTIONAL_PROTO__DATA_TYPE__SEQUENCE
+                                      : elem == ONNX__OPTIONAL_PROTO__DATA_TYPE__TENSOR ||
+                                            elem == ONNX__OPTIONAL_PROTO__DATA_TYPE__SPARSE_TENSOR;
+    switch (field) {
+    case 3: return k == TDM_KIND_TENSOR && elem == ONNX__OPTIONAL_PROTO__DATA_TYPE__TENSOR;
+    case 4: return k == TDM_KIND_TENSOR && elem == ONNX__OPTIONAL_PROTO__DATA_TYPE__SPARSE_TENSOR;
+    case 5: return k == TDM_KIND_SEQUENCE && elem == ONNX__OPTIONAL_PROTO__DATA_TYPE__SEQUENCE;
+    case 6: return elem == ONNX__OPTIONAL_PROTO__DATA_TYPE__MAP;           /* refused with a sentence */
+    default: return elem == ONNX__OPTIONAL_PROTO__DATA_TYPE__OPTIONAL;     /* refused with a sentence */
+    }
+}
+
+/* optional: the value is declared optional(*expect). */
+static tdm_status read_value(onnx_ctx *c, const uint8_t *buf, size_t len, const tdm_kind *expect, int optional,
+                             tdm_tensor **out)
 {
     int decoded;
     *out = NULL;
@@ -135,7 +186,26 @@ static tdm_status read_value(onnx_ctx *c, const uint8_t *buf, size_t len, const 
                        c->fname);
     if (expect) {
         msg_kind k = *expect == TDM_KIND_TENSOR ? MSG_TENSOR : *expect == TDM_KIND_SEQUENCE ? MSG_SEQUENCE : MSG_OPTIONAL;
-        return decode_as(c, buf, len, k, &decoded, out);
+        if (!optional || k == MSG_OPTIONAL || !looks_optional(buf, len, *expect))
+            return decode_as(c, buf, len, k, &decoded, out);
+        /* An optional of the expected kind (its tensor or sequence, or
+         * absent); should that reading fail, the plain message's reading
+         * is taken when it succeeds, else the optional's error stands. */
+        tdm_err mine;
+        tdm_err *saved = c->e;
+        err_clear(&mine);
+        c->e = &mine;
+        tdm_status st = decode_as(c, buf, len, MSG_OPTIONAL, &decoded, out);
+        c->e = saved;
+        if (st == TDM_OK)
+            return TDM_OK;
+        if (decode_as(c, buf, len, k, &decoded, out) == TDM_OK)
+            return TDM_OK;
+        tdm_tensor_destroy(*out);
+        *out = NULL;
+        if (saved)
+            *saved = mine;
+        return st;
     }
     /* The three messages share field numbers; take the first reading that
      * decodes, identifies itself and converts. */
@@ -177,19 +247,19 @@ static tdm_status as_input_error(tdm_err *e, tdm_status st)
     return TDM_E_INPUT;
 }
 
-tdm_status onnx_read_value_memory(tdm_err *e, const void *data, size_t size, const char *name,
-                                  const tdm_kind *expect, tdm_tensor **out)
+static tdm_status memory_value(tdm_err *e, const void *data, size_t size, const char *name, const tdm_kind *expect,
+                               int optional, tdm_tensor **out)
 {
     onnx_ctx c;
     memset(&c, 0, sizeof c);
     c.e = e;
     c.fname = name && *name ? name : "<memory>";
-    tdm_status st = read_value(&c, data, data ? size : 0, expect, out);
+    tdm_status st = read_value(&c, data, data ? size : 0, expect, optional, out);
     onnx_ctx_free(&c);
     return as_input_error(e, st);
 }
 
-tdm_status onnx_read_value(tdm_err *e, const char *path, const tdm_kind *expect, tdm_tensor **out)
+static tdm_status file_value(tdm_err *e, const char *path, const tdm_kind *expect, int optional, tdm_tensor **out)
 {
     onnx_ctx c;
     const uint8_t *data;
@@ -207,9 +277,31 @@ tdm_status onnx_read_value(tdm_err *e, const char *path, const tdm_kind *expect,
     c.dir = dir;
     tdm_status st = onnx_file_read(e, &file_value_pb, path, &data, &size, &mapped);
     if (st == TDM_OK)
-        st = read_value(&c, data, size, expect, out);
+        st = read_value(&c, data, size, expect, optional, out);
     onnx_file_release(data, size, mapped);
     onnx_ctx_free(&c);
     mem_free(dir);
     return as_input_error(e, st);
+}
+
+tdm_status onnx_read_value(tdm_err *e, const char *path, const tdm_kind *expect, tdm_tensor **out)
+{
+    return file_value(e, path, expect, 0, out);
+}
+
+tdm_status onnx_read_optional(tdm_err *e, const char *path, tdm_kind kind, tdm_tensor **out)
+{
+    return file_value(e, path, &kind, 1, out);
+}
+
+tdm_status onnx_read_value_memory(tdm_err *e, const void *data, size_t size, const char *name,
+                                  const tdm_kind *expect, tdm_tensor **out)
+{
+    return memory_value(e, data, size, name, expect, 0, out);
+}
+
+tdm_status onnx_read_optional_memory(tdm_err *e, const void *data, size_t size, const char *name, tdm_kind kind,
+                                     tdm_tensor **out)
+{
+    return memory_value(e, data, size, name, &kind, 1, out);
 }

@@ -1,10 +1,14 @@
 /* Minimal reproductions (tandem.h "observation and diagnostics"): one node
- * of a plan as a one-node ModelProto, and host tensors as TensorProto,
- * built with the protobuf-c messages of src/onnx/onnx.proto and packed.
+ * of a plan as a one-node ModelProto, and host tensors as TensorProto;
+ * values as the TensorProto, SequenceProto or OptionalProto files of the
+ * ONNX node tests (tdm_value_save_pb). All built with the protobuf-c
+ * messages of src/onnx/onnx.proto and packed.
  * Every allocation of a message tree goes into a small arena freed after
  * packing. Assumes a little-endian host for raw_data, as the loader does
  * on the machines tandem supports. */
+#include "core/ctx.h"
 #include "core/mem.h"
+#include "core/npy.h"
 #include "graph/model.h"
 #include "plan/plan.h"
 
@@ -107,6 +111,76 @@ tdm_status tdm_tensor_to_proto(const tdm_tensor *t, const char *name, void **byt
     Onnx__TensorProto *tp = tensor_proto(&a, &e, t, name ? name : "", &st);
     if (tp)
         st = pack_message(&e, &tp->base, bytes, size);
+    ar_free(&a);
+    return st;
+}
+
+/* The items of a sequence as a SequenceProto of tensors (unnamed). */
+static Onnx__SequenceProto *sequence_proto(arena *a, tdm_err *e, const tdm_tensor *seq, const char *name,
+                                           tdm_status *st)
+{
+    Onnx__SequenceProto *sp = ar_alloc(a, 1, sizeof *sp);
+    Onnx__TensorProto **items = ar_alloc(a, seq->n_items + 1, sizeof *items);
+    if (!sp || !items) {
+        *st = err_set(e, TDM_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    onnx__sequence_proto__init(sp);
+    sp->name = (char *)name;
+    sp->has_elem_type = 1;
+    sp->elem_type = ONNX__SEQUENCE_PROTO__DATA_TYPE__TENSOR;
+    for (size_t k = 0; k < seq->n_items; k++) {
+        if (!(items[k] = tensor_proto(a, e, seq->items[k], name, st)))
+            return NULL;
+        items[k]->name = NULL;
+    }
+    sp->n_tensor_values = seq->n_items;
+    sp->tensor_values = items;
+    return sp;
+}
+
+tdm_status tdm_value_save_pb(tdm_ctx *ctx, const tdm_tensor *v, const tdm_value_info *vi, const char *path,
+                             int overwrite)
+{
+    tdm_err *e = ctx ? &ctx->err : NULL;
+    arena a = {NULL, 0, 0, 0};
+    tdm_status st = TDM_OK;
+    void *bytes = NULL;
+    size_t size = 0;
+    err_clear(e);
+    if (!v || !vi || !path)
+        return err_set(e, TDM_E_USAGE, "tdm_value_save_pb needs a value, its declared type and a path");
+    const char *name = vi->name ? vi->name : "";
+    Onnx__TensorProto *tp = NULL;
+    Onnx__SequenceProto *sp = NULL;
+    if (v->kind == TDM_KIND_TENSOR)
+        tp = tensor_proto(&a, e, v, name, &st);
+    else if (v->kind == TDM_KIND_SEQUENCE)
+        sp = sequence_proto(&a, e, v, name, &st);
+    if (st)
+        goto done;
+    if (vi->optional || v->kind == TDM_KIND_NONE) {
+        /* The value inside an OptionalProto; an absent one has none. */
+        Onnx__OptionalProto op = ONNX__OPTIONAL_PROTO__INIT;
+        op.name = (char *)name;
+        op.has_elem_type = 1;
+        op.elem_type = v->kind == TDM_KIND_SEQUENCE || (v->kind == TDM_KIND_NONE && vi->kind == TDM_KIND_SEQUENCE)
+                           ? ONNX__OPTIONAL_PROTO__DATA_TYPE__SEQUENCE
+                           : ONNX__OPTIONAL_PROTO__DATA_TYPE__TENSOR;
+        if (tp)
+            tp->name = NULL;
+        if (sp)
+            sp->name = NULL;
+        op.tensor_value = tp;
+        op.sequence_value = sp;
+        st = pack_message(e, &op.base, &bytes, &size);
+    } else {
+        st = pack_message(e, tp ? &tp->base : &sp->base, &bytes, &size);
+    }
+    if (st == TDM_OK)
+        st = npy_write_bytes(e, path, bytes, size, overwrite);
+done:
+    mem_free(bytes);
     ar_free(&a);
     return st;
 }

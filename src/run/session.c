@@ -561,7 +561,7 @@ static tdm_status check_input(const tdm_session *s, tdm_err *e, const model_io *
     char got[256], want[256];
     if (!t)
         return TDM_OK;
-    if (t->kind != vi->kind && !(vi->kind != TDM_KIND_TENSOR && t->kind == TDM_KIND_NONE))
+    if (t->kind != vi->kind && !((vi->optional || vi->kind == TDM_KIND_NONE) && t->kind == TDM_KIND_NONE))
         return err_set(e, TDM_E_INPUT, "input '%s' must be a %s, not a %s", vi->name,
                        vi->kind == TDM_KIND_SEQUENCE ? "sequence" : vi->kind == TDM_KIND_NONE ? "optional" : "tensor",
                        t->kind == TDM_KIND_SEQUENCE ? "sequence" : t->kind == TDM_KIND_NONE ? "none" : "tensor");

@@ -355,6 +355,122 @@ def case_devices():
     run(["run", d("add.onnx"), "--devices", "opencl:99"] + ADD_IN, 4, err="opencl", no_out=True)
 
 
+def case_run_pb_forms():
+    """Inputs and outputs in every file form of the ONNX node tests:
+    OptionalProto (of a tensor, of a sequence, absent), SequenceProto,
+    TensorProto; --output-format pb writes them back in the same forms."""
+    import onnx
+    from onnx import OptionalProto, SequenceProto, TensorProto, helper, numpy_helper as nh
+
+    def model(name, inputs, outputs, nodes):
+        m = helper.make_model(helper.make_graph(nodes, name, inputs, outputs), producer_name="tandem-tests",
+                              opset_imports=[helper.make_opsetid("", 16)])
+        m.ir_version = 8
+        onnx.save(m, name + ".onnx")
+        return name + ".onnx"
+
+    def write(name, msg):
+        with open(name, "wb") as f:
+            f.write(msg.SerializeToString())
+        return name
+
+    def parse(cls, path):
+        m = cls()
+        with open(path, "rb") as f:
+            m.ParseFromString(f.read())
+        return m
+
+    ft3 = helper.make_tensor_type_proto(TensorProto.FLOAT, [3])
+    fseq = helper.make_sequence_type_proto(helper.make_tensor_type_proto(TensorProto.FLOAT, None))
+    optin = model("optin", [helper.make_value_info("oi", helper.make_optional_type_proto(ft3))],
+                  [helper.make_tensor_value_info("has", TensorProto.BOOL, []),
+                   helper.make_value_info("oo", helper.make_optional_type_proto(ft3))],
+                  [helper.make_node("OptionalHasElement", ["oi"], ["has"]), helper.make_node("Identity", ["oi"], ["oo"])])
+    optseq = model("optseq", [helper.make_value_info("os", helper.make_optional_type_proto(fseq))],
+                   [helper.make_value_info("so", helper.make_optional_type_proto(fseq))],
+                   [helper.make_node("Identity", ["os"], ["so"])])
+    bf = model("bf", [helper.make_tensor_value_info("b", TensorProto.BFLOAT16, [3])],
+               [helper.make_tensor_value_info("f", TensorProto.FLOAT, [3]),
+                helper.make_tensor_value_info("bo", TensorProto.BFLOAT16, [3])],
+               [helper.make_node("Cast", ["b"], ["f"], to=TensorProto.FLOAT), helper.make_node("Identity", ["b"], ["bo"])])
+    v3 = np.array([1, 2, 3], dtype=np.float32)
+    present = OptionalProto(name="oi", elem_type=OptionalProto.TENSOR)
+    present.tensor_value.CopyFrom(nh.from_array(v3))
+    write("oi_present.pb", present)
+    write("oi_absent.pb", OptionalProto(name="oi", elem_type=OptionalProto.UNDEFINED))  # as onnx 1.12 writes it
+    write("oi_plain.pb", nh.from_array(v3, "oi"))
+    np.save("oi.npy", v3)
+    sq = SequenceProto(elem_type=SequenceProto.TENSOR)
+    sq.tensor_values.extend([nh.from_array(v3), nh.from_array(v3[:2] * 2)])
+    ospres = OptionalProto(name="os", elem_type=OptionalProto.SEQUENCE)
+    ospres.sequence_value.CopyFrom(sq)
+    write("os_present.pb", ospres)
+    nested = SequenceProto(name="os", elem_type=SequenceProto.SEQUENCE)
+    nested.sequence_values.extend([sq, sq])
+    write("nested.pb", nested)
+
+    # optional(tensor), present: the value, and written back as an OptionalProto
+    run(["run", optin, "--input", "oi=oi_present.pb", "--output-dir", "p", "--output-format", "pb"], 0,
+        out=["has  bool  scalar  min=1  max=1  mean=1  -> p/has.pb", "oo   float  3  min=1  max=3  mean=2  -> p/oo.pb"])
+    check(listing("p") == ["has.pb", "oo.pb"], "pb files: %r" % listing("p"))
+    if listing("p") == ["has.pb", "oo.pb"]:
+        oo = parse(OptionalProto, "p/oo.pb")
+        check(oo.name == "oo" and oo.elem_type == OptionalProto.TENSOR and oo.HasField("tensor_value") and
+              nh.to_array(oo.tensor_value).tolist() == [1, 2, 3], "oo.pb: %r" % oo)
+        has = parse(TensorProto, "p/has.pb")
+        check(has.name == "has" and has.data_type == TensorProto.BOOL and nh.to_array(has).tolist() is True,
+              "has.pb: %r" % has)
+    # the same value as a plain TensorProto and as .npy
+    for f in ("oi_plain.pb", "oi.npy"):
+        run(["run", optin, "--input", "oi=" + f], 0, out=["has  bool  scalar  min=1", "oo   float  3  min=1  max=3"])
+    # absent (given, or not given at all): an OptionalProto without a value in
+    # pb form, nothing in .npy form
+    run(["run", optin, "--input", "oi=oi_absent.pb", "--output-dir", "a", "--output-format", "pb"], 0,
+        out=["has  bool  scalar  min=0  max=0", "oo   (absent)  -> a/oo.pb"])
+    if os.path.exists("a/oo.pb"):
+        oo = parse(OptionalProto, "a/oo.pb")
+        check(oo.name == "oo" and oo.elem_type == OptionalProto.TENSOR and not oo.HasField("tensor_value"),
+              "absent oo.pb: %r" % oo)
+    run(["run", optin, "--input", "oi=oi_absent.pb", "--output-dir", "an"], 0, out="oo   (absent)")
+    check(listing("an") == ["has.npy"], "absent optional writes no .npy: %r" % listing("an"))
+    run(["run", optin], 0, out=["has  bool  scalar  min=0", "oo   (absent)"])
+    # an absent optional for an input that is not optional
+    run(["run", d("add.onnx"), "--input", "x=oi_absent.pb", "--input", "y=" + d("y.npy")], 2,
+        err=["input 'x'", "oi_absent.pb"], no_out=True)
+    # optional(sequence): read, and written back whole (.pb) or as a folder (.npy)
+    run(["run", optseq, "--input", "os=os_present.pb", "--output-dir", "s", "--output-format", "pb"], 0,
+        out=["so  sequence<float>  2 items  -> s/so.pb"])
+    if os.path.exists("s/so.pb"):
+        so = parse(OptionalProto, "s/so.pb")
+        check(so.elem_type == OptionalProto.SEQUENCE and so.HasField("sequence_value") and
+              [nh.to_array(t).tolist() for t in so.sequence_value.tensor_values] == [[1, 2, 3], [2, 4]],
+              "so.pb: %r" % so)
+    run(["run", optseq, "--input", "os=os_present.pb", "--output-dir", "sn"], 0)
+    check(listing("sn") == ["so", "so/0.npy", "so/1.npy"], "optional sequence as .npy: %r" % listing("sn"))
+    # a sequence of sequences: one sentence, exit 2
+    run(["run", optseq, "--input", "os=nested.pb"], 2,
+        err=["input 'os'", "nested.pb", "sequence of sequences; tandem supports sequences of tensors"], no_out=True)
+    # a sequence output is one SequenceProto file in pb form
+    run(["run", d("seq.onnx"), "--input", "x=" + d("v3.npy"), "--output-dir", "q", "--output-format", "pb"], 0,
+        out=["s  sequence<float>  2 items  -> q/s.pb", "-> q/t.pb"])
+    check(listing("q") == ["s.pb", "t.pb"], "sequence output in pb form: %r" % listing("q"))
+    if os.path.exists("q/s.pb"):
+        sp = parse(SequenceProto, "q/s.pb")
+        check(sp.name == "s" and sp.elem_type == SequenceProto.TENSOR and len(sp.tensor_values) == 2 and
+              nh.to_array(sp.tensor_values[1]).tolist() == [1, 2, 3], "s.pb: %r" % sp)
+    run(["run", d("seq.onnx"), "--input", "x=" + d("v3.npy"), "--output-dir", "q", "--output-format", "xml"], 1,
+        err="--output-format expects npy or pb, not 'xml'", no_out=True)
+    # bfloat16: a uint16 .npy holds its bits (as tandem writes it); pb keeps the type
+    bits = np.array([0x3F80, 0x4000, 0xC040], dtype=np.uint16)  # 1, 2, -3
+    np.save("b.npy", bits)
+    run(["run", bf, "--input", "b=b.npy", "--output-dir", "bfo", "--output-format", "pb"], 0,
+        out="f   float  3  min=-3  max=2")
+    if os.path.exists("bfo/bo.pb"):
+        bo = parse(TensorProto, "bfo/bo.pb")
+        check(bo.data_type == TensorProto.BFLOAT16 and np.frombuffer(bo.raw_data, "<u2").tolist() == bits.tolist(),
+              "bo.pb: %r" % bo)
+
+
 CASES = {name[5:].replace("_", "-"): fn for name, fn in globals().items() if name.startswith("case_")}
 if CASE not in CASES:
     print("unknown case %r; cases: %s" % (CASE, " ".join(sorted(CASES))))

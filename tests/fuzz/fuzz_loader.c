@@ -113,5 +113,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check_error(&e, st);
         tdm_tensor_destroy(t);
     }
+    /* as a value declared optional(tensor) and optional(sequence) */
+    for (int k = 0; k < 2; k++) {
+        tdm_tensor *t = NULL;
+        err_clear(&e);
+        st = onnx_read_optional_memory(&e, data, size, "fuzz.pb", kinds[k], &t);
+        if (st == TDM_OK)
+            touch_tensor(t);
+        else
+            check_error(&e, st);
+        tdm_tensor_destroy(t);
+    }
     return 0;
 }

@@ -767,7 +767,7 @@ int cmd_bench(int argc, char **argv)
         int i = find_input(m, a.inputs[k].name);
         tdm_value_info vi;
         tdm_model_input(m, (size_t)i, &vi);
-        if ((st = tdm_value_load(ctx, a.inputs[k].value, &vi.kind, &files[i])) != TDM_OK) {
+        if ((st = tdm_value_load_for(ctx, a.inputs[k].value, &vi, &files[i])) != TDM_OK) {
             char what[300];
             snprintf(what, sizeof what, "input '%s'", vi.name);
             rc = cli_fail(st, what, tdm_ctx_error(ctx));

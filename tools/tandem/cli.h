@@ -113,6 +113,12 @@ uint16_t cli_f32_to_f16(float f);
 float cli_bf16_to_f32(uint16_t b);
 uint16_t cli_f32_to_bf16(float f);
 
+/* A uint16 tensor given for an input declared bfloat16 holds its bits (how
+ * .npy outputs and ONNX's test data store bfloat16; numpy has no such type):
+ * *t becomes a bfloat16 tensor of the same bits. Anything else is left as
+ * it is. Returns 0, or an exit code after printing an error. */
+int cli_bf16_from_bits(const tdm_value_info *vi, tdm_tensor **t);
+
 /* RUN OPTIONS (runopts.c): --devices, --granularity, --fallback,
  * --max-fallback-ratio, --max-boundary-bytes, --pin, --plugin. Pointers
  * point into argv. */

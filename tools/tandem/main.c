@@ -50,7 +50,8 @@ void usage_info(FILE *f)
 void usage_run(FILE *f)
 {
     fputs("usage: tandem run MODEL [--input NAME=FILE]... [--random] [--shape NAME=DxDx...]...\n"
-          "                  [--output-dir DIR] [--overwrite] [--threads N] [--ledger FILE]\n"
+          "                  [--output-dir DIR] [--output-format npy|pb] [--overwrite] [--threads N]\n"
+          "                  [--ledger FILE]\n"
           "                  [RUN OPTIONS]\n"
           "\n"
           "Runs the model once and prints one line per output: name, element type, shape,\n"
@@ -63,7 +64,11 @@ void usage_run(FILE *f)
           "  --shape NAME=DxD    fix the dynamic dimensions of input NAME ('?' keeps one)\n"
           "  --output-dir DIR    write one .npy per output into DIR (created if missing); names\n"
           "                      keep [A-Za-z0-9._-], others become '_'; collisions get _1, _2...;\n"
-          "                      a sequence output is a folder of 0.npy, 1.npy...\n"
+          "                      a sequence output is a folder of 0.npy, 1.npy...; an absent optional\n"
+          "                      output writes nothing\n"
+          "  --output-format pb  write NAME.pb per output instead, as the ONNX node tests store values:\n"
+          "                      a TensorProto, a SequenceProto, an OptionalProto (also when absent)\n"
+          "                      for an output declared optional\n"
           "  --overwrite         replace existing files in DIR (never done otherwise)\n"
           "  --threads N         CPU worker threads (0: the default)\n"
           "  --ledger FILE       write the ledger (the plan, and the run's copies and bytes) as JSON\n"

@@ -1,5 +1,5 @@
 /* tandem run MODEL [--input NAME=FILE]… [--random] [--shape NAME=DxD]…
- *                  [--output-dir DIR] [--overwrite] [--threads N] [--devices LIST] */
+ *                  [--output-dir DIR] [--output-format npy|pb] [--overwrite] [--threads N] [--devices LIST] */
 #define _POSIX_C_SOURCE 200809L
 
 #include "cli.h"
@@ -24,6 +24,7 @@ typedef struct run_args {
     size_t n_shapes;
     int random, overwrite;
     const char *output_dir;
+    int output_pb;       /* --output-format pb: one ONNX .pb per output */
     long long threads;
     const char *threads_arg; /* --threads VALUE, or NULL: TANDEM_THREADS */
     const char *devices;
@@ -37,9 +38,10 @@ typedef struct run_args {
 /* One graph output's place in --output-dir. */
 typedef struct out_entry {
     char *base;   /* sanitised, de-duplicated name without ".npy" */
-    char *entry;  /* file or folder name in DIR: base + ".npy", or base for a sequence */
+    char *entry;  /* file or folder name in DIR: base + ".npy", or base for a sequence; base + ".pb" */
     int written;  /* in the temporary folder */
     int is_dir;
+    int pb;       /* written as the ONNX node tests store the value (tdm_value_save_pb) */
 } out_entry;
 
 static void run_args_free(run_args *a)
@@ -104,6 +106,16 @@ static int parse_args(int argc, char **argv, run_args *a)
                 return EXIT_USAGE;
             }
             a->output_dir = val;
+            continue;
+        }
+        if ((r = cli_opt_value("run", argc, argv, &i, "--output-format", &val)) != 0) {
+            if (r < 0)
+                return EXIT_USAGE;
+            if (strcmp(val, "npy") != 0 && strcmp(val, "pb") != 0) {
+                cli_error("run: --output-format expects npy or pb, not '%s'", val);
+                return EXIT_USAGE;
+            }
+            a->output_pb = val[0] == 'p';
             continue;
         }
         if ((r = cli_opt_value("run", argc, argv, &i, "--threads", &val)) != 0) {
@@ -332,7 +344,7 @@ static int is_safe_char(char c)
 }
 
 /* Computes the file names of the outputs (DESIGN.md "Command line"). */
-static int name_outputs(const tdm_model *m, out_entry *ents, size_t n)
+static int name_outputs(const tdm_model *m, out_entry *ents, size_t n, int pb)
 {
     for (size_t i = 0; i < n; i++) {
         tdm_value_info vi;
@@ -359,9 +371,10 @@ static int name_outputs(const tdm_model *m, out_entry *ents, size_t n)
         }
         if (!base)
             goto oom;
-        int is_dir = vi.kind == TDM_KIND_SEQUENCE;
+        int is_dir = !pb && vi.kind == TDM_KIND_SEQUENCE;
+        const char *ext = pb ? ".pb" : is_dir ? "" : ".npy";
         char *cand = str_cat(base, "", "");
-        char *entry = cand ? str_cat(cand, is_dir ? "" : ".npy", "") : NULL;
+        char *entry = cand ? str_cat(cand, ext, "") : NULL;
         for (unsigned k = 1; cand && entry; k++) {
             int clash = 0;
             for (size_t j = 0; j < i && !clash; j++)
@@ -372,7 +385,7 @@ static int name_outputs(const tdm_model *m, out_entry *ents, size_t n)
             free(entry);
             snprintf(idx, sizeof idx, "_%u", k);
             cand = str_cat(base, idx, "");
-            entry = cand ? str_cat(cand, is_dir ? "" : ".npy", "") : NULL;
+            entry = cand ? str_cat(cand, ext, "") : NULL;
         }
         free(base);
         if (!cand || !entry) {
@@ -383,6 +396,7 @@ static int name_outputs(const tdm_model *m, out_entry *ents, size_t n)
         ents[i].base = cand;
         ents[i].entry = entry;
         ents[i].is_dir = is_dir;
+        ents[i].pb = pb;
     }
     return 0;
 oom:
@@ -453,9 +467,11 @@ static int precheck_outputs(const run_args *a, const out_entry *ents, size_t n)
     return 0;
 }
 
-static int save_one(tdm_ctx *ctx, const tdm_tensor *t, const char *path, const char *output)
+/* As .npy, or as a .pb value when pb_vi (its declared type) is given. */
+static int save_one(tdm_ctx *ctx, const tdm_tensor *t, const char *path, const char *output,
+                    const tdm_value_info *pb_vi)
 {
-    tdm_status st = tdm_tensor_save_npy(ctx, t, path, 1);
+    tdm_status st = pb_vi ? tdm_value_save_pb(ctx, t, pb_vi, path, 1) : tdm_tensor_save_npy(ctx, t, path, 1);
     if (st) {
         cli_error("output '%s': %s", output, tdm_ctx_error(ctx));
         return cli_exit_code(st);
@@ -470,7 +486,7 @@ static int write_temp(tdm_ctx *ctx, const tdm_model *m, tdm_tensor **outs, out_e
         tdm_value_info vi;
         tdm_model_output(m, i, &vi);
         tdm_kind k = tdm_tensor_kind(outs[i]);
-        if (k == TDM_KIND_NONE)
+        if (k == TDM_KIND_NONE && !ents[i].pb)
             continue;
         char *p = path_join(tmp, ents[i].entry);
         if (!p) {
@@ -478,9 +494,11 @@ static int write_temp(tdm_ctx *ctx, const tdm_model *m, tdm_tensor **outs, out_e
             return EXIT_INTERNAL;
         }
         int rc = 0;
-        if (k == TDM_KIND_TENSOR) {
+        if (ents[i].pb) {
+            rc = save_one(ctx, outs[i], p, vi.name, &vi);
+        } else if (k == TDM_KIND_TENSOR) {
             ents[i].is_dir = 0;
-            rc = save_one(ctx, outs[i], p, vi.name);
+            rc = save_one(ctx, outs[i], p, vi.name, NULL);
         } else {
             ents[i].is_dir = 1;
             if (mkdir(p, 0777) != 0) {
@@ -496,7 +514,7 @@ static int write_temp(tdm_ctx *ctx, const tdm_model *m, tdm_tensor **outs, out_e
                     rc = EXIT_INTERNAL;
                     break;
                 }
-                rc = save_one(ctx, tdm_sequence_item(outs[i], j), ip, vi.name);
+                rc = save_one(ctx, tdm_sequence_item(outs[i], j), ip, vi.name, NULL);
                 free(ip);
             }
         }
@@ -906,15 +924,17 @@ int cmd_run(int argc, char **argv)
             if (strcmp(a.inputs[k].name, vi.name) == 0)
                 given = &a.inputs[k];
         if (given) {
-            if ((st = tdm_value_load(ctx, given->value, &vi.kind, &ins[i])) != TDM_OK) {
+            if ((st = tdm_value_load_for(ctx, given->value, &vi, &ins[i])) != TDM_OK) {
                 char what[300];
                 snprintf(what, sizeof what, "input '%s'", vi.name);
                 rc = cli_fail(st, what, tdm_ctx_error(ctx));
                 goto done;
             }
+            if ((rc = cli_bf16_from_bits(&vi, &ins[i])) != 0)
+                goto done;
             continue;
         }
-        if (vi.kind == TDM_KIND_NONE)
+        if (vi.kind == TDM_KIND_NONE || vi.optional)
             continue; /* an optional input left absent */
         if (!a.random) {
             if (!first_missing)
@@ -950,7 +970,7 @@ int cmd_run(int argc, char **argv)
     if (a.ro.devices && !(a.ao.has_cache && a.ao.cache > 0) && (rc = plan_for_inputs(ctx, m, so, &a, ins, &s)) != 0)
         goto done;
     if (a.output_dir) {
-        if ((rc = name_outputs(m, ents, n_out)) != 0 || (rc = precheck_outputs(&a, ents, n_out)) != 0)
+        if ((rc = name_outputs(m, ents, n_out, a.output_pb)) != 0 || (rc = precheck_outputs(&a, ents, n_out)) != 0)
             goto done;
     }
     if ((rc = diag_flags_begin(&a.diag, s)) != 0)

@@ -234,6 +234,22 @@ uint16_t cli_f32_to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
+int cli_bf16_from_bits(const tdm_value_info *vi, tdm_tensor **t)
+{
+    if (vi->dtype != TDM_BFLOAT16 || tdm_tensor_kind(*t) != TDM_KIND_TENSOR || tdm_tensor_dtype(*t) != TDM_UINT16)
+        return 0;
+    tdm_tensor *b;
+    if (tdm_tensor_create(TDM_BFLOAT16, tdm_tensor_rank(*t), tdm_tensor_dims(*t), &b) != TDM_OK) {
+        cli_error("out of memory");
+        return EXIT_INTERNAL;
+    }
+    if (tdm_tensor_nbytes(b))
+        memcpy(tdm_tensor_data(b), tdm_tensor_cdata(*t), tdm_tensor_nbytes(b));
+    tdm_tensor_destroy(*t);
+    *t = b;
+    return 0;
+}
+
 /* ---- shapes and fixed-seed random inputs (run, bench) ---- */
 
 int cli_parse_dims(const char *cmd, const char *name, const char *value, int *rank, int64_t *dims)
