@@ -87,6 +87,17 @@ double dev_node_bytes(const tdm_node_desc *n)
     return b;
 }
 
+size_t dev_stored_bytes(const dev_instance *di, tdm_dtype dtype, size_t bytes)
+{
+    if (!di || !di->ext || (dtype != TDM_FLOAT && dtype != TDM_DOUBLE))
+        return bytes;
+    tdm_dtype st = di->ext->storage;
+    if (st != TDM_FLOAT16 && st != TDM_BFLOAT16)
+        return bytes;
+    size_t from = tdm_dtype_size(dtype), to = tdm_dtype_size(st);
+    return from > to ? bytes / from * to : bytes;
+}
+
 tdm_reason dev_verdict(tdm_verdict *out, tdm_reason reason, const char *fmt, ...)
 {
     if (!out)

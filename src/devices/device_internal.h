@@ -70,6 +70,12 @@ typedef struct dev_ext {
     /* Element type the device computes floats in: TDM_FLOAT (cpu, fp32
      * profiles), TDM_FLOAT16 or TDM_BFLOAT16. */
     tdm_dtype precision;
+
+    /* Element type float and double tensors are stored in on the device
+     * (TDM_FLOAT16 or TDM_BFLOAT16 halve a float tensor), which memory
+     * accounting uses (dev_stored_bytes); TDM_UNDEFINED or TDM_FLOAT: the
+     * model's own sizes. */
+    tdm_dtype storage;
 } dev_ext;
 
 /* One device instance. */
@@ -191,6 +197,12 @@ tdm_status dev_faulty_open(tdm_err *e, const char *args, dev_instance *out);
  * unknown dimension counts as 1. */
 double dev_node_flops(const tdm_node_desc *n);
 double dev_node_bytes(const tdm_node_desc *n);
+
+/* Bytes a tensor of dtype that takes bytes on the host occupies on device
+ * di: a float or double tensor at the device's storage type
+ * (dev_ext.storage); every other tensor, and every tensor on a device
+ * without an extension (plugins, opencl), at its own size. */
+size_t dev_stored_bytes(const dev_instance *di, tdm_dtype dtype, size_t bytes);
 
 /* Fills out with reason and a printf-style sentence; returns reason. */
 tdm_reason dev_verdict(tdm_verdict *out, tdm_reason reason, const char *fmt, ...)

@@ -1202,6 +1202,15 @@ static void compute_residency(pstate *s)
     }
 }
 
+/* Bytes value v occupies on device d: float tensors at the device's
+ * storage type (an fp16 NPU holds a float tensor in half its host size). */
+static size_t dev_value_bytes(const pstate *s, int v, int d)
+{
+    const gr_value *gv = &s->g->values[v];
+    tdm_dtype dt = gv->init && gv->init->kind == TDM_KIND_TENSOR && !gv->is_input ? gv->init->dtype : gv->type.dtype;
+    return dev_stored_bytes(&s->p->devs->items[d], dt, s->vbytes[v]);
+}
+
 /* Peak bytes on the device of the nodes at positions [a, b) of the order
  * (one device): the weights they read, held for the whole range (as a
  * device holds a compiled partition's weights), plus the largest sum, over
@@ -1231,13 +1240,14 @@ static uint64_t range_peak(pstate *s, int a, int b, int *unknown)
             unk = 1;
             continue;
         }
+        size_t vb = dev_value_bytes(s, v, d);
         if (s->is_weight[v] && s->stamp[v] == stamp) {
-            weights += s->vbytes[v];
+            weights += vb;
             continue;
         }
         int lo = s->rs[k] > a ? s->rs[k] : a, hi = s->re[k] < b - 1 ? s->re[k] : b - 1;
-        s->diff[lo - a] += (int64_t)s->vbytes[v];
-        s->diff[hi - a + 1] -= (int64_t)s->vbytes[v];
+        s->diff[lo - a] += (int64_t)vb;
+        s->diff[hi - a + 1] -= (int64_t)vb;
     }
     int64_t live = 0, peak = 0;
     for (int i = 0; i < len; i++) {
@@ -1302,9 +1312,14 @@ static tdm_status memory_pass(pstate *s)
                 e = s->cpu;
             size_t k = (size_t)n * (size_t)s->D + (size_t)d;
             s->over[k] = TDM_REASON_MEMORY;
-            s->overdet[k] = arena_fmt(s, "%llu bytes would be resident on %s while this node runs (its weights and the tensors live then), "
+            const dev_ext *dx = s->p->devs->items[d].ext;
+            tdm_dtype sto = dx ? dx->storage : TDM_UNDEFINED;
+            s->overdet[k] = arena_fmt(s, "%llu bytes would be resident on %s while this node runs (its weights and the tensors live then%s), "
                                       "more than its capacity of %llu",
-                                      (unsigned long long)need, s->p->devs->items[d].name, (unsigned long long)cap);
+                                      (unsigned long long)need, s->p->devs->items[d].name,
+                                      sto == TDM_FLOAT16 ? ", float tensors at fp16 storage"
+                                      : sto == TDM_BFLOAT16 ? ", float tensors at bf16 storage" : "",
+                                      (unsigned long long)cap);
             if (!s->overdet[k])
                 return err_set(s->e, TDM_E_NOMEM, "out of memory");
             if (s->pin[n] == d)

@@ -228,6 +228,9 @@ static tdm_status reserve(run_state *r, int v, int d, size_t bytes, const char *
     size_t i = (size_t)v * (size_t)r->p->D + (size_t)d;
     if (d == r->p->cpu || !di->ext || !di->ext->reserve || !bytes)
         return TDM_OK;
+    /* at the device's storage type, as the planner counted it */
+    tdm_dtype dt = r->vals[v] ? r->vals[v]->dtype : r->p->g->values[v].type.dtype;
+    bytes = dev_stored_bytes(di, dt, bytes);
     tdm_status st = di->ext->reserve(di->dev.ctx, bytes, r->e);
     if (st) {
         err_prefix(r->e, "%s: ", what);

@@ -272,6 +272,21 @@ static int t_profiles_bad(void)
     err_clear(&err);
     MUST(vnpu_parse(&err, "t.json", text, strlen(text), &c));
     CHECK(c && c->memory_bytes == 1024 && c->peak_gflops == 1000.0);
+    /* storage defaults to the precision; memory is counted at it */
+    CHECK(c && c->storage == TDM_FLOAT16 && c->ext.storage == TDM_FLOAT16);
+    vnpu_ctx_free(c);
+    snprintf(text, sizeof text, base_profile, ", \"storage\": \"fp32\"", "{\"Relu\": {}}");
+    c = NULL;
+    MUST(vnpu_parse(&err, "t.json", text, strlen(text), &c));
+    CHECK(c && c->precision == TDM_FLOAT16 && c->storage == TDM_FLOAT && c->ext.storage == TDM_FLOAT);
+    if (c) {
+        dev_instance di = {.ext = &c->ext};
+        CHECK(dev_stored_bytes(&di, TDM_FLOAT, 400) == 400);
+        c->ext.storage = TDM_FLOAT16;
+        CHECK(dev_stored_bytes(&di, TDM_FLOAT, 400) == 200 && dev_stored_bytes(&di, TDM_DOUBLE, 800) == 200);
+        CHECK(dev_stored_bytes(&di, TDM_INT8, 400) == 400 && dev_stored_bytes(&di, TDM_INT64, 400) == 400);
+        CHECK(dev_stored_bytes(&di, TDM_FLOAT16, 400) == 400);
+    }
     vnpu_ctx_free(c);
 
     /* the example from the issue, exactly */
@@ -313,6 +328,9 @@ static int t_profiles_bad(void)
     expect_bad(", \"exclude\": [\"Reluu\"]", "{\"*\": {}}", "exclude[0] must be the name of an operator", "Reluu");
     expect_bad(", \"exclude\": [\"Relu\"]", "{\"*\": {}, \"Relu\": {}}", "exclude[0] (Relu) is also listed in ops", "");
     expect_bad(", \"description\": 5", "{\"Relu\": {}}", "description must be a string", "");
+    expect_bad(", \"storage\": \"fp8\"", "{\"Relu\": {}}", "storage must be one of", "\"fp8\"");
+    expect_bad(", \"storage\": \"bf16\"", "{\"Relu\": {}}", "storage must be \"fp32\" or the precision (\"fp16\")",
+               "\"bf16\"");
 
     /* top-level fields: wrong type, out of range, missing */
     static const struct {

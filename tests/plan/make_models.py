@@ -70,14 +70,21 @@ save("memory", [helper.make_node("MatMul", ["x", "w"], ["m"], name="big_matmul")
                 helper.make_node("Relu", ["m"], ["y"], name="relu")],
      [vi("x", [1, 1024])], [vi("y", [1, 2048])], [init("w", w(1024, 2048))])
 
-# Split, not abandoned: two convolutions of 2.25 MiB of weights each fit one
-# at a time but not together: two partitions on the NPU.
+# Split, not abandoned: two convolutions of 2.53 MiB of weights each at fp16
+# (edge-npu's storage type; 5.06 MiB each as float32) fit one at a time but
+# not together: two partitions on the NPU.
 save("split", [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
                helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
                helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
                helper.make_node("Relu", ["c2"], ["y"], name="relu2")],
-     [vi("x", [1, 256, 4, 4])], [vi("y", [1, 256, 4, 4])], [init("w1", w(256, 256, 3, 3)),
-                                                            init("w2", w(256, 256, 3, 3))])
+     [vi("x", [1, 384, 4, 4])], [vi("y", [1, 384, 4, 4])], [init("w1", w(384, 384, 3, 3)),
+                                                            init("w2", w(384, 384, 3, 3))])
+
+# Memory at the storage type: a Relu over 3 MiB of float32 in and 3 MiB out
+# holds 6 MiB as float32 but 3 MiB at fp16 (edge-npu: fits its 4 MiB; the
+# fp32 test-npu: MEMORY).
+save("storage", [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+     [vi("x", [1, 768, 1024])], [vi("y", [1, 768, 1024])])
 
 # GRANULARITY (subgraph): a Relu island between two LayerNormalizations.
 save("island", [helper.make_node("LayerNormalization", ["x", "s", "b"], ["l1"], name="ln1", axis=-1),

@@ -277,6 +277,30 @@ static void case_split(void)
     tdm_model_destroy(m);
 }
 
+/* Memory is counted at the device's storage type: edge-npu (fp16) holds
+ * the Relu's 6 MiB of float32 tensors in 3 MiB and runs it (the executor
+ * reserves the same 3 MiB); test-npu (fp32, 4 MiB) cannot. */
+static void case_storage(void)
+{
+    tdm_model *m = load("storage");
+    tdm_session_options *o = opts("vnpu:edge-npu,cpu", "op");
+    tdm_plan *p = plan_of(m, o);
+    CHECK(node_is(p, "relu", "vnpu:edge-npu", "OK"), "fp16 storage: the relu fits");
+    CHECK(p->n_parts == 1 && p->parts[0].peak_bytes == 2u * 768u * 1024u * 2u, "peak %llu at fp16",
+          p->n_parts ? (unsigned long long)p->parts[0].peak_bytes : 0ULL);
+    CHECK(agrees(m, o, 0.999), "the run reserves what the plan counted");
+    tdm_plan_destroy(p);
+    tdm_session_options_destroy(o);
+    char spec[1024];
+    snprintf(spec, sizeof spec, "vnpu:%s,cpu", test_profile);
+    o = opts(spec, "op");
+    p = plan_of(m, o);
+    CHECK(node_is(p, "relu", "cpu", "MEMORY"), "fp32 storage: 6 MiB does not fit 4 MiB");
+    tdm_plan_destroy(p);
+    tdm_session_options_destroy(o);
+    tdm_model_destroy(m);
+}
+
 static void case_granularity(void)
 {
     tdm_model *m = load("island");
@@ -786,6 +810,8 @@ int main(int argc, char **argv)
         case_memory();
     else if (strcmp(c, "memory.split") == 0)
         case_split();
+    else if (strcmp(c, "memory.storage") == 0)
+        case_storage();
     else if (strcmp(c, "reason.granularity") == 0)
         case_granularity();
     else if (strcmp(c, "reason.user") == 0)

@@ -462,12 +462,26 @@ static const char *human_bytes(uint64_t b, char *buf, size_t size)
     return buf;
 }
 
+/* "fp16", "bf16", "fp32" → the element type; anything else TDM_UNDEFINED. */
+static tdm_dtype float_type(const cJSON *v)
+{
+    if (!cJSON_IsString(v))
+        return TDM_UNDEFINED;
+    if (strcmp(v->valuestring, "fp16") == 0)
+        return TDM_FLOAT16;
+    if (strcmp(v->valuestring, "bf16") == 0)
+        return TDM_BFLOAT16;
+    if (strcmp(v->valuestring, "fp32") == 0)
+        return TDM_FLOAT;
+    return TDM_UNDEFINED;
+}
+
 static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
 {
     static const char *const keys[] = {"name", "description", "precision", "memory_bytes", "peak_tops",
                                        "peak_gflops", "launch_overhead_us", "memory_bandwidth_gbps",
                                        "host_bandwidth_gbps", "host_latency_us", "static_shapes", "defaults",
-                                       "ops", "exclude", "comment", NULL};
+                                       "ops", "exclude", "comment", "storage", NULL};
     static const char *const dkeys[] = {"dtypes", "max_rank", "max_dim", NULL};
     tdm_status st = TDM_OK;
     const cJSON *v;
@@ -499,14 +513,19 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
 
     if (!(v = require(p, "", root, "precision", &st)))
         return st;
-    if (cJSON_IsString(v) && strcmp(v->valuestring, "fp16") == 0)
-        c->precision = TDM_FLOAT16;
-    else if (cJSON_IsString(v) && strcmp(v->valuestring, "bf16") == 0)
-        c->precision = TDM_BFLOAT16;
-    else if (cJSON_IsString(v) && strcmp(v->valuestring, "fp32") == 0)
-        c->precision = TDM_FLOAT;
-    else
+    if ((c->precision = float_type(v)) == TDM_UNDEFINED)
         return bad(p, "precision", "one of \"fp16\", \"bf16\", \"fp32\"", v);
+    c->storage = c->precision;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "storage")) != NULL) {
+        if ((c->storage = float_type(v)) == TDM_UNDEFINED)
+            return bad(p, "storage", "one of \"fp16\", \"bf16\", \"fp32\"", v);
+        /* numerics round at precision only: a storage type narrower than
+         * (or other than) the precision is not modeled */
+        if (c->storage != c->precision && c->storage != TDM_FLOAT)
+            return err_set(p->e, TDM_E_DEVICE, "%s: storage must be \"fp32\" or the precision (\"%s\"), got \"%s\"",
+                           p->label, c->precision == TDM_FLOAT16 ? "fp16" : c->precision == TDM_BFLOAT16 ? "bf16" : "fp32",
+                           v->valuestring);
+    }
 
     if (!(v = require(p, "", root, "memory_bytes", &st)))
         return st;
@@ -666,6 +685,7 @@ tdm_status vnpu_parse(tdm_err *e, const char *label, const char *text, size_t le
         return st;
     }
     c->ext.precision = c->precision;
+    c->ext.storage = c->storage;
     *out = c;
     return TDM_OK;
 }

@@ -52,6 +52,7 @@ struct vnpu_ctx {
     char *description;      /* the profile's text */
     char *summary;          /* description() line */
     tdm_dtype precision;    /* TDM_FLOAT, TDM_FLOAT16, TDM_BFLOAT16 */
+    tdm_dtype storage;      /* float storage type ("storage", default: precision) */
     uint64_t memory_bytes;
     double peak_gflops;
     double launch_us;
