@@ -20,16 +20,19 @@ typedef struct sbuf {
     size_t size, len; /* len < size always */
 } sbuf;
 
+static int is_cont(char c) { return ((unsigned char)c & 0xC0) == 0x80; }
+
 static void put(sbuf *b, const char *s, size_t n)
 {
-    if (b->len + n >= b->size)
+    if (b->len + n >= b->size) { /* full: cut before a whole character */
         n = b->size - 1 - b->len;
+        while (n > 0 && is_cont(s[n]))
+            n--;
+    }
     memcpy(b->d + b->len, s, n);
     b->len += n;
     b->d[b->len] = '\0';
 }
-
-static int is_cont(char c) { return ((unsigned char)c & 0xC0) == 0x80; }
 
 /* s[0, n): verbatim when short, else head + "…" + tail, cut at UTF-8
  * character boundaries. */
