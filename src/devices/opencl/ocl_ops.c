@@ -101,6 +101,11 @@ static int desc_out_present(const tdm_node_desc *d, int i)
 
 /* ------------------------------------------------------------- op table */
 
+/* The kernels follow the ONNX definitions up to opset 17: a node whose op
+ * tandem resolves to a newer definition (ReduceMean 18 takes its axes as
+ * an input, Resize 18 antialiases, ...) is not theirs to run. */
+#define OCL_MAX_SINCE 17
+
 typedef struct orun orun;
 typedef struct ocl_opdef ocl_opdef;
 
@@ -2221,6 +2226,12 @@ tdm_reason ocl_op_supports(const ocl_ctx *c, const tdm_node_desc *node, tdm_verd
                        (long long)node->opset);
     }
     tdm_reason rs = TDM_REASON_OK;
+    if (o.version > OCL_MAX_SINCE) {
+        rs = verdict(out, TDM_REASON_OP_UNSUPPORTED,
+                     "opencl runs %s as defined up to opset %d; at opset %lld it is version %d of its definition",
+                     node->op_type, OCL_MAX_SINCE, (long long)node->opset, o.version);
+        goto done;
+    }
     if (node->n_inputs < 1 || node->n_outputs < 1) {
         rs = verdict(out, TDM_REASON_OP_UNSUPPORTED, "opencl %s needs an input and an output", node->op_type);
         goto done;
