@@ -323,7 +323,8 @@ TDM_API void tdm_free(void *p);
  * cpu. A device that is unavailable makes tdm_session_create fail with
  * TDM_E_DEVICE. */
 TDM_API tdm_status tdm_session_options_set_devices(tdm_session_options *opts, const char *list);
-/* "op", "subgraph" (the default) or "graph". */
+/* "op", "subgraph" (the default), "graph", "auto" or "greedy" (the
+ * baseline: each device claims every node it supports, in priority order). */
 TDM_API tdm_status tdm_session_options_set_granularity(tdm_session_options *opts, const char *granularity);
 /* "allow" (the default), "deny" or "deny-compute". When never set, the
  * environment variable TANDEM_FALLBACK is read at planning time. */

@@ -76,6 +76,10 @@ typedef struct dev_ext {
      * accounting uses (dev_stored_bytes); TDM_UNDEFINED or TDM_FLOAT: the
      * model's own sizes. */
     tdm_dtype storage;
+
+    /* Modeled cost of one partition's round trip on the device (submit,
+     * synchronise), in ms, added once per partition to the estimates. */
+    double partition_ms;
 } dev_ext;
 
 /* One device instance. */

@@ -24,6 +24,8 @@ const char *plan_granularity_str(plan_granularity g)
         return "graph";
     case PLAN_GRAN_AUTO:
         return "auto";
+    case PLAN_GRAN_GREEDY:
+        return "greedy";
     }
     return "?";
 }
@@ -1449,6 +1451,14 @@ static void summarize(pstate *s)
             p->parts[pn->partition].est_nodes++;
         } else {
             p->est_complete = 0;
+        }
+    }
+    for (int q = 0; q < p->n_parts; q++) {
+        /* a device's per-partition round trip (submit, synchronise) */
+        const dev_ext *dx = p->devs->items[p->parts[q].device].ext;
+        if (dx && dx->partition_ms > 0 && p->parts[q].device != s->cpu) {
+            p->parts[q].est_ms += dx->partition_ms;
+            p->est_total += dx->partition_ms;
         }
     }
     for (int c = 0; c < p->n_copies; c++) {

@@ -87,7 +87,10 @@ typedef enum plan_granularity {
     PLAN_GRAN_OP = 0,
     PLAN_GRAN_SUBGRAPH = 1,
     PLAN_GRAN_GRAPH = 2,
-    PLAN_GRAN_AUTO = 3 /* minimum estimated time (plan/auto.h) */
+    PLAN_GRAN_AUTO = 3, /* minimum estimated time (plan/auto.h) */
+    PLAN_GRAN_GREEDY = 4 /* the baseline: each device claims, in priority order, every node it
+                          * supports (onnxruntime's EPs, TVM BYOC, OpenVINO HETERO); no
+                          * island absorption, no cost; the memory rule still applies */
 } plan_granularity;
 typedef enum plan_fallback { PLAN_FB_ALLOW = 0, PLAN_FB_DENY = 1, PLAN_FB_DENY_COMPUTE = 2 } plan_fallback;
 

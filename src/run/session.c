@@ -115,6 +115,8 @@ tdm_status tdm_session_options_set_granularity(tdm_session_options *opts, const 
         opts->po.granularity = PLAN_GRAN_GRAPH;
     else if (strcmp(granularity, "auto") == 0)
         opts->po.granularity = PLAN_GRAN_AUTO;
+    else if (strcmp(granularity, "greedy") == 0)
+        opts->po.granularity = PLAN_GRAN_GREEDY;
     else
         return TDM_E_USAGE;
     return TDM_OK;

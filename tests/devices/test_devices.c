@@ -1271,6 +1271,49 @@ static int t_list_known(void)
     return 0;
 }
 
+/* The vendor profiles (issue 17): each names its source document and
+ * version, has a per-partition round trip, and enforces its constant
+ * inputs (qnn-htp: Gemm's B). */
+static int t_profiles_vendor(void)
+{
+    static const char *const names[] = {"rk3588", "qnn-htp", "coreml-ane", "intel-npu"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const vnpu_embedded_profile *p = NULL;
+        for (size_t k = 0; vnpu_embedded[k].name; k++)
+            if (strcmp(vnpu_embedded[k].name, names[i]) == 0)
+                p = &vnpu_embedded[k];
+        CHECK(p != NULL);
+        if (!p)
+            continue;
+        CHECK_HAS(p->text, "\"source\"", "\"document\"", "\"version\"", "estimate");
+        char entry[64];
+        snprintf(entry, sizeof entry, "vnpu:%s", names[i]);
+        dev_instance d;
+        open_dev(entry, &d);
+        const struct vnpu_ctx *c = d.dev.ctx;
+        CHECK(c->partition_us > 0 && d.ext->partition_ms == c->partition_us / 1000.0);
+        CHECK(d.ext->storage == TDM_FLOAT16 && c->static_shapes);
+        dev_instance_close(&d);
+    }
+    dev_instance htp;
+    open_dev("vnpu:qnn-htp", &htp);
+    tnode t;
+    tn_init(&t, "Gemm", 13);
+    tn_in(&t, "a", TDM_FLOAT, "2x4");
+    tn_in(&t, "b", TDM_FLOAT, "4x3");
+    tn_out(&t, "y", TDM_FLOAT, "2x3");
+    EXPECT(&htp, &t, TDM_REASON_ATTR_UNSUPPORTED, "qnn-htp runs Gemm only with input 1 constant; 'b' is computed");
+    static const float bw[12] = {0};
+    t.in[1].data = bw;
+    EXPECT(&htp, &t, TDM_REASON_OK, "qnn-htp runs Gemm");
+    dev_instance_close(&htp);
+    expect_bad("", "{\"Gemm\": {\"const_inputs\": [32]}}", "ops.Gemm.const_inputs must be a non-empty array", "");
+    expect_bad("", "{\"*\": {\"const_inputs\": [1]}}", "ops.*.const_inputs is not allowed", "");
+    expect_bad(", \"source\": {\"document\": \"x\"}", "{\"Relu\": {}}", "source.version is missing", "");
+    expect_bad(", \"partition_overhead_us\": -1", "{\"Relu\": {}}", "partition_overhead_us must be a number >= 0", "");
+    return 0;
+}
+
 static const struct {
     const char *name;
     int (*fn)(void);
@@ -1279,6 +1322,7 @@ static const struct {
     {"profiles.shipped", t_profiles_shipped},
     {"profiles.bad", t_profiles_bad},
     {"profiles.path", t_profiles_path},
+    {"profiles.vendor", t_profiles_vendor},
     {"supports.cpu", t_supports_cpu},
     {"supports.vnpu", t_supports_vnpu},
     {"memory", t_memory},

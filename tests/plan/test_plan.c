@@ -301,6 +301,37 @@ static void case_storage(void)
     tdm_model_destroy(m);
 }
 
+/* greedy: each device claims every node it supports (the island relu
+ * stays on the NPU where subgraph would absorb it); the ledger names it;
+ * a vendor profile's per-partition round trip is in the estimate. */
+static void case_greedy(void)
+{
+    tdm_model *m = load("island");
+    tdm_session_options *o = opts("vnpu:edge-npu,cpu", "greedy");
+    tdm_plan *p = plan_of(m, o);
+    CHECK(p->opts.granularity == PLAN_GRAN_GREEDY, "granularity %d", (int)p->opts.granularity);
+    CHECK(node_is(p, "island_relu", "vnpu:edge-npu", "OK"), "greedy: the island is claimed by the NPU");
+    CHECK(node_is(p, "ln1", "cpu", "OP_UNSUPPORTED"), "ln1");
+    CHECK(p->n_parts == 3, "%d partitions", p->n_parts);
+    CHECK(strcmp(plan_granularity_str(p->opts.granularity), "greedy") == 0, "name");
+    CHECK(agrees(m, o, 0.999), "outputs");
+    tdm_plan_destroy(p);
+    tdm_session_options_destroy(o);
+    tdm_model_destroy(m);
+
+    m = load("ok");
+    o = opts("vnpu:coreml-ane,cpu", "greedy");
+    p = plan_of(m, o);
+    double nodes = 0;
+    for (int n = 0; n < p->n_nodes; n++)
+        nodes += p->nodes[n].est_ms;
+    CHECK(p->n_parts == 1 && fabs(p->parts[0].est_ms - (nodes + 0.075)) < 1e-9,
+          "partition estimate %g: nodes %g + the 75 us round trip", p->n_parts ? p->parts[0].est_ms : -1, nodes);
+    tdm_plan_destroy(p);
+    tdm_session_options_destroy(o);
+    tdm_model_destroy(m);
+}
+
 static void case_granularity(void)
 {
     tdm_model *m = load("island");
@@ -812,6 +843,8 @@ int main(int argc, char **argv)
         case_split();
     else if (strcmp(c, "memory.storage") == 0)
         case_storage();
+    else if (strcmp(c, "greedy") == 0)
+        case_greedy();
     else if (strcmp(c, "reason.granularity") == 0)
         case_granularity();
     else if (strcmp(c, "reason.user") == 0)

@@ -46,9 +46,9 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
     }
     if ((r = cli_opt_value(cmd, argc, argv, i, "--granularity", &val)) != 0) {
         if (r < 0 || (strcmp(val, "op") != 0 && strcmp(val, "subgraph") != 0 && strcmp(val, "graph") != 0 &&
-                      strcmp(val, "auto") != 0)) {
+                      strcmp(val, "auto") != 0 && strcmp(val, "greedy") != 0)) {
             if (r > 0)
-                cli_error("%s: --granularity expects op, subgraph, graph or auto, not '%s'", cmd, val);
+                cli_error("%s: --granularity expects op, subgraph, graph, auto or greedy, not '%s'", cmd, val);
             *rc = EXIT_USAGE;
             return 1;
         }
@@ -254,7 +254,9 @@ void usage_runopts(FILE *f)
           "  --granularity G        op (each node on its first able device), subgraph (the\n"
           "                         default: small islands join their neighbours), graph (all\n"
           "                         on the first device that runs every node), auto (the\n"
-          "                         placement of least estimated time, copies included)\n"
+          "                         placement of least estimated time, copies included),\n"
+          "                         greedy (the baseline: each device claims every node it\n"
+          "                         supports, in priority order, as onnxruntime's EPs do)\n"
           "  --fallback P           allow (default), deny (any node off the first device is an\n"
           "                         error), deny-compute (only shape bookkeeping ops may fall\n"
           "                         back); the environment variable TANDEM_FALLBACK when absent\n"

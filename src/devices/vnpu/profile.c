@@ -297,7 +297,7 @@ static tdm_status parse_op(pctx *p, const char *path, const cJSON *v, const vnpu
                            vnpu_op_rule *r)
 {
     static const char *const keys[] = {"dtypes", "max_rank", "max_dim", "attrs", "opset_min", "opset_max",
-                                       "comment", NULL};
+                                       "comment", "const_inputs", NULL};
     char sub[256];
     tdm_status st;
     const cJSON *x;
@@ -339,6 +339,21 @@ static tdm_status parse_op(pctx *p, const char *path, const cJSON *v, const vnpu
             char must[64];
             snprintf(must, sizeof must, "at least opset_min (%lld)", (long long)r->opset_min);
             return bad(p, sub, must, x);
+        }
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "const_inputs")) != NULL) {
+        path_join(sub, sizeof sub, path, "const_inputs");
+        if (wildcard)
+            return err_set(p->e, TDM_E_DEVICE, "%s: %s is not allowed in \"*\"", p->label, sub);
+        if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) == 0)
+            return bad(p, sub, "a non-empty array of input indices (0..31)", x);
+        const cJSON *it;
+        cJSON_ArrayForEach(it, x)
+        {
+            if (!cJSON_IsNumber(it) || it->valuedouble != (double)(int)it->valuedouble || it->valuedouble < 0 ||
+                it->valuedouble > 31)
+                return bad(p, sub, "a non-empty array of input indices (0..31)", x);
+            r->const_inputs |= (uint32_t)1 << (int)it->valuedouble;
         }
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "comment")) != NULL && !cJSON_IsString(x)) {
@@ -481,7 +496,8 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
     static const char *const keys[] = {"name", "description", "precision", "memory_bytes", "peak_tops",
                                        "peak_gflops", "launch_overhead_us", "memory_bandwidth_gbps",
                                        "host_bandwidth_gbps", "host_latency_us", "static_shapes", "defaults",
-                                       "ops", "exclude", "comment", "storage", NULL};
+                                       "ops", "exclude", "comment", "storage", "partition_overhead_us",
+                                       "source", NULL};
     static const char *const dkeys[] = {"dtypes", "max_rank", "max_dim", NULL};
     tdm_status st = TDM_OK;
     const cJSON *v;
@@ -551,6 +567,25 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
         return st;
     if ((st = get_nonneg_num(p, "launch_overhead_us", v, &c->launch_us)) != TDM_OK)
         return st;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "partition_overhead_us")) != NULL &&
+        (st = get_nonneg_num(p, "partition_overhead_us", v, &c->partition_us)) != TDM_OK)
+        return st;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "source")) != NULL) {
+        static const char *const skeys[] = {"document", "version", "url", "comment", NULL};
+        if (!cJSON_IsObject(v))
+            return bad(p, "source", "an object with document, version (and url)", v);
+        if ((st = check_keys(p, "source", v, skeys)) != TDM_OK)
+            return st;
+        for (int k = 0; skeys[k]; k++) {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(v, skeys[k]);
+            char sname[64];
+            snprintf(sname, sizeof sname, "source.%s", skeys[k]);
+            if (!x && k < 2)
+                return err_set(p->e, TDM_E_DEVICE, "%s: %s is missing", p->label, sname);
+            if (x && (!cJSON_IsString(x) || !*x->valuestring))
+                return bad(p, sname, "a non-empty string", x);
+        }
+    }
     if (!(v = require(p, "", root, "memory_bandwidth_gbps", &st)))
         return st;
     if ((st = get_pos_num(p, "memory_bandwidth_gbps", v, &c->mem_bw_gbps)) != TDM_OK)
@@ -569,7 +604,7 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
         c->static_shapes = cJSON_IsTrue(v);
     }
 
-    vnpu_op_rule dflt = {NULL, DT_ALL, 0, 0, 0, 0, NULL, 0};
+    vnpu_op_rule dflt = {NULL, DT_ALL, 0, 0, 0, 0, NULL, 0, 0};
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "defaults")) != NULL) {
         if (!cJSON_IsObject(v))
             return bad(p, "defaults", "an object with dtypes, max_rank or max_dim", v);
@@ -686,6 +721,7 @@ tdm_status vnpu_parse(tdm_err *e, const char *label, const char *text, size_t le
     }
     c->ext.precision = c->precision;
     c->ext.storage = c->storage;
+    c->ext.partition_ms = c->partition_us / 1000.0;
     *out = c;
     return TDM_OK;
 }

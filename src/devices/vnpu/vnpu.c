@@ -269,6 +269,11 @@ static tdm_reason vnpu_supports(void *ctx, const tdm_node_desc *n, tdm_verdict *
         return why;
     if ((why = check_attrs(c, r, n, out)) != TDM_REASON_OK)
         return why;
+    for (int i = 0; i < n->n_inputs && i < 32; i++)
+        if ((r->const_inputs >> i & 1u) && present(&n->inputs[i]) && !n->inputs[i].data)
+            return dev_verdict(out, TDM_REASON_ATTR_UNSUPPORTED,
+                               "%s runs %s only with input %d constant; '%s' is computed at run time", c->name,
+                               n->op_type, i, tname(&n->inputs[i]));
     return dev_verdict(out, TDM_REASON_OK, "%s runs %s", c->name, n->op_type);
 }
 

@@ -43,6 +43,7 @@ typedef struct vnpu_op_rule {
     int64_t opset_min, opset_max; /* 0: no bound */
     vnpu_attr_rule *attrs;
     size_t n_attrs;
+    uint32_t const_inputs;  /* bit i: input i must be a constant ("const_inputs") */
 } vnpu_op_rule;
 
 struct vnpu_ctx {
@@ -59,6 +60,7 @@ struct vnpu_ctx {
     double mem_bw_gbps;
     double host_bw_gbps;
     double host_latency_us;
+    double partition_us;    /* per-partition round trip ("partition_overhead_us") */
     int static_shapes;
     vnpu_op_rule *ops;      /* explicit rules */
     size_t n_ops;
