@@ -86,6 +86,12 @@ tdm_status op_run_Atanh(op_ctx *ctx);
 tdm_status op_run_IsNaN(op_ctx *ctx);
 tdm_status op_run_IsInf(op_ctx *ctx);
 tdm_status op_run_Not(op_ctx *ctx);
+/* float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) codes, as Cast converts them
+ * (ops/elementwise_cast.c): round to nearest even; saturate: beyond the
+ * largest value (infinities too) is the largest, else NaN or infinity. */
+int op_is_float8(tdm_dtype dt);
+double op_float8_to_f64(uint8_t c, tdm_dtype dt);
+uint8_t op_f64_to_float8(double v, tdm_dtype dt, int saturate);
 tdm_status op_run_BitwiseNot(op_ctx *ctx);
 tdm_status op_run_Relu(op_ctx *ctx);
 tdm_status op_run_LeakyRelu(op_ctx *ctx);

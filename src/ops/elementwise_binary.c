@@ -326,6 +326,9 @@ BK4(k_le, uint8_t, uint8_t, uint8_t, uint8_t, x <= y, x <= y, x <= y)
 BK4(k_ge, uint8_t, uint8_t, uint8_t, uint8_t, x >= y, x >= y, x >= y)
 BK(k_shl_u64, uint64_t, uint64_t, uint64_t, y >= 64 ? 0u : x << y)
 BK(k_shr_u64, uint64_t, uint64_t, uint64_t, y >= 64 ? 0u : x >> y)
+/* signed right shifts fill with the sign bit; a shift of the width or more
+ * (or a negative one, which is as large as a shift can be) leaves only it */
+BK(k_shr_i64, int64_t, int64_t, int64_t, y >= 64 || y < 0 ? (x < 0 ? -1 : 0) : x < 0 ? ~(~x >> y) : x >> y)
 BK(k_and_b, uint8_t, uint8_t, uint8_t, (x != 0) & (y != 0))
 BK(k_or_b, uint8_t, uint8_t, uint8_t, (x != 0) | (y != 0))
 BK(k_xor_b, uint8_t, uint8_t, uint8_t, (x != 0) ^ (y != 0))
@@ -387,7 +390,7 @@ static const kfn ktab[B_COUNT][4] = {
     [B_POW] = KROW(k_pow), [B_MOD] = KROW(k_mod), [B_FMOD] = KROW(k_fmod), [B_MAX] = KROW(k_max),
     [B_MIN] = KROW(k_min), [B_PRELU] = KROW(k_prelu), [B_EQ] = KROW(k_eq), [B_LT] = KROW(k_lt),
     [B_GT] = KROW(k_gt), [B_LE] = KROW(k_le), [B_GE] = KROW(k_ge),
-    [B_SHL] = {NULL, NULL, NULL, k_shl_u64}, [B_SHR] = {NULL, NULL, NULL, k_shr_u64},
+    [B_SHL] = {NULL, NULL, NULL, k_shl_u64}, [B_SHR] = {NULL, NULL, k_shr_i64, k_shr_u64},
 };
 
 static int is_compare(int k) { return k >= B_EQ && k <= B_GE; }
@@ -497,8 +500,8 @@ static tdm_status binary_run(op_ctx *ctx, int k)
             return op_fail(ctx, TDM_E_UNSUPPORTED, "BitShift does not take element type %s",
                            tdm_dtype_name(a->dtype));
         }
-        if ((k == B_SHL || k == B_SHR) && ct == EW_I64)
-            ct = EW_U64; /* shifts of signed integers act on their bits */
+        if (k == B_SHL && ct == EW_I64)
+            ct = EW_U64; /* left shifts of signed integers act on their bits */
     }
     if (!raw && !(f = ct == EW_F32 ? kernel_f32(k) : ktab[k][ct]))
         return op_fail(ctx, TDM_E_UNSUPPORTED, "%s does not take element type %s", opn, tdm_dtype_name(a->dtype));

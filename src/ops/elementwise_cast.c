@@ -454,6 +454,20 @@ static tdm_status cast_exotic(op_ctx *ctx, const tdm_tensor *x, tdm_tensor *y)
 
 static int is_exotic(tdm_dtype dt) { return is_f8(dt) || dt == TDM_INT4 || dt == TDM_UINT4; }
 
+int op_is_float8(tdm_dtype dt) { return is_f8(dt); }
+
+double op_float8_to_f64(uint8_t c, tdm_dtype dt)
+{
+    f8_fmt f = f8_format(dt);
+    return f8_decode(c, &f);
+}
+
+uint8_t op_f64_to_float8(double v, tdm_dtype dt, int saturate)
+{
+    f8_fmt f = f8_format(dt);
+    return f8_encode(v, &f, saturate);
+}
+
 static tdm_status cast_to(op_ctx *ctx, tdm_dtype to)
 {
     const tdm_tensor *x = ctx->in[0];

@@ -2,6 +2,7 @@
  * axis) and DynamicQuantizeLinear. Rounding is to nearest, ties to even,
  * in float as the ONNX reference does. */
 #include "ops/nn.h"
+#include "ops/elementwise.h"
 #include "core/mem.h"
 
 #include <math.h>
@@ -56,8 +57,165 @@ static int32_t q_ld(const tdm_tensor *t, size_t i)
     }
 }
 
+/* ---- versions 19 (float8, saturate), 21 (blocks, int4/uint4/int16/uint16,
+ * output_dtype) and 23 (DequantizeLinear's output_dtype) ---- */
+
+/* Where each element of x finds its scale: per tensor, per axis, or per
+ * block of block_size along the axis (the scale then has x's rank). */
+typedef struct q_map {
+    size_t len, inner, slen; /* x = outer x len x inner; slen: the scale's length along the axis */
+    int64_t block;           /* 0: per tensor (len == 1) or per axis */
+} q_map;
+
+static size_t q_index(const q_map *m, size_t i)
+{
+    size_t k = i % m->inner, a = (i / m->inner) % m->len, o = i / m->inner / m->len;
+    if (!m->block)
+        return m->len == 1 ? 0 : a;
+    return (o * m->slen + a / (size_t)m->block) * m->inner + k;
+}
+
+static tdm_status q_map_of(op_ctx *ctx, const tdm_tensor *x, const tdm_tensor *sc, const tdm_tensor *zp, q_map *m)
+{
+    memset(m, 0, sizeof *m);
+    m->len = m->inner = m->slen = 1;
+    if (zp && (zp->count != sc->count || (zp->rank != sc->rank && sc->count != 1)))
+        return op_fail(ctx, TDM_E_RUNTIME, "the zero point has %zu values but the scale has %zu", zp->count,
+                       sc->count);
+    int64_t block = ctx->version >= 21 ? gr_attr_int(ctx->node, "block_size", 0) : 0;
+    if (sc->count == 1 && sc->rank <= 1 && block <= 0)
+        return TDM_OK;
+    int axis;
+    tdm_status st = op_axis(ctx, gr_attr_int(ctx->node, "axis", 1), x->rank, "attribute axis", &axis);
+    if (st)
+        return st;
+    m->len = (size_t)x->dims[axis];
+    for (int i = axis + 1; i < x->rank; i++)
+        m->inner *= (size_t)x->dims[i];
+    if (block <= 0) {
+        if (sc->rank != 1 || sc->count != m->len)
+            return op_fail(ctx, TDM_E_RUNTIME, "the scale has %zu values but dimension %d of x has %zu", sc->count,
+                           axis, m->len);
+        return TDM_OK;
+    }
+    if (sc->rank != x->rank)
+        return op_fail(ctx, TDM_E_RUNTIME, "a blocked scale must have x's rank %d, not %d", x->rank, sc->rank);
+    for (int i = 0; i < x->rank; i++) {
+        int64_t want = i == axis ? x->dims[i] / block + (x->dims[i] % block != 0) : x->dims[i];
+        if (sc->dims[i] != want)
+            return op_fail(ctx, TDM_E_RUNTIME, "the scale's dimension %d is %lld, blocks of %lld need %lld", i,
+                           (long long)sc->dims[i], (long long)block, (long long)want);
+    }
+    m->block = block;
+    m->slen = (size_t)sc->dims[axis];
+    return TDM_OK;
+}
+
+/* The range of an integer quantized type (lo > hi: not an integer one). */
+static void q_range(tdm_dtype dt, double *lo, double *hi)
+{
+    switch (dt) {
+    case TDM_UINT8: *lo = 0; *hi = 255; break;
+    case TDM_INT8: *lo = -128; *hi = 127; break;
+    case TDM_UINT16: *lo = 0; *hi = 65535; break;
+    case TDM_INT16: *lo = -32768; *hi = 32767; break;
+    case TDM_UINT4: *lo = 0; *hi = 15; break;
+    case TDM_INT4: *lo = -8; *hi = 7; break;
+    case TDM_INT32: *lo = -2147483648.0; *hi = 2147483647.0; break;
+    default: *lo = 1; *hi = 0; break;
+    }
+}
+
+/* Element i of a quantized tensor as a number (4-bit held one per byte). */
+static double q_get(const tdm_tensor *t, size_t i)
+{
+    if (op_is_float8(t->dtype))
+        return op_float8_to_f64(((const uint8_t *)t->data)[i], t->dtype);
+    if (t->dtype == TDM_INT4)
+        return (double)((const int8_t *)t->data)[i];
+    if (t->dtype == TDM_UINT4)
+        return (double)((const uint8_t *)t->data)[i];
+    return tensor_get_f64(t, i);
+}
+
+/* A float computed in x's type, as numpy computes x / scale there. */
+static float q_round_to(tdm_dtype dt, float v)
+{
+    if (dt == TDM_FLOAT16)
+        return fp16_to_f32(f32_to_fp16(v));
+    if (dt == TDM_BFLOAT16)
+        return bf16_to_f32(f32_to_bf16(v));
+    return v;
+}
+
+static tdm_status quantize_v19(op_ctx *ctx, const tdm_tensor *x, const tdm_tensor *sc, const tdm_tensor *zp)
+{
+    int64_t odt = ctx->version >= 21 ? gr_attr_int(ctx->node, "output_dtype", 0) : 0;
+    tdm_dtype ydt = zp ? zp->dtype : odt > 0 && odt <= 31 && dtype_valid((int)odt) ? (tdm_dtype)odt : TDM_UINT8;
+    if (zp && odt && odt != (int64_t)zp->dtype)
+        return op_fail(ctx, TDM_E_RUNTIME, "output_dtype %lld contradicts y_zero_point's %s", (long long)odt,
+                       tdm_dtype_name(zp->dtype));
+    double lo, hi;
+    q_range(ydt, &lo, &hi);
+    int f8 = op_is_float8(ydt);
+    if ((lo > hi && !f8) || ydt == TDM_INT32)
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "QuantizeLinear cannot produce %s", tdm_dtype_name(ydt));
+    q_map m;
+    tdm_status st = q_map_of(ctx, x, sc, zp, &m);
+    if (st || (st = op_out(ctx, 0, ydt, x->rank, x->dims)))
+        return st;
+    tdm_tensor *y = ctx->out[0];
+    int saturate = gr_attr_int(ctx->node, "saturate", 1) != 0;
+    for (size_t i = 0; i < x->count; i++) {
+        size_t s = q_index(&m, i);
+        float v = q_round_to(x->dtype, (float)tensor_get_f64(x, i) / (float)tensor_get_f64(sc, s));
+        double z = zp ? q_get(zp, s) : 0.0;
+        if (f8) {
+            ((uint8_t *)y->data)[i] = op_f64_to_float8((double)v + z, ydt, saturate);
+            continue;
+        }
+        double r = nearbyint((double)v) + z;
+        r = r != r ? 0.0 : r < lo ? lo : r > hi ? hi : r;
+        if (ydt == TDM_INT4 || ydt == TDM_UINT4)
+            ((uint8_t *)y->data)[i] = (uint8_t)(int8_t)r;
+        else
+            tensor_set_i64(y, i, (int64_t)r);
+    }
+    return TDM_OK;
+}
+
+static tdm_status dequantize_v19(op_ctx *ctx, const tdm_tensor *x, const tdm_tensor *sc, const tdm_tensor *zp)
+{
+    double lo, hi;
+    q_range(x->dtype, &lo, &hi);
+    if (lo > hi && !op_is_float8(x->dtype))
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "DequantizeLinear cannot take %s", tdm_dtype_name(x->dtype));
+    if (!dtype_is_float(sc->dtype) || (zp && zp->dtype != x->dtype))
+        return op_fail(ctx, TDM_E_RUNTIME, "x_scale must be float and x_zero_point of x's type");
+    int64_t odt = ctx->version >= 23 ? gr_attr_int(ctx->node, "output_dtype", 0) : 0;
+    tdm_dtype ydt = odt > 0 && odt <= 31 && dtype_is_float((tdm_dtype)odt) ? (tdm_dtype)odt : sc->dtype;
+    q_map m;
+    tdm_status st = q_map_of(ctx, x, sc, zp, &m);
+    if (st || (st = op_out(ctx, 0, ydt, x->rank, x->dims)))
+        return st;
+    for (size_t i = 0; i < x->count; i++) {
+        size_t s = q_index(&m, i);
+        float v = (float)(q_get(x, i) - (zp ? q_get(zp, s) : 0.0)) * (float)tensor_get_f64(sc, s);
+        tensor_set_f64(ctx->out[0], i, v);
+    }
+    return TDM_OK;
+}
+
 tdm_status op_run_QuantizeLinear(op_ctx *ctx)
 {
+    if (ctx->version >= 19) {
+        const tdm_tensor *x19 = op_nn_in(ctx, 0), *sc19 = op_nn_in(ctx, 1);
+        if (!x19 || !sc19)
+            return op_fail(ctx, TDM_E_MODEL, "inputs x and y_scale are required");
+        if (!(DT_BIT(x19->dtype) & (DT_FLOATS | DT_BIT(TDM_INT32))) || !dtype_is_float(sc19->dtype))
+            return op_fail(ctx, TDM_E_UNSUPPORTED, "QuantizeLinear takes float or int32 x and a float scale");
+        return quantize_v19(ctx, x19, sc19, op_nn_in(ctx, 2));
+    }
     const tdm_tensor *x = op_nn_in(ctx, 0), *sc = op_nn_in(ctx, 1), *zp = op_nn_in(ctx, 2);
     if (!x || !sc)
         return op_fail(ctx, TDM_E_MODEL, "inputs x and y_scale are required");
@@ -104,6 +262,12 @@ tdm_status op_run_QuantizeLinear(op_ctx *ctx)
 
 tdm_status op_run_DequantizeLinear(op_ctx *ctx)
 {
+    if (ctx->version >= 19) {
+        const tdm_tensor *x19 = op_nn_in(ctx, 0), *sc19 = op_nn_in(ctx, 1);
+        if (!x19 || !sc19)
+            return op_fail(ctx, TDM_E_MODEL, "inputs x and x_scale are required");
+        return dequantize_v19(ctx, x19, sc19, op_nn_in(ctx, 2));
+    }
     const tdm_tensor *x = op_nn_in(ctx, 0), *sc = op_nn_in(ctx, 1), *zp = op_nn_in(ctx, 2);
     if (!x || !sc)
         return op_fail(ctx, TDM_E_MODEL, "inputs x and x_scale are required");
@@ -190,14 +354,20 @@ tdm_status op_run_DynamicQuantizeLinear(op_ctx *ctx)
 tdm_status op_infer_QuantizeLinear(op_infer_ctx *ctx)
 {
     op_infer_copy(ctx, 0, 0);
-    ctx->out[0].dtype = ctx->n_in > 2 && ctx->in[2] ? ctx->in[2]->dtype : TDM_UINT8;
+    int64_t odt = ctx->version >= 21 ? gr_attr_int(ctx->node, "output_dtype", 0) : 0;
+    ctx->out[0].dtype = ctx->n_in > 2 && ctx->in[2]                            ? ctx->in[2]->dtype
+                        : odt > 0 && odt <= 31 && dtype_valid((int)odt) ? (tdm_dtype)odt
+                                                                          : TDM_UINT8;
     return TDM_OK;
 }
 
 tdm_status op_infer_DequantizeLinear(op_infer_ctx *ctx)
 {
     op_infer_copy(ctx, 0, 0);
-    ctx->out[0].dtype = ctx->n_in > 1 && ctx->in[1] ? ctx->in[1]->dtype : TDM_FLOAT;
+    int64_t odt = ctx->version >= 23 ? gr_attr_int(ctx->node, "output_dtype", 0) : 0;
+    ctx->out[0].dtype = odt > 0 && odt <= 31 && dtype_valid((int)odt) ? (tdm_dtype)odt
+                        : ctx->n_in > 1 && ctx->in[1]                  ? ctx->in[1]->dtype
+                                                                        : TDM_FLOAT;
     return TDM_OK;
 }
 

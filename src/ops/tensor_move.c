@@ -567,9 +567,18 @@ tdm_status op_run_SpaceToDepth(op_ctx *ctx)
         return op_fail(ctx, TDM_E_RUNTIME, "attribute 'blocksize' %lld does not divide height and width", (long long)b);
     int64_t n = x->dims[0], c = x->dims[1], h = x->dims[2] / b, w = x->dims[3] / b;
     int64_t d6[6] = {n, c, h, b, w, b};
-    int perm[6] = {0, 3, 5, 1, 2, 4};
     int64_t dout[4] = {n, c * b * b, h, w};
-    return reshape_transpose(ctx, x, 6, d6, perm, 4, dout);
+    /* 'mode' (28): DCR puts the block offsets before the channel, CRD after */
+    const char *mode = ctx->version >= 28 ? gr_attr_str(ctx->node, "mode", "DCR") : "DCR";
+    if (!strcmp(mode, "DCR")) {
+        int perm[6] = {0, 3, 5, 1, 2, 4};
+        return reshape_transpose(ctx, x, 6, d6, perm, 4, dout);
+    }
+    if (!strcmp(mode, "CRD")) {
+        int perm[6] = {0, 1, 3, 5, 2, 4};
+        return reshape_transpose(ctx, x, 6, d6, perm, 4, dout);
+    }
+    return op_fail(ctx, TDM_E_MODEL, "attribute 'mode' '%s' is not DCR or CRD", mode);
 }
 
 /* ---- Trilu ---- */
