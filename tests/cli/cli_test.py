@@ -195,15 +195,29 @@ def case_info_cache_models():
         got = {(o["domain"], o["op"]): o["count"] for o in doc["op_types"]}
         check(doc["nodes"] == len(g.node), "%s: nodes %r, the file has %d" % (f, doc["nodes"], len(g.node)))
         check(got == dict(hist), "%s: op histogram %r differs from the file's %r" % (f, got, dict(hist)))
-        want_in = [(i.name, [d.dim_value if d.HasField("dim_value") else d.dim_param
+        # A dim of -1 (PaddlePaddle's exports) or an empty dim_param is dynamic
+        # without a name: null in the JSON.
+        want_in = [(i.name, [(d.dim_value if d.dim_value >= 0 else None) if d.HasField("dim_value")
+                             else (d.dim_param or None)
                              for d in i.type.tensor_type.shape.dim]) for i in g.input if i.name not in inits]
         got_in = [(i["name"], i["shape"]) for i in doc["inputs"]]
         check(got_in == want_in, "%s: inputs %r, the file declares %r" % (f, got_in, want_in))
         want_out = [o.name for o in g.output]
         check([o["name"] for o in doc["outputs"]] == want_out, "%s: outputs differ from %r" % (f, want_out))
-        params = sum(nh.to_array(t).size for t in g.initializer)
-        params += sum(nh.to_array(a.t).size for n in g.node if n.op_type == "Constant"
-                      for a in n.attribute if a.name == "value")
+        # Initializers and Constant values, subgraphs included (Silero VAD keeps
+        # its weights inside the branches of an If).
+        def graph_params(gr):
+            n_params = sum(nh.to_array(t).size for t in gr.initializer)
+            for n in gr.node:
+                for a in n.attribute:
+                    if n.op_type == "Constant" and a.name == "value":
+                        n_params += nh.to_array(a.t).size
+                    if a.type == onnx.AttributeProto.GRAPH:
+                        n_params += graph_params(a.g)
+                    for sub in a.graphs:
+                        n_params += graph_params(sub)
+            return n_params
+        params = graph_params(g)
         check(doc["params"]["count"] == params, "%s: params %r, the file has %d" % (f, doc["params"], params))
 
 
