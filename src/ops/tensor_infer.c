@@ -783,6 +783,23 @@ tdm_status op_infer_Resize(op_infer_ctx *ctx)
 {
     if (ctx->version < 11)
         return infer_resize(ctx, 1, -1, NULL, 0);
+    const int64_t *axes;
+    int na = ctx->version >= 18 ? gr_attr_ints(ctx->node, "axes", &axes) : -1;
+    const char *pol = ctx->version >= 18 ? gr_attr_str(ctx->node, "keep_aspect_ratio_policy", "stretch") : "stretch";
+    const gr_type *x = in_ranked(ctx, 0);
+    if (x && (na >= 0 || strcmp(pol, "stretch") != 0)) {
+        /* 18: scales/sizes name only some axes, or one scale keeps the
+         * aspect ratio: the axes not named keep their size, the others
+         * are left to the run */
+        gr_type *o = out_tensor(ctx, 0, x->dtype, x->rank);
+        for (int d = 0; d < x->rank; d++) {
+            int named = na < 0;
+            for (int k = 0; k < na; k++)
+                named |= norm_axis(axes[k], x->rank) == d;
+            o->dims[d] = named ? UNK : x->dims[d];
+        }
+        return TDM_OK;
+    }
     return infer_resize(ctx, 2, 3, NULL, 0);
 }
 

@@ -13,7 +13,8 @@
 #include <string.h>
 
 enum { RZ_NEAREST, RZ_LINEAR, RZ_CUBIC };
-enum { CT_HALF_PIXEL, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS, CT_ASYMMETRIC, CT_TF_HALF_PIXEL_FOR_NN, CT_TF_CROP };
+enum { CT_HALF_PIXEL, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS, CT_ASYMMETRIC, CT_TF_HALF_PIXEL_FOR_NN, CT_TF_CROP,
+       CT_HALF_PIXEL_SYMMETRIC };
 enum { NM_ROUND_PREFER_FLOOR, NM_ROUND_PREFER_CEIL, NM_FLOOR, NM_CEIL, NM_SIMPLE };
 
 typedef struct rz_params {
@@ -42,8 +43,8 @@ static int parse_str(const char *s, const char *const *names, int n)
 
 /* Original coordinate of output index x along an axis; *out_of_range set
  * for tf_crop_and_resize outside [0, in - 1]. */
-static double rz_coord(const rz_params *p, double x, double scale, int64_t in, double roi0, double roi1,
-                       int *out_of_range)
+static double rz_coord(const rz_params *p, double x, double scale, int64_t in, int64_t out, double roi0,
+                       double roi1, int *out_of_range)
 {
     double out_w = scale * (double)in, x_ori;
     *out_of_range = 0;
@@ -60,6 +61,9 @@ static double rz_coord(const rz_params *p, double x, double scale, int64_t in, d
         *out_of_range = x_ori < 0 || x_ori > (double)(in - 1);
         break;
     case CT_PYTORCH_HALF_PIXEL: x_ori = out_w == 1 ? -0.5 : (x + 0.5) / scale - 0.5; break;
+    case CT_HALF_PIXEL_SYMMETRIC: /* (19) the input's centre on the output's */
+        x_ori = (double)in / 2 * (1 - (double)out / out_w) + (x + 0.5) / scale - 0.5;
+        break;
     default: x_ori = (x + 0.5) / scale - 0.5; break;
     }
     return x_ori;
@@ -80,7 +84,7 @@ static tdm_status rz_axis_build(op_ctx *ctx, const rz_params *p, rz_axis *a, dou
     double A = p->cubic_a;
     for (int64_t o = 0; o < a->out; o++) {
         int oor;
-        double x = rz_coord(p, (double)o, scale, a->in, roi0, roi1, &oor);
+        double x = rz_coord(p, (double)o, scale, a->in, a->out, roi0, roi1, &oor);
         a->extra[o] = (unsigned char)oor;
         if (!isfinite(x))
             x = 0;
@@ -462,10 +466,94 @@ static tdm_status rz_run(op_ctx *ctx, const tdm_tensor *x, const rz_params *p, c
 
 static const char *const mode_names[] = {"nearest", "linear", "cubic"};
 
+/* Resize 18: 'axes' names the axes scales/sizes/roi cover (the others keep
+ * their size; roi [0, 1]); keep_aspect_ratio_policy not_larger/not_smaller
+ * resizes those axes by one scale, the smallest or largest of sizes / in,
+ * to round_half_up(scale * in). 'antialias' is refused. Rewrites the
+ * vectors to the input's full rank. */
+static tdm_status rz_v18(op_ctx *ctx, const tdm_tensor *x, double **scales, int64_t *nsc, int64_t **sizes,
+                         int64_t *nsz, double **roi, int64_t *nroi)
+{
+    int r = x->rank;
+    if (gr_attr_int(ctx->node, "antialias", 0) != 0)
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "attribute 'antialias' is not supported");
+    const int64_t *av;
+    int na = gr_attr_ints(ctx->node, "axes", &av);
+    int axes[TDM_MAX_RANK];
+    if (na < 0 || na > r) {
+        na = r;
+        for (int d = 0; d < r; d++)
+            axes[d] = d;
+    } else {
+        for (int k = 0; k < na; k++) {
+            tdm_status st = op_axis(ctx, av[k], r, "attribute 'axes'", &axes[k]);
+            if (st)
+                return st;
+        }
+    }
+    if ((*nsc >= 0 && *nsc != na) || (*nsz >= 0 && *nsz != na) || (*nroi >= 0 && *nroi != 2 * na))
+        return op_fail(ctx, TDM_E_RUNTIME, "scales, sizes and roi must have one entry per axis in 'axes' (%d)", na);
+    double *fsc = NULL, *froi = mem_calloc((size_t)(2 * r) + 1, sizeof *froi);
+    int64_t *fsz = NULL;
+    if (!froi)
+        return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+    for (int d = 0; d < r; d++)
+        froi[d + r] = 1.0;
+    if (*nroi >= 0)
+        for (int k = 0; k < na; k++) {
+            froi[axes[k]] = (*roi)[k];
+            froi[axes[k] + r] = (*roi)[k + na];
+        }
+    const char *pol = gr_attr_str(ctx->node, "keep_aspect_ratio_policy", "stretch");
+    int policy = !strcmp(pol, "stretch") ? 0 : !strcmp(pol, "not_larger") ? 1 : !strcmp(pol, "not_smaller") ? 2 : -1;
+    if (policy < 0) {
+        mem_free(froi);
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "attribute 'keep_aspect_ratio_policy' '%s' is not supported", pol);
+    }
+    if (*nsc >= 0) {
+        if (!(fsc = mem_calloc((size_t)r + 1, sizeof *fsc))) {
+            mem_free(froi);
+            return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+        }
+        for (int d = 0; d < r; d++)
+            fsc[d] = 1.0;
+        for (int k = 0; k < na; k++)
+            fsc[axes[k]] = (*scales)[k];
+    } else if (*nsz >= 0) {
+        if (!(fsz = mem_calloc((size_t)r + 1, sizeof *fsz))) {
+            mem_free(froi);
+            return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+        }
+        memcpy(fsz, x->dims, sizeof *fsz * (size_t)r);
+        double one = 0;
+        for (int k = 0; k < na; k++) {
+            double s = x->dims[axes[k]] ? (double)(*sizes)[k] / (double)x->dims[axes[k]] : 1.0;
+            one = k == 0 ? s : policy == 1 ? (s < one ? s : one) : (s > one ? s : one);
+            fsz[axes[k]] = (*sizes)[k];
+        }
+        if (policy)
+            for (int k = 0; k < na; k++) {
+                double v = one * (double)x->dims[axes[k]] + 0.5;
+                fsz[axes[k]] = v < 9e15 ? (int64_t)v : -1;
+            }
+    }
+    mem_free(*scales);
+    mem_free(*sizes);
+    mem_free(*roi);
+    *scales = fsc;
+    *sizes = fsz;
+    *roi = froi;
+    *nsc = fsc ? r : -1;
+    *nsz = fsz ? r : -1;
+    *nroi = 2 * r;
+    return TDM_OK;
+}
+
 tdm_status op_run_Resize(op_ctx *ctx)
 {
-    static const char *const ctm_names[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-                                            "tf_half_pixel_for_nn", "tf_crop_and_resize"};
+    static const char *const ctm_names[] = {"half_pixel",           "pytorch_half_pixel", "align_corners",
+                                            "asymmetric",           "tf_half_pixel_for_nn", "tf_crop_and_resize",
+                                            "half_pixel_symmetric"};
     static const char *const nm_names[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
     const tdm_tensor *x;
     tdm_status st = op_tensor_in(ctx, 0, "X", &x);
@@ -487,7 +575,7 @@ tdm_status op_run_Resize(op_ctx *ctx)
             return st;
     } else {
         s = gr_attr_str(ctx->node, "coordinate_transformation_mode", "half_pixel");
-        if ((p.ctm = parse_str(s, ctm_names, 6)) < 0)
+        if ((p.ctm = parse_str(s, ctm_names, ctx->version >= 19 ? 7 : 6)) < 0)
             return op_fail(ctx, TDM_E_UNSUPPORTED, "attribute 'coordinate_transformation_mode' '%s' is not supported", s);
         s = gr_attr_str(ctx->node, "nearest_mode", "round_prefer_floor");
         if ((p.nearest = parse_str(s, nm_names, 4)) < 0)
@@ -497,6 +585,8 @@ tdm_status op_run_Resize(op_ctx *ctx)
             goto done;
         if (nsz == 0)
             nsz = -1;
+        if (ctx->version >= 18 && (st = rz_v18(ctx, x, &scales, &nsc, &sizes, &nsz, &roi, &nroi)))
+            goto done;
     }
     if ((nsc >= 0) == (nsz >= 0)) {
         st = op_fail(ctx, TDM_E_RUNTIME, "exactly one of 'scales' and 'sizes' must be given");
