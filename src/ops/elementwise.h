@@ -86,6 +86,9 @@ tdm_status op_run_Atanh(op_ctx *ctx);
 tdm_status op_run_IsNaN(op_ctx *ctx);
 tdm_status op_run_IsInf(op_ctx *ctx);
 tdm_status op_run_Not(op_ctx *ctx);
+tdm_status op_run_Mish(op_ctx *ctx);
+tdm_status op_run_Gelu(op_ctx *ctx);
+tdm_status op_run_Swish(op_ctx *ctx);
 /* float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) codes, as Cast converts them
  * (ops/elementwise_cast.c): round to nearest even; saturate: beyond the
  * largest value (infinities too) is the largest, else NaN or infinity. */

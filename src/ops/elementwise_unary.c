@@ -17,7 +17,7 @@ enum ukind {
     U_ABS, U_NEG, U_EXP, U_LOG, U_SQRT, U_RECIP, U_FLOOR, U_CEIL, U_ROUND, U_SIGN, U_ERF,
     U_SIN, U_COS, U_TAN, U_ASIN, U_ACOS, U_ATAN, U_SINH, U_COSH, U_ASINH, U_ACOSH, U_ATANH,
     U_RELU, U_LEAKY, U_ELU, U_SELU, U_CELU, U_SIGMOID, U_HSIGMOID, U_HSWISH, U_SOFTPLUS,
-    U_SOFTSIGN, U_TANH, U_THRELU, U_SHRINK, U_CLIP
+    U_SOFTSIGN, U_TANH, U_THRELU, U_SHRINK, U_CLIP, U_MISH, U_GELU, U_GELU_TANH, U_SWISH
 };
 
 /* Parameters: a, b, g are the op's float attributes (alpha, beta, gamma /
@@ -83,6 +83,11 @@ typedef struct upar {
         case U_SOFTSIGN: UL(T, v / ((T)1 + M(fabs)(v)));                                                      \
         case U_TANH: UL(T, M(tanh)(v));                                                                       \
         case U_THRELU: UL(T, v > a ? v : (T)0);                                                               \
+        case U_MISH: UL(T, v * M(tanh)(v > 0 ? v + M(log1p)(M(exp)(-v)) : M(log1p)(M(exp)(v))));               \
+        case U_GELU: UL(T, (T)0.5 * v * ((T)1 + M(erf)(v * (T)0.70710678118654752440)));                      \
+        case U_GELU_TANH:                                                                                     \
+            UL(T, (T)0.5 * v * ((T)1 + M(tanh)((T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v))));  \
+        case U_SWISH: UL(T, v / ((T)1 + M(exp)(-a * v)));                                                     \
         case U_SHRINK: UL(T, v < -a ? v + b : v > a ? v - b : (T)0);                                          \
         case U_CLIP:                                                                                          \
             for (i = 0; i < n; i++) {                                                                         \
@@ -332,6 +337,18 @@ tdm_status op_run_HardSigmoid(op_ctx *ctx) { return unary_attr(ctx, U_HSIGMOID, 
 tdm_status op_run_HardSwish(op_ctx *ctx) { return unary_attr(ctx, U_HSWISH, NULL, 1.0 / 6, NULL, 0.5, NULL, 0); }
 tdm_status op_run_ThresholdedRelu(op_ctx *ctx) { return unary_attr(ctx, U_THRELU, "alpha", 1.0, NULL, 0, NULL, 0); }
 tdm_status op_run_Shrink(op_ctx *ctx) { return unary_attr(ctx, U_SHRINK, "lambd", 0.5, "bias", 0.0, NULL, 0); }
+
+/* Mish (18), Gelu (20: approximate none or tanh), Swish (24: x sigmoid(alpha x)) */
+UNARY_PLAIN(Mish, U_MISH)
+tdm_status op_run_Swish(op_ctx *ctx) { return unary_attr(ctx, U_SWISH, "alpha", 1.0, NULL, 0, NULL, 0); }
+
+tdm_status op_run_Gelu(op_ctx *ctx)
+{
+    const char *ap = gr_attr_str(ctx->node, "approximate", "none");
+    if (strcmp(ap, "none") && strcmp(ap, "tanh"))
+        return op_fail(ctx, TDM_E_MODEL, "attribute 'approximate' must be \"none\" or \"tanh\", not \"%s\"", ap);
+    return unary_attr(ctx, strcmp(ap, "tanh") ? U_GELU : U_GELU_TANH, NULL, 0, NULL, 0, NULL, 0);
+}
 
 tdm_status op_run_Celu(op_ctx *ctx)
 {

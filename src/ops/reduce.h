@@ -26,6 +26,7 @@ tdm_status op_run_Softmax(op_ctx *ctx);
 tdm_status op_run_LogSoftmax(op_ctx *ctx);
 tdm_status op_run_Hardmax(op_ctx *ctx);
 tdm_status op_run_CumSum(op_ctx *ctx);
+tdm_status op_run_CumProd(op_ctx *ctx);
 tdm_status op_run_TopK(op_ctx *ctx);
 tdm_status op_infer_TopK(op_infer_ctx *ctx);
 

@@ -545,9 +545,10 @@ tdm_status op_run_LpNormalization(op_ctx *ctx)
         if (p == 2)
             for (size_t j = 0; j < inner; j++)
                 acc[j] = sqrt(acc[j]);
+        /* a zero norm gives zeros (the ONNX reference since 1.16), not 0/0 */
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < inner; j++)
-                blk[i * inner + j] /= acc[j];
+                blk[i * inner + j] = acc[j] == 0 ? 0.0 : blk[i * inner + j] / acc[j];
     }
     op_red_put_f64(ctx->out[0], 0, x->count, xb);
 done:

@@ -218,7 +218,9 @@ static tdm_status scalar_axis(op_ctx *ctx, int i, int rank, int *axis)
     return st;
 }
 
-tdm_status op_run_CumSum(op_ctx *ctx)
+/* CumSum, and CumProd (26) when prod: running sums or products along the
+ * axis (integers wrap modulo 2^64 before the store narrows them). */
+static tdm_status cum_run(op_ctx *ctx, int prod)
 {
     tdm_status st = op_red_check(ctx, 0, DT_NUMERIC);
     if (st)
@@ -257,17 +259,19 @@ tdm_status op_run_CumSum(op_ctx *ctx)
     else
         op_red_row_f64(x, 0, x->count, fb);
     for (size_t a = 0; a < outer; a++) {
-        if (is_int)
-            memset(ia, 0, inner * sizeof *ia);
-        else
-            memset(fa, 0, inner * sizeof *fa);
+        for (size_t j = 0; j < inner; j++) {
+            if (is_int)
+                ia[j] = prod;
+            else
+                fa[j] = prod;
+        }
         for (size_t s = 0; s < n; s++) {
             size_t i = rev ? n - 1 - s : s;
             size_t off = (a * n + i) * inner;
             if (is_int) {
                 int64_t *p = ib + off;
                 for (size_t j = 0; j < inner; j++) {
-                    uint64_t sum = (uint64_t)ia[j] + (uint64_t)p[j];
+                    uint64_t sum = prod ? (uint64_t)ia[j] * (uint64_t)p[j] : (uint64_t)ia[j] + (uint64_t)p[j];
                     int64_t nv = sum >= 0x8000000000000000u ? (int64_t)(sum - 0x8000000000000000u) - INT64_MAX - 1
                                                             : (int64_t)sum;
                     p[j] = excl ? ia[j] : nv;
@@ -276,7 +280,7 @@ tdm_status op_run_CumSum(op_ctx *ctx)
             } else {
                 double *p = fb + off;
                 for (size_t j = 0; j < inner; j++) {
-                    double nv = fa[j] + p[j];
+                    double nv = prod ? fa[j] * p[j] : fa[j] + p[j];
                     p[j] = excl ? fa[j] : nv;
                     fa[j] = nv;
                 }
@@ -301,6 +305,9 @@ done:
     mem_free(ia);
     return st;
 }
+
+tdm_status op_run_CumSum(op_ctx *ctx) { return cum_run(ctx, 0); }
+tdm_status op_run_CumProd(op_ctx *ctx) { return cum_run(ctx, 1); }
 
 /* ---- TopK ---- */
 
