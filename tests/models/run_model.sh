@@ -21,3 +21,4 @@ done < "$refs/inputs.txt"
 # shellcheck disable=SC2086
 "$tandem" run "$cache/models/$model.onnx" $args --output-dir "$out/got" "$@"
 /usr/bin/python3 "$(dirname "$0")/compare.py" "$out/got" "$refs/outputs" "$refs/outputs64"
+/usr/bin/python3 "$(dirname "$0")/semantic.py" "$out/got" "$refs/outputs" "$cache/models/$model.onnx" "$refs"
