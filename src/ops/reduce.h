@@ -36,6 +36,7 @@ tdm_status op_infer_BatchNormalization(op_infer_ctx *ctx);
 tdm_status op_run_InstanceNormalization(op_ctx *ctx);
 tdm_status op_run_LayerNormalization(op_ctx *ctx);
 tdm_status op_run_RMSNormalization(op_ctx *ctx);
+tdm_status op_run_GroupNormalization(op_ctx *ctx);
 tdm_status op_infer_LayerNormalization(op_infer_ctx *ctx);
 tdm_status op_run_LpNormalization(op_ctx *ctx);
 tdm_status op_run_MeanVarianceNormalization(op_ctx *ctx);

@@ -453,6 +453,45 @@ done:
     return st;
 }
 
+/* ---- GroupNormalization (18: scale and bias per group; 21: per channel) ---- */
+
+tdm_status op_run_GroupNormalization(op_ctx *ctx)
+{
+    tdm_status st;
+    for (int i = 0; i < 3; i++)
+        if ((st = op_red_check(ctx, i, DT_FLOATS)))
+            return st;
+    const tdm_tensor *x = ctx->in[0], *sc = ctx->in[1], *bi = ctx->in[2];
+    int64_t g = gr_attr_int(ctx->node, "num_groups", 0);
+    if (x->rank < 2 || g <= 0 || x->dims[1] % g)
+        return op_fail(ctx, TDM_E_RUNTIME, "num_groups (%lld) must divide the channels of an input of rank 2 or more",
+                       (long long)g);
+    size_t C = (size_t)x->dims[1], per = ctx->version >= 21 ? C : (size_t)g;
+    if (sc->count != per || bi->count != per)
+        return op_fail(ctx, TDM_E_RUNTIME, "scale and bias must have %zu values (one per %s)", per,
+                       ctx->version >= 21 ? "channel" : "group");
+    double eps = gr_attr_float(ctx->node, "epsilon", 1e-5f);
+    size_t N = (size_t)x->dims[0], sp = C ? x->count / N / C : 0, cg = C / (size_t)g, len = cg * sp;
+    double *xb = NULL;
+    if ((st = op_out(ctx, 0, x->dtype, x->rank, x->dims)) || (st = op_red_load_f64(ctx, x, &xb)))
+        return st;
+    for (size_t n = 0; n < N; n++)
+        for (size_t k = 0; k < (size_t)g; k++) {
+            double *p = xb + (n * C + k * cg) * sp, m, v;
+            stats_f64(p, len, &m, &v);
+            double iv = 1.0 / sqrt(v + eps);
+            for (size_t c = 0; c < cg; c++) {
+                size_t pi = per == C ? k * cg + c : k;
+                double s = tensor_get_f64(sc, pi), b = tensor_get_f64(bi, pi);
+                for (size_t q = 0; q < sp; q++)
+                    p[c * sp + q] = (p[c * sp + q] - m) * iv * s + b;
+            }
+        }
+    op_red_put_f64(ctx->out[0], 0, x->count, xb);
+    mem_free(xb);
+    return TDM_OK;
+}
+
 /* ---- RMSNormalization (23): X / sqrt(mean(X^2 over axis..) + epsilon) * scale ---- */
 
 tdm_status op_run_RMSNormalization(op_ctx *ctx)

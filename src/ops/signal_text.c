@@ -374,3 +374,114 @@ tdm_status op_infer_TfIdfVectorizer(op_infer_ctx *ctx)
     o->dims[t->rank - 1] = (gr_dim){n >= 0 ? size : -1, NULL};
     return TDM_OK;
 }
+
+/* ---- StringConcat (20): elementwise a + b, numpy broadcasting ---- */
+
+tdm_status op_run_StringConcat(op_ctx *ctx)
+{
+    const tdm_tensor *a = ctx->n_in > 0 ? ctx->in[0] : NULL, *b = ctx->n_in > 1 ? ctx->in[1] : NULL;
+    if (!a || !b || a->kind != TDM_KIND_TENSOR || b->kind != TDM_KIND_TENSOR || a->dtype != TDM_STRING ||
+        b->dtype != TDM_STRING)
+        return op_fail(ctx, TDM_E_RUNTIME, "inputs X and Y must be string tensors");
+    int r;
+    int64_t dims[TDM_MAX_RANK], sa[TDM_MAX_RANK], sb[TDM_MAX_RANK];
+    if (op_broadcast(a->rank, a->dims, b->rank, b->dims, &r, dims))
+        return op_fail(ctx, TDM_E_RUNTIME, "inputs X and Y cannot be broadcast together");
+    tdm_status st = op_out(ctx, 0, TDM_STRING, r, dims);
+    if (st)
+        return st;
+    op_bcast_strides(r, dims, a->rank, a->dims, sa);
+    op_bcast_strides(r, dims, b->rank, b->dims, sb);
+    char **o = ctx->out[0]->data;
+    for (size_t i = 0; i < ctx->out[0]->count; i++) {
+        const char *x = ((char *const *)a->data)[op_bcast_offset(i, r, dims, sa)];
+        const char *y = ((char *const *)b->data)[op_bcast_offset(i, r, dims, sb)];
+        size_t lx = x ? strlen(x) : 0, ly = y ? strlen(y) : 0, n;
+        if (mem_add(lx, ly, &n) || mem_add(n, 1, &n) || !(o[i] = mem_alloc(n)))
+            return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+        if (lx)
+            memcpy(o[i], x, lx);
+        if (ly)
+            memcpy(o[i] + lx, y, ly);
+        o[i][lx + ly] = 0;
+    }
+    return TDM_OK;
+}
+
+/* ---- StringSplit (20): Python's str.split(delimiter, maxsplit) ---- */
+
+/* Pieces of s (count only when out is NULL): split at every delimiter,
+ * or at runs of whitespace (no empty pieces) when delim is empty; at most
+ * maxsplit splits when maxsplit >= 0. */
+static tdm_status split_one(op_ctx *ctx, const char *s, const char *delim, int64_t maxsplit, char **out,
+                            int64_t *count)
+{
+    static const char ws[] = " \t\n\r\v\f";
+    size_t dl = strlen(delim);
+    int64_t n = 0, splits = 0;
+    const char *p = s;
+    if (!dl) {
+        p += strspn(p, ws);
+        while (*p) {
+            /* the last piece keeps its trailing whitespace, as in Python */
+            size_t len = (maxsplit >= 0 && splits >= maxsplit) ? strlen(p) : strcspn(p, ws);
+            if (out && !(out[n] = mem_strndup(p, len)))
+                return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+            n++;
+            splits++;
+            p += len;
+            p += strspn(p, ws);
+        }
+    } else {
+        for (;;) {
+            const char *q = (maxsplit >= 0 && splits >= maxsplit) ? NULL : strstr(p, delim);
+            size_t len = q ? (size_t)(q - p) : strlen(p);
+            if (out && !(out[n] = mem_strndup(p, len)))
+                return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+            n++;
+            if (!q)
+                break;
+            splits++;
+            p = q + dl;
+        }
+    }
+    *count = n;
+    return TDM_OK;
+}
+
+tdm_status op_run_StringSplit(op_ctx *ctx)
+{
+    const tdm_tensor *x = ctx->n_in > 0 ? ctx->in[0] : NULL;
+    if (!x || x->kind != TDM_KIND_TENSOR || x->dtype != TDM_STRING)
+        return op_fail(ctx, TDM_E_RUNTIME, "input X must be a string tensor");
+    if (x->rank >= TDM_MAX_RANK)
+        return op_fail(ctx, TDM_E_RUNTIME, "input X has rank %d; at most %d", x->rank, TDM_MAX_RANK - 1);
+    const char *delim = gr_attr_str(ctx->node, "delimiter", "");
+    int64_t maxsplit = gr_attr_int(ctx->node, "maxsplit", -1);
+    int64_t widest = 0, c;
+    char *const *xs = x->data;
+    tdm_status st;
+    for (size_t i = 0; i < x->count; i++) {
+        if ((st = split_one(ctx, xs[i] ? xs[i] : "", delim, maxsplit, NULL, &c)))
+            return st;
+        widest = c > widest ? c : widest;
+    }
+    int64_t dims[TDM_MAX_RANK];
+    memcpy(dims, x->dims, sizeof dims[0] * (size_t)x->rank);
+    dims[x->rank] = widest;
+    if ((st = op_out(ctx, 0, TDM_STRING, x->rank + 1, dims)) ||
+        (op_out_wanted(ctx, 1) && (st = op_out(ctx, 1, TDM_INT64, x->rank, x->dims))))
+        return st;
+    char **o = ctx->out[0]->data;
+    for (size_t i = 0; i < x->count; i++) {
+        char **row = o + i * (size_t)widest;
+        if ((st = split_one(ctx, xs[i] ? xs[i] : "", delim, maxsplit, row, &c)))
+            return st;
+        for (int64_t k = c; k < widest; k++)
+            if (!(row[k] = mem_strdup("")))
+                return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+        if (op_out_wanted(ctx, 1))
+            ((int64_t *)ctx->out[1]->data)[i] = c;
+    }
+    return TDM_OK;
+}
