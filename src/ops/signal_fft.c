@@ -241,14 +241,20 @@ tdm_status op_run_DFT(op_ctx *ctx)
     if (c != 1 && c != 2)
         return op_fail(ctx, TDM_E_RUNTIME,
                        "the last dimension of input 0 must be 1 (real) or 2 (complex), not %lld", (long long)c);
-    int64_t axis = gr_attr_int(ctx->node, "axis", 1);
+    /* the axis: an attribute (default 1) until 20, then input 2 (default -2) */
+    int64_t axis = ctx->version >= 20 ? -2 : gr_attr_int(ctx->node, "axis", 1), axis0;
+    if (ctx->version >= 20 && ctx->n_in > 2 && ctx->in[2]) {
+        tdm_status st = sig_scalar_int(ctx, 2, "axis", &axis);
+        if (st)
+            return st;
+    }
+    axis0 = axis;
     int inverse = gr_attr_int(ctx->node, "inverse", 0) != 0;
     int onesided = gr_attr_int(ctx->node, "onesided", 0) != 0;
     if (axis < 0)
         axis += r;
     if (axis < 0 || axis > r - 2)
-        return op_fail(ctx, TDM_E_RUNTIME, "attribute axis %lld is out of range for an input of rank %d",
-                       (long long)gr_attr_int(ctx->node, "axis", 1), r);
+        return op_fail(ctx, TDM_E_RUNTIME, "axis %lld is out of range for an input of rank %d", (long long)axis0, r);
     int64_t n_in = x->dims[axis], n = n_in;
     if (ctx->n_in > 1 && ctx->in[1]) {
         tdm_status st = sig_scalar_int(ctx, 1, "dft_length", &n);
@@ -311,7 +317,13 @@ tdm_status op_infer_DFT(op_infer_ctx *ctx)
     if (t->rank < 2)
         return TDM_OK;
     int r = t->rank;
-    int64_t axis = gr_attr_int(ctx->node, "axis", 1);
+    int64_t axis = ctx->version >= 20 ? -2 : gr_attr_int(ctx->node, "axis", 1);
+    if (ctx->version >= 20 && ctx->n_in > 2 && ctx->in[2]) {
+        const tdm_tensor *a = ctx->value[2];
+        if (!a || a->kind != TDM_KIND_TENSOR || a->count != 1 || !dtype_is_int(a->dtype))
+            return TDM_OK; /* known at run time */
+        axis = tensor_get_i64(a, 0);
+    }
     if (axis < 0)
         axis += r;
     if (axis < 0 || axis > r - 2)

@@ -499,6 +499,68 @@ done:
     return st;
 }
 
+/* ---- CenterCropPad (18): each named axis cropped or zero-padded to its
+ * new size around the centre (the odd element on the end side) ---- */
+
+tdm_status op_run_CenterCropPad(op_ctx *ctx)
+{
+    const tdm_tensor *x;
+    tdm_status st = op_tensor_in(ctx, 0, "input_data", &x);
+    if (st)
+        return st;
+    int r = x->rank;
+    int64_t *shape = NULL, ns = -1, **offs = NULL;
+    if ((st = op_tensor_opt_ints(ctx, 1, &shape, &ns)) != TDM_OK)
+        return st;
+    int axes[TDM_MAX_RANK];
+    const int64_t *av = NULL;
+    int na = gr_attr_ints(ctx->node, "axes", &av), named = na >= 0;
+    if (!named) {
+        na = r;
+        for (int d = 0; d < r; d++)
+            axes[d] = d;
+    }
+    if (na > r || ns != na) {
+        st = op_fail(ctx, TDM_E_RUNTIME, "input 'shape' has %lld entries for %d axes", (long long)ns, na);
+        goto done;
+    }
+    int64_t dims[TDM_MAX_RANK], start[TDM_MAX_RANK] = {0};
+    memcpy(dims, x->dims, sizeof dims[0] * (size_t)r);
+    for (int k = 0; k < na; k++) {
+        if (named && (st = op_axis(ctx, av[k], r, "attribute 'axes'", &axes[k])))
+            goto done;
+        if (shape[k] < 0 || shape[k] > INT32_MAX) {
+            st = op_fail(ctx, TDM_E_RUNTIME, "input 'shape' entry %d (%lld) is out of range", k, (long long)shape[k]);
+            goto done;
+        }
+        int64_t in = x->dims[axes[k]];
+        dims[axes[k]] = shape[k];
+        /* output index o reads input o + start: a crop starts inside, a pad before */
+        start[axes[k]] = shape[k] <= in ? (in - shape[k]) / 2 : -((shape[k] - in) / 2);
+    }
+    if ((st = op_out(ctx, 0, x->dtype, r, dims)) != TDM_OK || r == 0) {
+        if (!st)
+            st = op_tensor_copy(ctx, ctx->out[0], 0, x, 0, 1);
+        goto done;
+    }
+    if (!(offs = op_tensor_offs_new(r, dims))) {
+        st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    int64_t strides[TDM_MAX_RANK];
+    shape_strides(r, x->dims, strides);
+    for (int d = 0; d < r; d++)
+        for (int64_t o = 0; o < dims[d]; o++) {
+            int64_t i = o + start[d];
+            offs[d][o] = i < 0 || i >= x->dims[d] ? -1 : i * strides[d];
+        }
+    st = op_tensor_gather_map(ctx, ctx->out[0], x, offs, NULL);
+done:
+    mem_free(offs);
+    mem_free(shape);
+    return st;
+}
+
 /* ---- DepthToSpace, SpaceToDepth: a reshape, a transpose, a reshape ---- */
 
 static tdm_status reshape_transpose(op_ctx *ctx, const tdm_tensor *x, int r6, const int64_t *d6, const int *perm,
