@@ -458,6 +458,18 @@ static tdm_status binary_run(op_ctx *ctx, int k)
     if ((st = need_tensor(ctx, 0)) || (st = need_tensor(ctx, 1)))
         return st;
     const tdm_tensor *t[2] = {ctx->in[0], ctx->in[1]};
+    tdm_tensor bview;
+    int rb = op_legacy_bcast_rank(ctx->node, ctx->version, t[0]->rank, t[1]->rank);
+    if (k == B_PRELU && ctx->version < 7 && t[1]->rank == 1 && t[0]->rank >= 2 && t[1]->dims[0] != 1 &&
+        t[1]->dims[0] == t[0]->dims[1])
+        rb = t[0]->rank - 1; /* PRelu 6: a slope per channel (axis 1) */
+    if (rb != t[1]->rank) { /* before opset 7: B aligned at 'axis' of A */
+        bview = *t[1];
+        for (int d = bview.rank; d < rb; d++)
+            bview.dims[d] = 1;
+        bview.rank = rb;
+        t[1] = &bview;
+    }
     const tdm_tensor *a = t[0], *b = t[1];
     const char *opn = ctx->node->op_type;
     tdm_dtype odt = is_compare(k) ? TDM_BOOL : a->dtype;

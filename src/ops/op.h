@@ -158,6 +158,10 @@ void op_infer_copy(op_infer_ctx *ctx, int i, int j);
 /* Generic hooks */
 tdm_status op_infer_same(op_infer_ctx *ctx);      /* output 0 has input 0's type */
 tdm_status op_infer_broadcast(op_infer_ctx *ctx); /* output 0: broadcast of all inputs, dtype of input 0 */
+/* The rank B takes in the binary ops before opset 7 (Add, Sub, Mul, Div
+ * 1/6, Pow 1): with broadcast=1 and an 'axis', B's dimensions align with
+ * A's from that axis, i.e. B gets trailing 1s up to rank_a - axis. */
+int op_legacy_bcast_rank(const gr_node *n, int version, int rank_a, int rank_b);
 tdm_status op_infer_bool_broadcast(op_infer_ctx *ctx); /* as above, dtype bool */
 
 /* ---- shared kernel utilities (ops/util.c) ---- */

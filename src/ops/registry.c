@@ -191,9 +191,36 @@ static tdm_status infer_broadcast_as(op_infer_ctx *ctx, tdm_dtype dtype)
     return TDM_OK;
 }
 
+int op_legacy_bcast_rank(const gr_node *n, int version, int rank_a, int rank_b)
+{
+    if (version >= 7 || !gr_attr_int(n, "broadcast", 0) || !gr_attr_find(n, "axis"))
+        return rank_b;
+    int64_t axis = gr_attr_int(n, "axis", 0);
+    if (axis < 0)
+        axis += rank_a;
+    if (axis < 0 || axis + rank_b > rank_a)
+        return rank_b;
+    return rank_a - (int)axis;
+}
+
 tdm_status op_infer_broadcast(op_infer_ctx *ctx)
 {
     tdm_dtype dt = ctx->n_in > 0 && ctx->in[0] ? ctx->in[0]->dtype : TDM_UNDEFINED;
+    if (ctx->version < 7 && ctx->n_in == 2 && ctx->in[0] && ctx->in[1] && ctx->in[0]->rank >= 0 &&
+        ctx->in[1]->rank >= 0) {
+        /* before 7: B aligned at 'axis' of A (trailing 1s appended) */
+        int rb = op_legacy_bcast_rank(ctx->node, ctx->version, ctx->in[0]->rank, ctx->in[1]->rank);
+        if (rb != ctx->in[1]->rank) {
+            gr_type b = *ctx->in[1];
+            for (int d = b.rank; d < rb; d++)
+                b.dims[d] = (gr_dim){1, NULL};
+            b.rank = rb;
+            const gr_type *in[2] = {ctx->in[0], &b};
+            op_infer_ctx c2 = *ctx;
+            c2.in = in;
+            return infer_broadcast_as(&c2, dt);
+        }
+    }
     return infer_broadcast_as(ctx, dt);
 }
 
