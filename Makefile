@@ -43,9 +43,11 @@ test-asan:
 	@MAKEFLAGS= cmake --build $(ASAN_BUILD) -j $(JOBS) -- --no-print-directory
 	@$(POCL_FRESH) && cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) -LE noasan
 
-# The PyPI test environment (onnxruntime, onnx, numpy, pillow, pytest).
+# The PyPI test environment (onnxruntime, onnx, numpy, pillow, pytest), and
+# Triton's (PyTriton's tritonserver, tritonclient) for tests/triton.
 testenv:
 	@sh scripts/testenv.sh
+	@sh scripts/triton-env.sh
 
 # data before build: the configure step sees the data and then does not let
 # the data-driven tests count a missing folder as skipped.
