@@ -277,3 +277,141 @@ done:
     mem_free(sel);
     return st;
 }
+
+/* ------------------------------------------------------------ AffineGrid */
+
+/* The normalised coordinate of index i of n along an axis: [-1, 1] through
+ * the corner pixels' centres (align_corners) or their outer edges. */
+static double affine_coord(int64_t i, int64_t n, int align)
+{
+    if (align)
+        return n > 1 ? -1.0 + 2.0 * (double)i / (double)(n - 1) : -1.0;
+    return -1.0 + (2.0 * (double)i + 1.0) / (double)n;
+}
+
+/* AffineGrid (20): theta [N, 2, 3] and size (N, C, H, W) give the grid
+ * [N, H, W, 2] of theta (x, y, 1); theta [N, 3, 4] and (N, C, D, H, W)
+ * give [N, D, H, W, 3] of theta (x, y, z, 1). */
+tdm_status op_run_AffineGrid(op_ctx *ctx)
+{
+    const tdm_tensor *th = op_nn_in(ctx, 0), *sz = op_nn_in(ctx, 1);
+    if (!th || !sz)
+        return op_fail(ctx, TDM_E_MODEL, "inputs theta and size are required");
+    if (!(DT_BIT(th->dtype) & DT_FLOATS) || !dtype_is_int(sz->dtype) || (sz->count != 4 && sz->count != 5))
+        return op_fail(ctx, TDM_E_RUNTIME, "theta must be float and size 4 or 5 integers");
+    int nd = (int)sz->count - 2; /* 2 or 3 spatial dims */
+    int64_t s[5];
+    for (int i = 0; i < (int)sz->count; i++) {
+        s[i] = tensor_get_i64(sz, (size_t)i);
+        if (s[i] < 0 || s[i] > INT32_MAX)
+            return op_fail(ctx, TDM_E_RUNTIME, "size entry %d (%lld) is out of range", i, (long long)s[i]);
+    }
+    if (th->rank != 3 || th->dims[0] != s[0] || th->dims[1] != nd || th->dims[2] != nd + 1)
+        return op_fail(ctx, TDM_E_RUNTIME, "theta must have shape [N, %d, %d] for size N = %lld", nd, nd + 1,
+                       (long long)s[0]);
+    int align = gr_attr_int(ctx->node, "align_corners", 0) != 0;
+    int64_t D = nd == 3 ? s[2] : 1, H = s[nd], W = s[nd + 1];
+    int64_t dims[5] = {s[0], nd == 3 ? D : H, nd == 3 ? H : W, nd == 3 ? W : nd, nd};
+    tdm_status st = op_out(ctx, 0, th->dtype, nd + 2, dims);
+    if (st)
+        return st;
+    tdm_tensor *y = ctx->out[0];
+    size_t o = 0;
+    for (int64_t n = 0; n < s[0]; n++)
+        for (int64_t d = 0; d < D; d++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t w = 0; w < W; w++) {
+                    double p[4] = {affine_coord(w, W, align), affine_coord(h, H, align), 0, 1};
+                    if (nd == 3)
+                        p[2] = affine_coord(d, D, align);
+                    else
+                        p[2] = 1;
+                    for (int r = 0; r < nd; r++) {
+                        double acc = 0;
+                        for (int c = 0; c <= nd; c++)
+                            acc += tensor_get_f64(th, (size_t)((n * nd + r) * (nd + 1) + c)) * p[c];
+                        tensor_set_f64(y, o++, acc);
+                    }
+                }
+    return TDM_OK;
+}
+
+/* ------------------------------------------------------------ Col2Im */
+
+/* Col2Im (18): input [N, C * prod(block), L] holds, for each of the L
+ * sliding blocks (row-major over the block grid) and each kernel offset,
+ * a value that is added into the image [N, C, image_shape...] at
+ * block * stride - pad_begin + offset * dilation (outside: dropped). */
+tdm_status op_run_Col2Im(op_ctx *ctx)
+{
+    const tdm_tensor *x = op_nn_in(ctx, 0), *im = op_nn_in(ctx, 1), *bs = op_nn_in(ctx, 2);
+    if (!x || !im || !bs)
+        return op_fail(ctx, TDM_E_MODEL, "inputs input, image_shape and block_shape are required");
+    if (!(DT_BIT(x->dtype) & DT_FLOATS) || x->rank != 3 || !dtype_is_int(im->dtype) || !dtype_is_int(bs->dtype) ||
+        im->count != bs->count || im->count < 1 || im->count > NN_MAX_SP)
+        return op_fail(ctx, TDM_E_RUNTIME, "input must be float [N, C*K, L]; image_shape and block_shape 1 to %d "
+                                           "integers each", NN_MAX_SP);
+    int nd = (int)im->count;
+    int64_t img[NN_MAX_SP], blk[NN_MAX_SP], dil[NN_MAX_SP], str[NN_MAX_SP], pb[NN_MAX_SP], pe[NN_MAX_SP];
+    int64_t nb[NN_MAX_SP];
+    const int64_t *a = NULL, *sv = NULL, *pv = NULL;
+    int nda = gr_attr_ints(ctx->node, "dilations", &a);
+    int nst = gr_attr_ints(ctx->node, "strides", &sv);
+    int npd = gr_attr_ints(ctx->node, "pads", &pv);
+    if ((nda >= 0 && nda != nd) || (nst >= 0 && nst != nd) || (npd >= 0 && npd != 2 * nd))
+        return op_fail(ctx, TDM_E_MODEL, "dilations, strides and pads must have %d, %d and %d entries", nd, nd, 2 * nd);
+    int64_t K = 1, L = 1;
+    for (int d = 0; d < nd; d++) {
+        img[d] = tensor_get_i64(im, (size_t)d);
+        blk[d] = tensor_get_i64(bs, (size_t)d);
+        dil[d] = nda >= 0 ? a[d] : 1;
+        str[d] = nst >= 0 ? sv[d] : 1;
+        pb[d] = npd >= 0 ? pv[d] : 0;
+        pe[d] = npd >= 0 ? pv[d + nd] : 0;
+        if (img[d] < 0 || img[d] > INT32_MAX || blk[d] < 1 || blk[d] > INT32_MAX || dil[d] < 1 || dil[d] > INT32_MAX ||
+            str[d] < 1 || str[d] > INT32_MAX || pb[d] < 0 || pb[d] > INT32_MAX || pe[d] < 0 || pe[d] > INT32_MAX)
+            return op_fail(ctx, TDM_E_RUNTIME, "image, block, dilation, stride or pad of axis %d is out of range", d);
+        int64_t span = dil[d] * (blk[d] - 1) + 1;
+        nb[d] = (img[d] + pb[d] + pe[d] - span) / str[d] + 1;
+        if (nb[d] < 1 || mem_mul_i64(K, blk[d], &K) || mem_mul_i64(L, nb[d], &L))
+            return op_fail(ctx, TDM_E_RUNTIME, "the blocks do not fit the image along axis %d", d);
+    }
+    if (x->dims[1] % K || x->dims[2] != L)
+        return op_fail(ctx, TDM_E_RUNTIME, "input has shape [%lld, %lld, %lld]; expected C * %lld channels and %lld blocks",
+                       (long long)x->dims[0], (long long)x->dims[1], (long long)x->dims[2], (long long)K, (long long)L);
+    int64_t N = x->dims[0], C = x->dims[1] / K, dims[2 + NN_MAX_SP] = {N, C};
+    memcpy(dims + 2, img, sizeof img[0] * (size_t)nd);
+    tdm_status st = op_out(ctx, 0, x->dtype, nd + 2, dims);
+    if (st)
+        return st;
+    tdm_tensor *y = ctx->out[0];
+    size_t plane = N > 0 && C > 0 ? y->count / (size_t)(N * C) : 0;
+    double *acc = mem_calloc(y->count + 1, sizeof *acc);
+    if (!acc)
+        return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t l = 0; l < L; l++) {
+                    int64_t kr = k, lr = l, off = 0;
+                    int in = 1;
+                    int64_t pos[NN_MAX_SP];
+                    for (int d = nd - 1; d >= 0; d--) {
+                        int64_t kd = kr % blk[d], bd = lr % nb[d];
+                        kr /= blk[d];
+                        lr /= nb[d];
+                        pos[d] = bd * str[d] - pb[d] + kd * dil[d];
+                        in &= pos[d] >= 0 && pos[d] < img[d];
+                    }
+                    if (!in)
+                        continue;
+                    for (int d = 0; d < nd; d++)
+                        off = off * img[d] + pos[d];
+                    size_t src = ((size_t)n * (size_t)x->dims[1] + (size_t)(c * K + k)) * (size_t)L + (size_t)l;
+                    acc[(size_t)(n * C + c) * plane + (size_t)off] += tensor_get_f64(x, src);
+                }
+    for (size_t i = 0; i < y->count; i++)
+        tensor_set_f64(y, i, acc[i]);
+    mem_free(acc);
+    return TDM_OK;
+}
