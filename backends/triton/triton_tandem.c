@@ -19,7 +19,7 @@
  * tandem_runs_total, tandem_run_failures_total,
  * tandem_fallback_node_runs_total{reason} (node executions on a fallback
  * device), tandem_device_busy_seconds_total{device},
- * tandem_copy_bytes_total. */
+ * tandem_copy_bytes_total, tandem_device_faults_total. */
 #define _POSIX_C_SOURCE 200809L
 #include "triton_api.h"
 
@@ -156,6 +156,7 @@ enum {
     TT_FAM_FALLBACK_RUNS,
     TT_FAM_DEVICE_SECONDS,
     TT_FAM_COPY_BYTES,
+    TT_FAM_FAULTS,
     TT_FAM_COUNT
 };
 
@@ -170,11 +171,14 @@ static const struct {
     {"tandem_plan_boundary_bytes", TRITONSERVER_METRIC_KIND_GAUGE,
      "Bytes the tandem plan copies between devices per run"},
     {"tandem_runs_total", TRITONSERVER_METRIC_KIND_COUNTER, "tandem session runs"},
-    {"tandem_run_failures_total", TRITONSERVER_METRIC_KIND_COUNTER, "tandem session runs that failed"},
+    {"tandem_run_failures_total", TRITONSERVER_METRIC_KIND_COUNTER,
+     "tandem session runs that failed (including those the breaker then re-ran on cpu)"},
     {"tandem_fallback_node_runs_total", TRITONSERVER_METRIC_KIND_COUNTER,
      "Node executions on a fallback device, by reason code"},
     {"tandem_device_busy_seconds_total", TRITONSERVER_METRIC_KIND_COUNTER, "Time each device spent running nodes"},
     {"tandem_copy_bytes_total", TRITONSERVER_METRIC_KIND_COUNTER, "Bytes copied between devices"},
+    {"tandem_device_faults_total", TRITONSERVER_METRIC_KIND_COUNTER,
+     "Device faults during runs (with the breaker on, each such run is re-executed on cpu)"},
 };
 
 typedef struct tt_backend {
@@ -211,7 +215,7 @@ typedef struct tt_model {
     pthread_mutex_t mu;     /* the metrics below and the fallback table */
     tdm_metrics *metrics;
     tdm_metrics_summary last;
-    TRITONSERVER_Metric *m_runs, *m_failures, *m_copy_bytes, *m_boundary;
+    TRITONSERVER_Metric *m_runs, *m_failures, *m_copy_bytes, *m_faults, *m_boundary;
     tt_labelled_set plan_nodes, plan_fallback, fallback_runs, device_seconds;
 } tt_model;
 
@@ -355,6 +359,7 @@ static void tt_metrics_sync(tt_model *m)
         tt_metric_add(m->m_runs, (double)(s.runs - m->last.runs));
         tt_metric_add(m->m_failures, (double)(s.run_failures - m->last.run_failures));
         tt_metric_add(m->m_copy_bytes, (double)(s.copy_bytes - m->last.copy_bytes));
+        tt_metric_add(m->m_faults, (double)(s.faults - m->last.faults));
         m->last = s;
         size_t nd = tdm_metrics_device_count(m->metrics);
         for (size_t i = 0; i < nd; i++) {
@@ -616,6 +621,7 @@ static void tt_model_free(tt_model *m)
     tt_metric_delete(m->m_runs);
     tt_metric_delete(m->m_failures);
     tt_metric_delete(m->m_copy_bytes);
+    tt_metric_delete(m->m_faults);
     tt_metric_delete(m->m_boundary);
     tt_labelled_free(&m->plan_nodes);
     tt_labelled_free(&m->plan_fallback);
@@ -894,6 +900,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model)
     m->m_runs = tt_metric_new(m, TT_FAM_RUNS, NULL, NULL);
     m->m_failures = tt_metric_new(m, TT_FAM_RUN_FAILURES, NULL, NULL);
     m->m_copy_bytes = tt_metric_new(m, TT_FAM_COPY_BYTES, NULL, NULL);
+    m->m_faults = tt_metric_new(m, TT_FAM_FAULTS, NULL, NULL);
     if ((err = TRITONBACKEND_ModelSetState(model, m)))
         goto fail;
     TT_LOG(TRITONSERVER_LOG_INFO, "tandem: model '%s' version %llu loaded from %s (max_batch_size %lld, batch %s)",

@@ -13,6 +13,9 @@ of squeezenet1_1 served by tandem:
   sq_deny    devices vnpu:rk3588,cpu, fallback deny (its MaxPools use
              ceil_mode 1, which rk3588 refuses): must fail to load, naming
              every offender
+  sq_fault   devices faulty:vnpu:server-npu?fail_every=150,cpu with the
+             circuit breaker: injected device faults mid-stream, no failed
+             request
 
 then sends concurrent HTTP and gRPC requests with tritonclient, compares
 the answers with onnxruntime's (computed by the test venv's python,
@@ -81,6 +84,10 @@ def make_repo(root, onnx_path, dyn_path):
         "sq_npu": (onnx_path, [("devices", "vnpu:server-npu,cpu"), ("threads", "1")], 1, 500),
         "sqdyn_cpu": (dyn_path, [("devices", "cpu"), ("threads", "2")], 1, 20000),
         "sq_deny": (onnx_path, [("devices", "vnpu:rk3588,cpu"), ("fallback", "deny")], 1, 500),
+        # Every 150th node call on the device fails; the breaker (never
+        # opening here) re-executes each such run on cpu.
+        "sq_fault": (onnx_path, [("devices", "faulty:vnpu:server-npu?fail_every=150,cpu"),
+                                 ("breaker", "1000,100000,100000"), ("threads", "1")], 1, 500),
     }
     for name, (src, params, instances, delay) in models.items():
         os.makedirs(os.path.join(root, name, "1"))
@@ -115,7 +122,7 @@ def ref_python(py, *args):
 def start_server(args, repo, ports, log):
     cmd = [args.tritonserver, "--model-repository=" + repo, "--backend-directory=" + args.backend_dir,
            "--model-control-mode=explicit", "--load-model=sq_cpu", "--load-model=sq_npu",
-           "--load-model=sqdyn_cpu", "--http-address=127.0.0.1", "--grpc-address=127.0.0.1",
+           "--load-model=sqdyn_cpu", "--load-model=sq_fault", "--http-address=127.0.0.1", "--grpc-address=127.0.0.1",
            "--metrics-address=127.0.0.1", "--http-port=%d" % ports[0], "--grpc-port=%d" % ports[1],
            "--metrics-port=%d" % ports[2], "--exit-timeout-secs=10"]
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -288,6 +295,22 @@ def main():
         for line in text.splitlines():
             if line.startswith("tandem_") and 'model="sq_npu"' in line:
                 print("  " + line)
+
+        # Device faults mid-stream: the breaker re-runs on cpu, no request fails.
+        with cf.ThreadPoolExecutor(4) as ex:
+            futs = [(k, ex.submit(infer_http if k % 2 else infer_grpc, http_url if k % 2 else grpc_url, "sq_fault",
+                                  np.ascontiguousarray(x[k % 8:k % 8 + 1]))) for k in range(16)]
+            for k, fut in futs:
+                try:
+                    ok, how = close_enough(fut.result(), ref[k % 8:k % 8 + 1], exact=False)
+                    check(ok, "sq_fault request %d equal to onnxruntime's (%s)" % (k, how))
+                except Exception as e:  # noqa: BLE001
+                    check(False, "sq_fault request %d failed: %s" % (k, e))
+        text = metrics_text("http://" + metrics_url)
+        faults = metric_value(text, "tandem_device_faults_total", model="sq_fault")
+        print("sq_fault: 16 requests, %s device faults, %s failed runs" %
+              (faults, metric_value(text, "tandem_run_failures_total", model="sq_fault")))
+        check((faults or 0) >= 1, "sq_fault saw injected device faults")
 
         # A model that violates deny does not load; the error lists every offender.
         try:

@@ -304,6 +304,7 @@ static void test_batching(void)
      * started a run (tandem checks inputs first). */
     CHECK(fake_metric("tandem_runs_total", "model=tiny_cpu,version=1") == 1);
     CHECK(fake_metric("tandem_run_failures_total", "model=tiny_cpu") == 0);
+    CHECK(fake_metric("tandem_device_faults_total", "model=tiny_cpu") == 0);
     CHECK(fake_metric("tandem_plan_nodes", "model=tiny_cpu,device=cpu") == 2);
     CHECK(fake_metric("tandem_plan_boundary_bytes", "model=tiny_cpu") == 0);
     CHECK(fake_metric("tandem_device_busy_seconds_total", "model=tiny_cpu,device=cpu") > 0);
