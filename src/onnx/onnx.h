@@ -1,4 +1,5 @@
-/* The ONNX loader: protobuf files → graph IR and host tensors. */
+/* The ONNX loader: protobuf files → graph IR and host tensors; and the
+ * writer: host tensors, values and one-node models → protobuf. */
 #ifndef TDM_ONNX_ONNX_H
 #define TDM_ONNX_ONNX_H
 
@@ -39,5 +40,29 @@ tdm_status onnx_read_value_memory(tdm_err *e, const void *data, size_t size, con
 tdm_status onnx_read_optional(tdm_err *e, const char *path, tdm_kind kind, tdm_tensor **out);
 tdm_status onnx_read_optional_memory(tdm_err *e, const void *data, size_t size, const char *name, tdm_kind kind,
                                      tdm_tensor **out);
+
+
+/* ---- writing (write.c) ----
+ * Each packs a message into *bytes (allocated, mem_free) of *size bytes;
+ * tensor data is borrowed only while packing. Errors: TDM_E_UNSUPPORTED
+ * (not a tensor where one is needed, 4-bit elements, an attribute kind a
+ * one-node model does not carry), TDM_E_NOMEM. */
+
+/* Tensor t as a TensorProto named name (NULL: unnamed). */
+tdm_status onnx_write_tensor(tdm_err *e, const tdm_tensor *t, const char *name, void **bytes, size_t *size);
+
+/* Value v as the ONNX node tests store a value named name: a TensorProto
+ * or SequenceProto, inside an OptionalProto when the value is declared
+ * optional (of kind TDM_KIND_TENSOR or TDM_KIND_SEQUENCE) or is absent
+ * (v->kind TDM_KIND_NONE: an empty OptionalProto of that kind). */
+tdm_status onnx_write_value(tdm_err *e, const tdm_tensor *v, const char *name, int optional, tdm_kind kind,
+                            void **bytes, size_t *size);
+
+/* Node i of graph g as a one-node ModelProto: the inputs that are graph
+ * constants become initializers, the others graph inputs typed from
+ * inputs[k] when given (inputs may be NULL), else from the graph. gm (may
+ * be NULL) gives the IR version and the default domain's opset. */
+tdm_status onnx_write_node_model(tdm_err *e, const gr_model *gm, const gr_graph *g, size_t i,
+                                 const tdm_tensor *const *inputs, void **bytes, size_t *size);
 
 #endif

@@ -147,7 +147,7 @@ void gemm_im2col_avx2(const op_im2col *c, size_t j, size_t cols, float *dst, siz
 /* sum over p < k of a[p] b[p], in a fixed order of 32 partial sums. */
 float gemm_dot_avx2(const float *a, const float *b, size_t k);
 /* Depthwise kh x kw (both 1 to 7), dilation 1, strides sh, sw in {1, 2}
- * (gemm_avx2_dw.c): the output plane y (oh x ow) of the input plane x
+ * (dwconv_avx2.c): the output plane y (oh x ow) of the input plane x
  * (h x w) with top/left pads pt, pl (everything outside x reads zero) and
  * kernel k[kh * kw], started at bias, taps in order, then clamped to
  * [lo, hi] when clamp is set (NaN stays NaN). pad is scratch of
@@ -159,7 +159,7 @@ size_t dw_pad_floats(size_t oh, size_t ow, int kh, int kw, int sh, int sw);
 void dw_plane_avx2(const float *x, size_t h, size_t w, float *y, size_t oh, size_t ow, int kh, int kw, int sh,
                    int sw, size_t pt, size_t pl, const float *k, float bias, int clamp, float lo, float hi, float *pad,
                    dw_post_fn post, void *post_ctx);
-/* A small depthwise plane computed flat (gemm_avx2_dw.c): as dw_plane_avx2
+/* A small depthwise plane computed flat (dwconv_avx2.c): as dw_plane_avx2
  * (clamp included) without post, for strides sh == sw in {1, 2}: the
  * padded plane (as 4 sub-planes of even/odd rows and columns at stride 2)
  * is copied whole, then every output of it, borders or not, is one
@@ -176,7 +176,7 @@ void dw_flat8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t o
                    int sh, int sw, size_t pt, size_t pl, const float *const *k, const float *bias, int clamp,
                    float lo, float hi, float *buf);
 /* 8 small depthwise planes at once, channels across the vector
- * (gemm_avx2_dw.c): output plane ch (ch < 8) at y + ch * oh * ow of input
+ * (dwconv_avx2.c): output plane ch (ch < 8) at y + ch * oh * ow of input
  * plane x[ch], kernel k[ch], bias[ch], as dw_plane_avx2 (clamp included)
  * without post; buf is scratch of dw8_floats(...) floats (0 when too
  * large). */
