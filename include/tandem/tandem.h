@@ -590,6 +590,26 @@ TDM_API tdm_status tdm_plan_calibration_match(const tdm_plan *plan, size_t *entr
  * default). */
 TDM_API tdm_status tdm_session_options_set_precision(tdm_session_options *opts, double min_cosine, double max_abs);
 
+/* The precision guard (DESIGN.md "Placement"): when the plan puts nodes on a
+ * device that computes in a type narrower than float32 (fp16, bf16), a run
+ * is checked against the cpu fp32 reference before its outputs are returned
+ * — the first run probes ranges and per-node errors and re-plans (nodes
+ * refused with PRECISION and the figures); the outputs are verified
+ * (cosine >= output_min_cosine, 0.999 by default, no non-finite values, and
+ * cpu's top-1 along the last axis of score outputs of rank <= 3), and on a
+ * breach the first node that crosses is refused, the session re-plans and
+ * re-runs, at most `rounds` times (8). mode: "off", "first" (the default
+ * when a narrower device is in the plan), "every:N" (the first run, then
+ * one run in N). TDM_E_USAGE for a malformed mode or value. */
+TDM_API tdm_status tdm_session_options_set_verify(tdm_session_options *opts, const char *mode);
+TDM_API tdm_status tdm_session_options_set_verify_thresholds(tdm_session_options *opts, double output_min_cosine,
+                                                             int rounds);
+/* The guard's record as JSON (freed with tdm_free()): "active", "verify",
+ * "checks", "breaches", "moved_nodes", "first_moved", "first_run_extra_ms"
+ * (what the first guarded run cost beyond a plain run), "extra_ms",
+ * "output_cosine_before"/"_after", "decisions" (each with its figures). */
+TDM_API tdm_status tdm_session_guard_json(tdm_session *s, char **json);
+
 /* The circuit breaker of a long-lived session (off by default: faults 0).
  * A run that hits a device fault (TDM_E_DEVICE) is re-executed at once on
  * a plan with every node on cpu (reason DEVICE_FAULT) and returns its

@@ -260,6 +260,30 @@ typedef struct calrun {
     uint64_t rng;
 } calrun;
 
+/* last[v]: the position (in order, NULL: the graph's) of value v's last
+ * reader, n_nodes for graph outputs (last[] preset to -1). -1 when out of
+ * memory. */
+static int last_uses(const gr_graph *g, const int *order, int *last)
+{
+    int N = g->n_nodes;
+    for (int pos = 0; pos < N; pos++) {
+        const gr_node *node = &g->nodes[order ? order[pos] : pos];
+        for (int i = 0; i < node->n_inputs; i++)
+            if (node->inputs[i] >= 0)
+                last[node->inputs[i]] = pos;
+        int *imp = NULL, ni = plan_implicit_inputs(g, node, &imp);
+        if (ni < 0)
+            return -1;
+        for (int i = 0; i < ni; i++)
+            last[imp[i]] = pos;
+        mem_free(imp);
+    }
+    for (int k = 0; k < g->n_outputs; k++)
+        if (g->outputs[k] >= 0)
+            last[g->outputs[k]] = N;
+    return 0;
+}
+
 /* Runs node n on device d with inputs from vals; out[] receives new
  * tensors (n_outputs). */
 static tdm_status run_node(calrun *c, int n, int d, tdm_tensor **vals, unsigned char *owned, tdm_tensor **out)
@@ -547,9 +571,75 @@ static void machine_json(cJSON *root)
     cJSON_AddNumberToObject(m, "cores", (double)sysconf(_SC_NPROCESSORS_ONLN));
 }
 
+/* The range figures of a float tensor: max |x| over finite values, and how
+ * many nonzero values round to zero in float16 (|x| < 2^-25) and bfloat16
+ * (|x| < 2^-134). */
+static void range_of(const tdm_tensor *t, double *mx, size_t *nz, size_t *fl16, size_t *flbf)
+{
+    if (!t || t->kind != TDM_KIND_TENSOR || !dtype_is_float(t->dtype))
+        return;
+    for (size_t i = 0; i < t->count; i++) {
+        double a = fabs(tensor_get_f64(t, i));
+        if (!isfinite(a) || a == 0)
+            continue;
+        if (a > *mx)
+            *mx = a;
+        if (nz)
+            (*nz)++;
+        if (fl16 && a < 2.98023223876953125e-8)
+            (*fl16)++;
+        if (flbf && a < 4.5917748078995606e-41)
+            (*flbf)++;
+    }
+}
+
+/* "range" of a node entry: the reference's figures, worst of equal keys. */
+static void range_entry(cJSON *entry, double in_max, double out_max, double f16, double fbf)
+{
+    cJSON *r = cJSON_GetObjectItemCaseSensitive(entry, "range");
+    if (r) {
+        in_max = fmax(in_max, jnum(r, "in_max_abs", 0));
+        out_max = fmax(out_max, jnum(r, "out_max_abs", 0));
+        f16 = fmax(f16, jnum(r, "flush_fp16", 0));
+        fbf = fmax(fbf, jnum(r, "flush_bf16", 0));
+        cJSON_DeleteItemFromObjectCaseSensitive(entry, "range");
+    }
+    if (!(r = cJSON_AddObjectToObject(entry, "range")))
+        return;
+    cJSON_AddNumberToObject(r, "in_max_abs", in_max);
+    cJSON_AddNumberToObject(r, "out_max_abs", out_max);
+    cJSON_AddNumberToObject(r, "flush_fp16", f16);
+    cJSON_AddNumberToObject(r, "flush_bf16", fbf);
+}
+
+static tdm_status calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int repeat, int threads,
+                           calib_progress_fn fn, void *user, char **json, tdm_tensor **ref_out);
+
 tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int repeat, int threads,
                           calib_progress_fn fn, void *user, char **json)
 {
+    return calibrate(e, p, in, repeat, threads, fn, user, json, NULL);
+}
+
+tdm_status plan_probe(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int threads, char **json,
+                      tdm_tensor **ref_out)
+{
+    return calibrate(e, p, in, 1, threads, NULL, NULL, json, ref_out);
+}
+
+/* A device whose float compute type is narrower than float32. */
+static int narrow_device(const dev_instance *di)
+{
+    return di->ext && (di->ext->precision == TDM_FLOAT16 || di->ext->precision == TDM_BFLOAT16);
+}
+
+/* ref_out (not NULL: the guard's probe, plan_probe): no times, no error of
+ * the node alone, chains only on narrow devices; ref_out receives the
+ * reference's graph outputs. */
+static tdm_status calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int repeat, int threads,
+                           calib_progress_fn fn, void *user, char **json, tdm_tensor **ref_out)
+{
+    int probe = ref_out != NULL;
     const gr_graph *g = p->g;
     int N = g->n_nodes, V = g->n_values, D = (int)p->devs->n, cpu = D - 1;
     tdm_status st = TDM_OK;
@@ -587,22 +677,8 @@ tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const
         if (in[k])
             for (int d = 0; d < D; d++)
                 vals[d][g->inputs[k]] = (tdm_tensor *)in[k];
-    for (int pos = 0; pos < N; pos++) {
-        int n = g->order ? g->order[pos] : pos;
-        const gr_node *node = &g->nodes[n];
-        for (int i = 0; i < node->n_inputs; i++)
-            if (node->inputs[i] >= 0)
-                last[node->inputs[i]] = pos;
-        int *imp = NULL, ni = plan_implicit_inputs(g, node, &imp);
-        if (ni < 0)
-            goto nomem;
-        for (int i = 0; i < ni; i++)
-            last[imp[i]] = pos;
-        mem_free(imp);
-    }
-    for (int k = 0; k < g->n_outputs; k++)
-        if (g->outputs[k] >= 0)
-            last[g->outputs[k]] = N;
+    if (last_uses(g, g->order, last))
+        goto nomem;
     /* header */
     if (!cJSON_AddNumberToObject(root, "tandem_calibration", 1))
         goto nomem;
@@ -651,6 +727,8 @@ tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const
             fn(user, (size_t)pos, (size_t)N, node->name);
         if ((st = plan_node_signature(e, &p->descs[n], key, sizeof key, &readable)) != TDM_OK)
             goto done;
+        if (probe) /* one model's figures: by node, not merged by signature */
+            snprintf(key, sizeof key, "#%.120s", node->name);
         cJSON *entry = cJSON_GetObjectItemCaseSensitive(nodes, key), *names, *dv;
         if (!entry) {
             entry = cJSON_AddObjectToObject(nodes, key);
@@ -678,6 +756,16 @@ tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const
             if (r + 1 < repeat)
                 free_outs(out, node->n_outputs);
         }
+        {
+            double in_max = 0, out_max = 0;
+            size_t nz = 0, f16 = 0, fbf = 0;
+            for (int i = 0; i < node->n_inputs; i++)
+                if (node->inputs[i] >= 0)
+                    range_of(vals[cpu][node->inputs[i]], &in_max, NULL, NULL, NULL);
+            for (int k = 0; k < node->n_outputs; k++)
+                range_of(out[k], &out_max, &nz, &f16, &fbf);
+            range_entry(entry, in_max, out_max, nz ? (double)f16 / (double)nz : 0, nz ? (double)fbf / (double)nz : 0);
+        }
         qsort(times, (size_t)repeat, sizeof *times, cmp_double);
         {
             cJSON *o = cJSON_GetObjectItemCaseSensitive(dv, "cpu");
@@ -690,6 +778,8 @@ tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const
         /* every other device: its time, the node alone, the chain */
         for (int d = 0; d < cpu; d++) {
             const dev_instance *di = &p->devs->items[d];
+            if (probe && !narrow_device(di))
+                continue;
             tdm_verdict vd;
             memset(&vd, 0, sizeof vd);
             int ok = di->dev.iface->supports(di->dev.ctx, &p->descs[n], &vd) == TDM_REASON_OK;
@@ -702,7 +792,7 @@ tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const
             metrics alone, chain, m;
             memset(&alone, 0, sizeof alone);
             memset(&chain, 0, sizeof chain);
-            if (ok && fresh) {
+            if (ok && fresh && !probe) {
                 int mod = 0;
                 double est = di->dev.iface->estimate_ms ? di->dev.iface->estimate_ms(di->dev.ctx, &p->descs[n], &mod) : -1;
                 if (di->ext && di->kind != DEV_KIND_VNPU) {
@@ -742,7 +832,7 @@ tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const
                     cJSON_AddBoolToObject(o, "modeled", mod != 0);
                 }
             }
-            if (ok && di->ext) {
+            if (ok && di->ext && !probe) {
                 if ((st = run_node(&c, n, d, vals[cpu], owned[cpu], out2)) != TDM_OK)
                     goto done;
                 for (int k = 0; k < node->n_outputs; k++) {
@@ -782,8 +872,21 @@ tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const
     }
     if (fn)
         fn(user, (size_t)N, (size_t)N, "");
+    for (int k = 0; probe && k < g->n_outputs; k++) {
+        int v = g->outputs[k];
+        ref_out[k] = NULL;
+        if (v < 0 || !vals[cpu][v])
+            continue;
+        if ((st = tensor_clone(e, vals[cpu][v], &ref_out[k])) != TDM_OK) {
+            for (int j = 0; j < k; j++) {
+                tdm_tensor_destroy(ref_out[j]);
+                ref_out[j] = NULL;
+            }
+            goto done;
+        }
+    }
     {
-        char *text = cJSON_Print(root);
+        char *text = probe ? cJSON_PrintUnformatted(root) : cJSON_Print(root);
         if (!text)
             goto nomem;
         *json = mem_strdup(text);
@@ -827,6 +930,14 @@ struct calib_data {
     unsigned char *used; /* per entry: a node of the model matched it */
 };
 
+static tdm_status calib_parse(tdm_err *e, const char *name, const char *text, size_t n, calib_data **out);
+
+tdm_status calib_load_text(tdm_err *e, const char *name, const char *text, calib_data **out)
+{
+    *out = NULL;
+    return calib_parse(e, name, text, strlen(text), out);
+}
+
 tdm_status calib_load(tdm_err *e, const char *path, calib_data **out)
 {
     *out = NULL;
@@ -839,8 +950,14 @@ tdm_status calib_load(tdm_err *e, const char *path, calib_data **out)
         mem_free(text);
         return err_set(e, TDM_E_INPUT, "the calibration file %s is empty", path);
     }
-    cJSON *root = cJSON_ParseWithLength(text, n);
+    st = calib_parse(e, path, text, n, out);
     mem_free(text);
+    return st;
+}
+
+static tdm_status calib_parse(tdm_err *e, const char *path, const char *text, size_t n, calib_data **out)
+{
+    cJSON *root = cJSON_ParseWithLength(text, n);
     cJSON *nodes = root ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL;
     if (!root || !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(root, "tandem_calibration")) || !cJSON_IsObject(nodes)) {
         cJSON_Delete(root);
@@ -902,6 +1019,14 @@ int calib_find(const calib_data *c, const char *key, const char *device, calib_f
         out->chain_max_abs = jnum(ch, "max_abs", 0);
         out->chain_rmse = jnum(ch, "rmse", 0);
     }
+    const cJSON *rg = cJSON_GetObjectItemCaseSensitive(n, "range");
+    if (cJSON_IsObject(rg)) {
+        out->has_range = 1;
+        out->in_max = jnum(rg, "in_max_abs", 0);
+        out->out_max = jnum(rg, "out_max_abs", 0);
+        out->flush_fp16 = jnum(rg, "flush_fp16", 0);
+        out->flush_bf16 = jnum(rg, "flush_bf16", 0);
+    }
     if (cJSON_IsNumber(ms)) {
         out->has_ms = 1;
         out->ms = ms->valuedouble;
@@ -917,4 +1042,152 @@ void calib_free(calib_data *c)
     cJSON_Delete(c->root);
     mem_free(c->used);
     mem_free(c);
+}
+
+/* ------------------------------------------------------------- guard */
+
+tdm_status plan_run_mixed(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int upto, int threads,
+                          tdm_tensor **outs)
+{
+    const gr_graph *g = p->g;
+    int N = g->n_nodes, V = g->n_values, cpu = (int)p->devs->n - 1;
+    calrun c = {e, p, g, threads, 0x9e3779b97f4a7c15ull};
+    tdm_status st = TDM_OK;
+    tdm_tensor **vals = mem_calloc((size_t)V + 1, sizeof *vals);
+    unsigned char *owned = mem_calloc((size_t)V + 1, 1);
+    int *last = mem_alloc(((size_t)V + 1) * sizeof *last);
+    int max_out = 1;
+    for (int n = 0; n < N; n++)
+        if (g->nodes[n].n_outputs > max_out)
+            max_out = g->nodes[n].n_outputs;
+    tdm_tensor **out = mem_calloc((size_t)max_out, sizeof *out);
+    for (int k = 0; k < g->n_outputs; k++)
+        outs[k] = NULL;
+    if (!vals || !owned || !last || !out) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int v = 0; v < V; v++) {
+        last[v] = -1;
+        vals[v] = g->values[v].init;
+    }
+    for (int k = 0; k < g->n_inputs; k++)
+        if (in[k])
+            vals[g->inputs[k]] = (tdm_tensor *)in[k];
+    if (last_uses(g, p->order, last)) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int pos = 0; pos < N; pos++) {
+        int n = p->order[pos];
+        const gr_node *node = &g->nodes[n];
+        int d = pos <= upto ? p->nodes[n].device : cpu;
+        if (p->devs->items[d].ext) {
+            st = run_node(&c, n, d, vals, owned, out);
+        } else {
+            double ignored;
+            st = run_node_device(&c, n, d, vals, out, &ignored);
+        }
+        if (st)
+            goto done;
+        put_outs(node, vals, owned, out);
+        for (int i = 0; i < node->n_inputs; i++) {
+            int v = node->inputs[i];
+            if (v >= 0 && last[v] == pos && owned[v]) {
+                tdm_tensor_destroy(vals[v]);
+                vals[v] = NULL;
+                owned[v] = 0;
+            }
+        }
+    }
+    for (int k = 0; k < g->n_outputs; k++) {
+        int v = g->outputs[k];
+        if (v < 0 || !vals[v])
+            continue;
+        if (owned[v]) {
+            outs[k] = vals[v];
+            owned[v] = 0;
+            for (int j = k + 1; j < g->n_outputs; j++)
+                if (g->outputs[j] == v)
+                    owned[v] = 1; /* the same value twice: clone it for the later one */
+            if (owned[v]) {
+                owned[v] = 0;
+                if ((st = tensor_clone(e, outs[k], &outs[k])) != TDM_OK)
+                    goto done;
+                owned[v] = 1;
+            }
+        } else if ((st = tensor_clone(e, vals[v], &outs[k])) != TDM_OK) {
+            goto done;
+        }
+    }
+done:
+    if (st)
+        for (int k = 0; k < g->n_outputs; k++) {
+            tdm_tensor_destroy(outs[k]);
+            outs[k] = NULL;
+        }
+    for (int v = 0; vals && owned && v < V; v++)
+        if (owned[v])
+            tdm_tensor_destroy(vals[v]);
+    mem_free(vals);
+    mem_free(owned);
+    mem_free(last);
+    mem_free(out);
+    return st;
+}
+
+int plan_output_check(const tdm_tensor *ref, const tdm_tensor *got, double min_cosine, double *cosine, char *why,
+                      size_t why_size)
+{
+    metrics m;
+    compare(ref, got, &m);
+    *cosine = m.valid ? m.cosine : 1;
+    if (why_size)
+        why[0] = '\0';
+    if (!m.valid)
+        return 0;
+    if (m.nonfinite) {
+        snprintf(why, why_size, "non-finite values where cpu's are finite");
+        return 1;
+    }
+    if (!(m.cosine >= min_cosine)) {
+        snprintf(why, why_size, "cosine %.6f against cpu fp32 (minimum %g)", m.cosine, min_cosine);
+        return 1;
+    }
+    /* scores: top-1 along the last axis at every position with a clear
+     * reference winner (margin above 1e-3 of the row's largest |x|) */
+    if (ref->rank < 1 || ref->rank > 3 || !dtype_is_float(ref->dtype) || ref->dims[ref->rank - 1] < 2)
+        return 0;
+    size_t C = (size_t)ref->dims[ref->rank - 1], rows = ref->count / C, flips = 0, first = 0;
+    for (size_t r = 0; r < rows; r++) {
+        size_t ia = 0, ib = 0;
+        double top = -INFINITY, second = -INFINITY, mx = 0, gt = -INFINITY;
+        for (size_t j = 0; j < C; j++) {
+            double a = tensor_get_f64(ref, r * C + j), b = tensor_get_f64(got, r * C + j);
+            if (fabs(a) > mx)
+                mx = fabs(a);
+            if (a > top) {
+                second = top;
+                top = a;
+                ia = j;
+            } else if (a > second) {
+                second = a;
+            }
+            if (b > gt) {
+                gt = b;
+                ib = j;
+            }
+        }
+        if (ia != ib && top - second > 1e-3 * mx) {
+            if (!flips)
+                first = r;
+            flips++;
+        }
+    }
+    if (flips) {
+        snprintf(why, why_size, "top-1 differs from cpu's at %zu of %zu positions (first at %zu); cosine %.6f", flips,
+                 rows, first, m.cosine);
+        return 1;
+    }
+    return 0;
 }

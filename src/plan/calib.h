@@ -63,16 +63,33 @@ typedef void (*calib_progress_fn)(void *user, size_t done, size_t total, const c
 tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int repeat, int threads,
                           calib_progress_fn fn, void *user, char **json);
 
+/* The precision guard's probe (run/guard.h): calibration of the plan's
+ * narrow (fp16/bf16) devices on in[] without times and without the node-alone
+ * error (the chain's figures and the reference's ranges only), and the cpu
+ * fp32 reference's graph outputs in ref_out[] (new tensors). Its entries are
+ * keyed "#NODE_NAME" (figures of this model's nodes, not merged by
+ * signature). */
+tdm_status plan_probe(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int threads, char **json,
+                      tdm_tensor **ref_out);
+
 /* Figures of one (node signature, device) from a file. */
 typedef struct calib_figs {
     int has_error, has_chain, has_ms, measured;
     double cosine, max_abs, rmse;       /* max_abs INFINITY: non-finite */
     double chain_cosine, chain_max_abs, chain_rmse;
     double ms;
+    /* the reference's range at this node (device-independent): max |x| of
+     * its float inputs (constants included) and outputs, and the fraction
+     * of nonzero outputs that round to zero in float16 / bfloat16 */
+    int has_range;
+    double in_max, out_max, flush_fp16, flush_bf16;
 } calib_figs;
 
 typedef struct calib_data calib_data;
 tdm_status calib_load(tdm_err *e, const char *path, calib_data **out);
+/* The same from a calibration JSON text (the precision guard's probe);
+ * name is used in messages. */
+tdm_status calib_load_text(tdm_err *e, const char *name, const char *text, calib_data **out);
 /* 1 and *out filled when the file has figures for key on device. */
 int calib_find(const calib_data *c, const char *key, const char *device, calib_figs *out);
 /* Marks the file's entry for key (if any) as matching a node of the model. */
@@ -80,5 +97,20 @@ void calib_match(calib_data *c, const char *key);
 /* The file's entries, and how many of them calib_match marked. */
 void calib_counts(const calib_data *c, size_t *entries, size_t *matched);
 void calib_free(calib_data *c);
+
+/* The precision guard (run/guard.h). Runs p's graph node by node in p's
+ * order on in[] (as plan_calibrate): the nodes at positions <= upto on their
+ * planned device (the same kernels and rounding the executors use), the
+ * rest on cpu in fp32 — upto -1 is the cpu fp32 reference, n_nodes - 1 the
+ * plan. outs[] (one per graph output) receives new tensors. */
+tdm_status plan_run_mixed(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int upto, int threads,
+                          tdm_tensor **outs);
+/* The end-to-end rule on one output: 1 (breach, *why says how) when got has
+ * non-finite values where ref's are finite, a cosine below min_cosine, or —
+ * for score outputs (float, rank 1..3, last axis >= 2) — a top-1 along the
+ * last axis that differs from ref's at any position where ref's winner
+ * leads by more than 1e-3 of the row's largest |x|. *cosine: the cosine. */
+int plan_output_check(const tdm_tensor *ref, const tdm_tensor *got, double min_cosine, double *cosine, char *why,
+                      size_t why_size);
 
 #endif

@@ -62,10 +62,13 @@ tdm_status plan_ledger_json_adapt(tdm_err *e, const tdm_plan *p, const char *run
         CHK(cJSON_AddNumberToObject(au, "rounds", p->auto_rounds));
         CHK(cJSON_AddNumberToObject(au, "memory_exclusions", p->auto_memory_moves));
     }
-    if (p->opts.calibration) {
+    if (p->opts.calibration || p->opts.probe || p->opts.n_refuse) {
         cJSON *pr, *fl;
         CHK(pr = cJSON_AddObjectToObject(root, "precision"));
-        CHK(cJSON_AddStringToObject(pr, "calibration", p->opts.calibration));
+        if (p->opts.calibration)
+            CHK(cJSON_AddStringToObject(pr, "calibration", p->opts.calibration));
+        if (p->opts.probe || p->opts.n_refuse)
+            CHK(cJSON_AddStringToObject(pr, "guard", "the precision guard's probe and verification on the first run's inputs"));
         CHK(cJSON_AddNumberToObject(pr, "min_cosine", p->opts.min_cosine));
         if (p->opts.max_abs >= 0)
             CHK(cJSON_AddNumberToObject(pr, "max_abs", p->opts.max_abs));
@@ -82,6 +85,15 @@ tdm_status plan_ledger_json_adapt(tdm_err *e, const tdm_plan *p, const char *run
             CHK(cJSON_AddStringToObject(x, "op", g->nodes[pp->node].op_type));
             CHK(cJSON_AddStringToObject(x, "device", plan_device_name(p, pp->device)));
             CHK(cJSON_AddStringToObject(x, "kind", pp->chain ? "accumulated" : "node"));
+            CHK(cJSON_AddStringToObject(x, "source", pp->guard ? "guard" : "calibration"));
+            CHK(cJSON_AddStringToObject(x, "cause", pp->cause == PLAN_PREC_OVERFLOW ? "overflow"
+                                                    : pp->cause == PLAN_PREC_FLUSH  ? "flush to zero"
+                                                    : pp->cause == PLAN_PREC_VERIFY ? "output verification"
+                                                                                    : "error"));
+            if (pp->cause == PLAN_PREC_OVERFLOW)
+                CHK(cJSON_AddNumberToObject(x, "max_abs_value", pp->range));
+            if (pp->cause == PLAN_PREC_FLUSH)
+                CHK(cJSON_AddNumberToObject(x, "flushed_fraction", pp->range));
             CHK(cJSON_AddNumberToObject(x, "cosine", pp->cosine));
             if (isfinite(pp->max_abs))
                 CHK(cJSON_AddNumberToObject(x, "max_abs", pp->max_abs));

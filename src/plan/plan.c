@@ -68,6 +68,13 @@ void plan_options_free(plan_options *o)
     }
     mem_free(o->pins);
     mem_free(o->calibration);
+    mem_free(o->probe);
+    for (size_t i = 0; i < o->n_refuse; i++) {
+        mem_free(o->refuse[i].node);
+        mem_free(o->refuse[i].device);
+        mem_free(o->refuse[i].detail);
+    }
+    mem_free(o->refuse);
     mem_free(o->device_fault);
     for (size_t i = 0; i < o->n_measured; i++) {
         mem_free(o->measured[i].node);
@@ -102,6 +109,24 @@ tdm_status plan_options_add_measured(plan_options *o, const char *node, const ch
     return TDM_OK;
 }
 
+tdm_status plan_options_add_refusal(plan_options *o, const char *node, const char *device, const char *detail)
+{
+    if (mem_grow((void **)&o->refuse, &o->cap_refuse, o->n_refuse + 1, sizeof *o->refuse))
+        return TDM_E_NOMEM;
+    plan_refusal *r = &o->refuse[o->n_refuse];
+    r->node = mem_strdup(node);
+    r->device = mem_strdup(device);
+    r->detail = mem_strdup(detail);
+    if (!r->node || !r->device || !r->detail) {
+        mem_free(r->node);
+        mem_free(r->device);
+        mem_free(r->detail);
+        return TDM_E_NOMEM;
+    }
+    o->n_refuse++;
+    return TDM_OK;
+}
+
 tdm_status plan_options_copy(const plan_options *src, plan_options *dst)
 {
     plan_options_init(dst);
@@ -116,6 +141,11 @@ tdm_status plan_options_copy(const plan_options *src, plan_options *dst)
     dst->max_abs = src->max_abs;
     if (src->calibration && !(dst->calibration = mem_strdup(src->calibration)))
         goto nomem;
+    if (src->probe && !(dst->probe = mem_strdup(src->probe)))
+        goto nomem;
+    for (size_t i = 0; i < src->n_refuse; i++)
+        if (plan_options_add_refusal(dst, src->refuse[i].node, src->refuse[i].device, src->refuse[i].detail))
+            goto nomem;
     if (src->device_fault && !(dst->device_fault = mem_strdup(src->device_fault)))
         goto nomem;
     if (src->replan_reason && !(dst->replan_reason = mem_strdup(src->replan_reason)))
@@ -553,6 +583,159 @@ static int outside(const plan_options *o, double cosine, double max_abs)
     return !(cosine >= o->min_cosine) || (o->max_abs >= 0 && !(max_abs <= o->max_abs));
 }
 
+static plan_precision *add_precision(pstate *s)
+{
+    tdm_plan *p = s->p;
+    size_t cap = p->n_precision;
+    if (mem_grow((void **)&p->precision, &cap, p->n_precision + 1, sizeof *p->precision))
+        return NULL;
+    plan_precision *pp = &p->precision[p->n_precision++];
+    memset(pp, 0, sizeof *pp);
+    return pp;
+}
+
+/* The largest finite value of a device's float type (0: fp32 or wider). */
+static double narrow_max(const dev_instance *di, const char **type)
+{
+    tdm_dtype t = di->ext ? di->ext->precision : TDM_FLOAT;
+    *type = tdm_dtype_name(t);
+    return t == TDM_FLOAT16 ? 65504.0 : t == TDM_BFLOAT16 ? 3.3895313892515355e38 : 0;
+}
+
+/* One source of figures: the calibration file (probe 0) or the precision
+ * guard's probe (probe 1: its times are not used; overflow of the device's
+ * type is checked from the reference's ranges). */
+static tdm_status apply_calib(pstate *s, calib_data *cd, int probe)
+{
+    tdm_plan *p = s->p;
+    const plan_options *o = &p->opts;
+    int N = s->N, D = s->D;
+    tdm_status st = TDM_OK;
+    calib_figs *figs = mem_calloc((size_t)N * (size_t)D + 1, sizeof *figs);
+    unsigned char *have = mem_calloc((size_t)N * (size_t)D + 1, 1);
+    if (!figs || !have) {
+        st = err_set(s->e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int n = 0; n < N; n++) {
+        char key[128];
+        int any = 0;
+        if ((st = plan_node_signature(s->e, &p->descs[n], key, sizeof key, NULL)) != TDM_OK)
+            goto done;
+        if (probe) /* the probe's entries are keyed by node name */
+            snprintf(key, sizeof key, "#%.120s", s->g->nodes[n].name);
+        calib_match(cd, key);
+        for (int d = 0; d < D; d++) {
+            size_t k = (size_t)n * (size_t)D + (size_t)d;
+            have[k] = (unsigned char)calib_find(cd, key, p->devs->items[d].name, &figs[k]);
+            any |= have[k];
+            if (!probe && have[k] && figs[k].has_ms && figs[k].measured && s->sup[k] == TDM_REASON_OK) {
+                s->est[k] = figs[k].ms;
+                s->estmod[k] = 0;
+                p->calib_measured++;
+            }
+        }
+        if (!probe)
+            p->calib_missing += !any;
+    }
+    if (!probe)
+        calib_counts(cd, &p->calib_entries, &p->calib_matched);
+    for (int pos = 0; pos < N; pos++) {
+        int n = s->g->order ? s->g->order[pos] : pos;
+        for (int d = 0; d < s->cpu; d++) {
+            size_t k = (size_t)n * (size_t)D + (size_t)d;
+            const calib_figs *f = &figs[k];
+            const char *tname = "";
+            double tmax = narrow_max(&p->devs->items[d], &tname);
+            int chain = 0, cause = PLAN_PREC_ERROR;
+            double range = 0;
+            if (!have[k] || s->sup[k] != TDM_REASON_OK)
+                continue;
+            int bad = f->has_error && outside(o, f->cosine, f->max_abs);
+            if (probe && f->has_range && tmax > 0 && f->out_max > tmax) {
+                cause = PLAN_PREC_OVERFLOW;
+                range = f->out_max;
+            } else if (probe && bad && f->has_range && tmax > 0 && f->in_max > tmax) {
+                cause = PLAN_PREC_OVERFLOW;
+                range = -f->in_max; /* an input's */
+            } else if (bad) {
+                double fl = tmax == 65504.0 ? f->flush_fp16 : tmax > 0 ? f->flush_bf16 : 0;
+                if (probe && f->has_range && fl >= 0.01) {
+                    cause = PLAN_PREC_FLUSH;
+                    range = fl;
+                }
+            } else if (f->has_chain && outside(o, f->chain_cosine, f->chain_max_abs)) {
+                /* the crossing point: every producer's chain is within */
+                int crossing = 1;
+                for (int j = s->rd_start[n]; j < s->rd_start[n + 1] && crossing; j++) {
+                    int pr = s->prod[s->rd[j]];
+                    if (pr < 0)
+                        continue;
+                    size_t kp = (size_t)pr * (size_t)D + (size_t)d;
+                    crossing = !(have[kp] && figs[kp].has_chain && outside(o, figs[kp].chain_cosine, figs[kp].chain_max_abs));
+                }
+                if (!crossing)
+                    continue;
+                chain = 1;
+                double fl = tmax == 65504.0 ? f->flush_fp16 : tmax > 0 ? f->flush_bf16 : 0;
+                if (probe && f->has_range && tmax > 0 && f->in_max > tmax) {
+                    cause = PLAN_PREC_OVERFLOW;
+                    range = -f->in_max;
+                } else if (probe && f->has_range && fl >= 0.01) {
+                    cause = PLAN_PREC_FLUSH;
+                    range = fl;
+                }
+            } else {
+                continue;
+            }
+            double cs = chain ? f->chain_cosine : f->cosine, ma = chain ? f->chain_max_abs : f->max_abs;
+            double rm = chain ? f->chain_rmse : f->rmse;
+            const char *dn = p->devs->items[d].name;
+            const char *who = probe ? "precision guard: " : "";
+            const char *what = probe ? "error" : "calibrated error";
+            char lim[64] = "";
+            if (o->max_abs >= 0)
+                snprintf(lim, sizeof lim, ", max |diff| limit %g", o->max_abs);
+            const char *det;
+            if (cause == PLAN_PREC_OVERFLOW)
+                det = arena_fmt(s, "%s%s max |x| %.2g overflows %s on %s (largest finite %g); cosine %.6f against cpu fp32",
+                                who, range > 0 ? "output" : "input", fabs(range), tname, dn, tmax, cs);
+            else if (cause == PLAN_PREC_FLUSH)
+                det = arena_fmt(s, "%s%.0f%% of the output's nonzero values flush to zero in %s on %s; cosine %.6f against "
+                                "cpu fp32 (minimum %.9g)", who, range * 100, tname, dn, cs, o->min_cosine);
+            else if (chain)
+                det = arena_fmt(s, "%s%s%s accumulated error on %s crosses the threshold at this node: cosine %.9f, "
+                                "max |diff| %.4g, RMSE %.4g along the chain (alone: cosine %.9f; minimum cosine %.9g%s)",
+                                who, probe ? "" : "calibrated ", probe ? "the " : "", dn, cs, ma, rm, f->cosine,
+                                o->min_cosine, lim);
+            else
+                det = arena_fmt(s, "%s%s on %s: cosine %.9f, max |diff| %.4g, RMSE %.4g against cpu fp32 "
+                                "(minimum cosine %.9g%s)", who, what, dn, cs, ma, rm, o->min_cosine, lim);
+            plan_precision *pp = det ? add_precision(s) : NULL;
+            if (!pp) {
+                st = err_set(s->e, TDM_E_NOMEM, "out of memory");
+                goto done;
+            }
+            pp->node = n;
+            pp->device = d;
+            pp->chain = chain;
+            pp->cosine = cs;
+            pp->max_abs = ma;
+            pp->rmse = rm;
+            pp->alone_cosine = f->cosine;
+            pp->guard = probe;
+            pp->cause = cause;
+            pp->range = fabs(range);
+            s->sup[k] = TDM_REASON_PRECISION;
+            s->supdet[k] = det;
+        }
+    }
+done:
+    mem_free(figs);
+    mem_free(have);
+    return st;
+}
+
 static tdm_status apply_precision(pstate *s)
 {
     tdm_plan *p = s->p;
@@ -573,103 +756,58 @@ static tdm_status apply_precision(pstate *s)
         }
         return TDM_OK;
     }
-    if (!o->calibration)
-        return TDM_OK;
-    if ((st = calib_load(s->e, o->calibration, &cd)) != TDM_OK)
-        return st;
-    calib_figs *figs = mem_calloc((size_t)N * (size_t)D + 1, sizeof *figs);
-    unsigned char *have = mem_calloc((size_t)N * (size_t)D + 1, 1);
-    size_t cap = 0;
-    if (!figs || !have) {
-        st = err_set(s->e, TDM_E_NOMEM, "out of memory");
-        goto done;
+    if (o->calibration) {
+        if ((st = calib_load(s->e, o->calibration, &cd)) != TDM_OK)
+            return st;
+        st = apply_calib(s, cd, 0);
+        calib_free(cd);
+        cd = NULL;
+        if (st)
+            return st;
     }
-    for (int n = 0; n < N; n++) {
-        char key[128];
-        int any = 0;
-        if ((st = plan_node_signature(s->e, &p->descs[n], key, sizeof key, NULL)) != TDM_OK)
-            goto done;
-        calib_match(cd, key);
-        for (int d = 0; d < D; d++) {
-            size_t k = (size_t)n * (size_t)D + (size_t)d;
-            have[k] = (unsigned char)calib_find(cd, key, p->devs->items[d].name, &figs[k]);
-            any |= have[k];
-            if (have[k] && figs[k].has_ms && figs[k].measured && s->sup[k] == TDM_REASON_OK) {
-                s->est[k] = figs[k].ms;
-                s->estmod[k] = 0;
-                p->calib_measured++;
-            }
-        }
-        p->calib_missing += !any;
+    if (o->probe) {
+        if ((st = calib_load_text(s->e, "the precision guard's probe", o->probe, &cd)) != TDM_OK)
+            return st;
+        st = apply_calib(s, cd, 1);
+        calib_free(cd);
+        if (st)
+            return st;
     }
-    calib_counts(cd, &p->calib_entries, &p->calib_matched);
-    for (int pos = 0; pos < N; pos++) {
-        int n = s->g->order ? s->g->order[pos] : pos;
-        for (int d = 0; d < s->cpu; d++) {
-            size_t k = (size_t)n * (size_t)D + (size_t)d;
-            const calib_figs *f = &figs[k];
-            int chain = 0;
-            if (!have[k] || s->sup[k] != TDM_REASON_OK)
+    /* the guard's verification refusals: (node name, device) */
+    for (size_t i = 0; i < o->n_refuse; i++) {
+        const plan_refusal *r = &o->refuse[i];
+        for (int n = 0; n < N; n++) {
+            if (strcmp(s->g->nodes[n].name, r->node) != 0)
                 continue;
-            if (f->has_error && outside(o, f->cosine, f->max_abs)) {
-                chain = 0;
-            } else if (f->has_chain && outside(o, f->chain_cosine, f->chain_max_abs)) {
-                /* the crossing point: every producer's chain is within */
-                int crossing = 1;
-                for (int j = s->rd_start[n]; j < s->rd_start[n + 1] && crossing; j++) {
-                    int pr = s->prod[s->rd[j]];
-                    if (pr < 0)
-                        continue;
-                    size_t kp = (size_t)pr * (size_t)D + (size_t)d;
-                    crossing = !(have[kp] && figs[kp].has_chain && outside(o, figs[kp].chain_cosine, figs[kp].chain_max_abs));
-                }
-                if (!crossing)
+            for (int d = 0; d < s->cpu; d++) {
+                size_t k = (size_t)n * (size_t)D + (size_t)d;
+                if (strcmp(p->devs->items[d].name, r->device) != 0 || s->sup[k] != TDM_REASON_OK)
                     continue;
-                chain = 1;
-            } else {
-                continue;
+                plan_precision *pp = add_precision(s);
+                if (!pp)
+                    return err_set(s->e, TDM_E_NOMEM, "out of memory");
+                pp->node = n;
+                pp->device = d;
+                pp->cosine = pp->alone_cosine = NAN;
+                pp->max_abs = pp->rmse = NAN;
+                pp->guard = 1;
+                pp->cause = PLAN_PREC_VERIFY;
+                s->sup[k] = TDM_REASON_PRECISION;
+                s->supdet[k] = r->detail;
             }
-            double cs = chain ? f->chain_cosine : f->cosine, ma = chain ? f->chain_max_abs : f->max_abs;
-            double rm = chain ? f->chain_rmse : f->rmse;
-            char lim[64] = "";
-            if (o->max_abs >= 0)
-                snprintf(lim, sizeof lim, ", max |diff| limit %g", o->max_abs);
-            const char *det =
-                chain ? arena_fmt(s,
-                                  "calibrated accumulated error on %s crosses the threshold at this node: cosine %.9f, "
-                                  "max |diff| %.4g, RMSE %.4g along the chain (alone: cosine %.9f; minimum cosine %.9g%s)",
-                                  p->devs->items[d].name, cs, ma, rm, f->cosine, o->min_cosine, lim)
-                      : arena_fmt(s,
-                                  "calibrated error on %s: cosine %.9f, max |diff| %.4g, RMSE %.4g against cpu fp32 "
-                                  "(minimum cosine %.9g%s)",
-                                  p->devs->items[d].name, cs, ma, rm, o->min_cosine, lim);
-            if (!det || mem_grow((void **)&p->precision, &cap, p->n_precision + 1, sizeof *p->precision)) {
-                st = err_set(s->e, TDM_E_NOMEM, "out of memory");
-                goto done;
-            }
-            plan_precision *pp = &p->precision[p->n_precision++];
-            pp->node = n;
-            pp->device = d;
-            pp->chain = chain;
-            pp->cosine = cs;
-            pp->max_abs = ma;
-            pp->rmse = rm;
-            pp->alone_cosine = f->cosine;
-            s->sup[k] = TDM_REASON_PRECISION;
-            s->supdet[k] = det;
         }
-        /* the first device that still takes it */
+    }
+    /* the first device that still takes each node */
+    if (!o->calibration && !o->probe && !o->n_refuse)
+        return TDM_OK;
+    for (int n = 0; n < N; n++) {
         int first = -1;
         for (int d = 0; d < D && first < 0; d++)
             if (s->sup[(size_t)n * (size_t)D + (size_t)d] == TDM_REASON_OK)
                 first = d;
         p->nodes[n].preferred = first;
     }
-done:
-    mem_free(figs);
-    mem_free(have);
-    calib_free(cd);
-    return st;
+    return TDM_OK;
 }
 
 static int find_device(const tdm_plan *p, const char *name);

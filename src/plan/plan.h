@@ -118,6 +118,12 @@ typedef struct plan_options {
     char *calibration;      /* calibration file, NULL: none */
     double min_cosine;      /* default 0.99 */
     double max_abs;         /* < 0: none (the default) */
+    /* the precision guard (run/guard.h): its probe, a calibration JSON text
+     * made on the run's inputs (figures only, its times are not used), and
+     * the nodes its verification refused (PRECISION with the sentence) */
+    char *probe;
+    struct plan_refusal *refuse;
+    size_t n_refuse, cap_refuse;
     /* circuit breaker (run/adapt.h): when set, every device but cpu
      * refuses every node with DEVICE_FAULT and this sentence */
     char *device_fault;
@@ -134,6 +140,14 @@ typedef struct plan_measured {
     char *node, *device;
     double ms, est_ms;
 } plan_measured;
+
+/* A node the precision guard refused on a device (verification). */
+typedef struct plan_refusal {
+    char *node, *device, *detail;
+} plan_refusal;
+
+/* Appends a refusal (copies the strings). */
+tdm_status plan_options_add_refusal(plan_options *o, const char *node, const char *device, const char *detail);
 
 /* Appends (node, device, ms, est_ms) to o->measured, replacing an entry
  * for the same (node, device). */
@@ -247,7 +261,12 @@ typedef struct plan_precision {
     int chain;                  /* 1: accumulated error crossing here */
     double cosine, max_abs, rmse; /* max_abs INFINITY: non-finite */
     double alone_cosine;        /* chain: the node alone */
+    int guard;                  /* 1: found by the precision guard (probe or verification), 0: calibration file */
+    int cause;                  /* PLAN_PREC_ERROR, _OVERFLOW, _FLUSH, _VERIFY */
+    double range;               /* overflow: the max |x|; flush: the fraction flushed */
 } plan_precision;
+
+enum { PLAN_PREC_ERROR = 0, PLAN_PREC_OVERFLOW = 1, PLAN_PREC_FLUSH = 2, PLAN_PREC_VERIFY = 3 };
 
 /* Plans model on the devices devs (ownership moves to the plan, also on
  * failure). Fails only when planning is impossible (a node no device can

@@ -108,6 +108,9 @@ void adapt_set_observer(adapt_state *a, tdm_observer_fn fn, void *user)
         pthread_mutex_unlock(&a->lock);
 }
 
+struct adapt_variant;
+static int adopt_locked(adapt_state *a, adapt_variant *v, tdm_plan *plan, exec_prog *prog);
+
 static void emit_replan(adapt_state *a, const char *device, const char *detail)
 {
     if (!a->user_fn)
@@ -658,17 +661,9 @@ static void watch(adapt_state *a, adapt_variant *v, const run_rec *r)
     char detail[1000];
     snprintf(detail, sizeof detail, "re-plan with measured costs (%s, %zu nodes move): %s", adopt ? "adopted" : "kept",
              moved, reason);
-    if (adopt && !mem_grow((void **)&v->old, &v->cap_old, v->n_old + 1, sizeof *v->old) &&
-        !mem_grow((void **)&v->old_prog, &v->cap_old_prog, v->n_old + 1, sizeof *v->old_prog)) {
-        v->old[v->n_old] = v->own ? v->plan : NULL;
-        v->old_prog[v->n_old] = v->own ? v->prog : NULL;
-        v->n_old++;
-        v->plan = cand;
-        v->prog = prog;
-        v->own = 1;
+    if (adopt && adopt_locked(a, v, cand, prog) == 0) {
         cand = NULL;
         prog = NULL;
-        install(a, v->prog);
         a->replans++;
         watch_reset(v);
     } else {
@@ -683,6 +678,46 @@ static void watch(adapt_state *a, adapt_variant *v, const run_rec *r)
     exec_prog_free(prog);
     plan_free(cand);
     emit_replan(a, dev, detail);
+}
+
+/* v runs plan/prog from now on (ownership moves in); the replaced ones
+ * stay alive until the end. a's lock is held. 0, or -1 when out of memory
+ * (nothing changed). */
+static int adopt_locked(adapt_state *a, adapt_variant *v, tdm_plan *plan, exec_prog *prog)
+{
+    if (mem_grow((void **)&v->old, &v->cap_old, v->n_old + 1, sizeof *v->old) ||
+        mem_grow((void **)&v->old_prog, &v->cap_old_prog, v->n_old + 1, sizeof *v->old_prog))
+        return -1;
+    v->old[v->n_old] = v->own ? v->plan : NULL;
+    v->old_prog[v->n_old] = v->own ? v->prog : NULL;
+    v->n_old++;
+    v->plan = plan;
+    v->prog = prog;
+    v->own = 1;
+    install(a, v->prog);
+    return 0;
+}
+
+tdm_status adapt_adopt(tdm_err *e, adapt_state *a, adapt_variant *v, tdm_plan *plan, exec_prog *prog,
+                       const char *detail)
+{
+    pthread_mutex_lock(&a->lock);
+    int r = adopt_locked(a, v, plan, prog);
+    if (!r && perf_on(a))
+        watch_reset(v);
+    pthread_mutex_unlock(&a->lock);
+    if (r)
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    emit_replan(a, plan_device_name(plan, (int)plan->devs->n - 1), detail);
+    return TDM_OK;
+}
+
+const tdm_plan *adapt_variant_plan(adapt_state *a, const adapt_variant *v)
+{
+    pthread_mutex_lock(&a->lock);
+    const tdm_plan *p = v->plan;
+    pthread_mutex_unlock(&a->lock);
+    return p;
 }
 
 /* ------------------------------------------------------------- runs */

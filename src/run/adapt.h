@@ -129,6 +129,14 @@ const tdm_model *adapt_variant_model(const adapt_variant *v);
 tdm_status adapt_run(tdm_err *e, adapt_state *a, adapt_variant *v, const tdm_tensor *const *in, tdm_tensor **out,
                      int threads, exec_stats *stats);
 
+/* Replaces variant v's plan and program with plan/prog (ownership moves in
+ * on success; the replaced ones stay alive until adapt_free) and emits
+ * TDM_EVENT_REPLAN with detail (the precision guard, run/guard.h). */
+tdm_status adapt_adopt(tdm_err *e, adapt_state *a, adapt_variant *v, tdm_plan *plan, exec_prog *prog,
+                       const char *detail);
+/* The plan variant v runs now. */
+const tdm_plan *adapt_variant_plan(adapt_state *a, const adapt_variant *v);
+
 /* Sets the session observer on every program of a. */
 void adapt_set_observer(adapt_state *a, tdm_observer_fn fn, void *user);
 /* The plan the last run used (the session's plan before any run). */

@@ -7,6 +7,9 @@
 #include "run/hexec.h"
 #include "run/observe.h"
 #include "run/adapt.h"
+#include "run/guard.h"
+
+#include <cjson/cJSON.h>
 
 #include <pthread.h>
 #include <stdio.h>
@@ -25,6 +28,7 @@ struct tdm_session_options {
     plan_options po;
     int fusion;               /* TDM_FUSION_* (tdm_session_options_set_fusion) */
     adapt_opts breaker;       /* run-time adaptation (run/adapt.h): breaker, re-planning, plan cache */
+    guard_opts guard;         /* the precision guard (run/guard.h) */
 };
 
 struct tdm_session {
@@ -40,6 +44,7 @@ struct tdm_session {
     exec_stats last;          /* figures of the last completed run (under lock) */
     int have_last;
     adapt_state adapt;        /* the circuit breaker (run/adapt.h) */
+    guard_state guard;        /* the precision guard (run/guard.h) */
 };
 
 tdm_status tdm_session_options_create(tdm_session_options **out)
@@ -51,6 +56,7 @@ tdm_status tdm_session_options_create(tdm_session_options **out)
         return TDM_E_NOMEM;
     plan_options_init(&(*out)->po);
     (*out)->fusion = TDM_FUSION_ON;
+    guard_opts_init(&(*out)->guard);
     return TDM_OK;
 }
 
@@ -212,6 +218,34 @@ tdm_status tdm_session_options_set_precision(tdm_session_options *opts, double m
     return TDM_OK;
 }
 
+tdm_status tdm_session_options_set_verify(tdm_session_options *opts, const char *mode)
+{
+    if (!opts || !mode)
+        return TDM_E_USAGE;
+    guard_opts o = opts->guard;
+    if (guard_opts_parse(&o, mode))
+        return TDM_E_USAGE;
+    opts->guard = o;
+    return TDM_OK;
+}
+
+tdm_status tdm_session_options_set_verify_thresholds(tdm_session_options *opts, double output_min_cosine, int rounds)
+{
+    if (!opts || !(output_min_cosine >= 0 && output_min_cosine <= 1) || rounds < 0 || rounds > 1000)
+        return TDM_E_USAGE;
+    opts->guard.out_cosine = output_min_cosine;
+    opts->guard.rounds = rounds;
+    return TDM_OK;
+}
+
+tdm_status tdm_session_guard_json(tdm_session *s, char **json)
+{
+    if (!s || !json)
+        return TDM_E_USAGE;
+    *json = guard_json(&s->guard);
+    return *json ? TDM_OK : TDM_E_NOMEM;
+}
+
 tdm_status tdm_session_options_add_pin(tdm_session_options *opts, const char *pin)
 {
     if (!opts || !pin)
@@ -323,7 +357,7 @@ static tdm_status make_plan(tdm_err *e, const tdm_model *model, const tdm_sessio
 
 /* The policy failure as a sentence, then one line per offending node as
  * far as the error buffer goes. */
-static void policy_message(tdm_err *e, const tdm_plan *p)
+void session_policy_message(tdm_err *e, const tdm_plan *p)
 {
     err_set(e, TDM_E_POLICY, "%s (tdm_plan_violation lists all %zu)", p->policy_error, p->n_violations);
     size_t off = strlen(e->msg);
@@ -375,7 +409,7 @@ static tdm_status build_for_inputs(void *user, tdm_err *e, const tdm_tensor *con
     if ((st = dev_list_open(e, po->devices, (const char *const *)po->plugins, po->n_plugins, &devs)) == TDM_OK)
         st = plan_build(e, *model, po, devs, plan);
     if (!st && (*plan)->n_violations) {
-        policy_message(e, *plan);
+        session_policy_message(e, *plan);
         plan_free(*plan);
         *plan = NULL;
         st = TDM_E_POLICY;
@@ -474,7 +508,7 @@ tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_se
         return st;
     }
     if (s->plan->n_violations) {
-        policy_message(e, s->plan);
+        session_policy_message(e, s->plan);
         tdm_session_destroy(s);
         return TDM_E_POLICY;
     }
@@ -493,6 +527,14 @@ tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_se
         }
         adapt_set_fusion(&s->adapt, opts ? opts->fusion : TDM_FUSION_ON);
     }
+    {
+        guard_opts go;
+        guard_opts_init(&go);
+        if ((st = guard_init(e, &s->guard, opts ? &opts->guard : &go, s->plan)) != TDM_OK) {
+            tdm_session_destroy(s);
+            return st;
+        }
+    }
     *out = s;
     return TDM_OK;
 }
@@ -504,6 +546,7 @@ void tdm_session_destroy(tdm_session *s)
     for (size_t i = 0; i < s->n_shapes; i++)
         mem_free(s->shapes[i].input);
     mem_free(s->shapes);
+    guard_free(&s->guard);
     adapt_free(&s->adapt);
     exec_prog_free(s->prog);
     plan_free(s->plan);
@@ -553,6 +596,27 @@ tdm_status tdm_session_ledger_json(tdm_session *s, char **json)
     tdm_status st = plan_ledger_json_adapt(&e, plan, run, ad, json);
     mem_free(ad);
     mem_free(run);
+    if (!st && s->guard.active) {
+        /* the precision guard's decisions with their figures */
+        char *gj = guard_json(&s->guard);
+        cJSON *root = gj ? cJSON_Parse(*json) : NULL, *gd = gj ? cJSON_Parse(gj) : NULL;
+        char *text = NULL;
+        if (root && gd && cJSON_AddItemToObject(root, "guard", gd)) {
+            gd = NULL;
+            text = cJSON_Print(root);
+        }
+        if (text) {
+            char *copy = mem_strdup(text);
+            if (copy) {
+                mem_free(*json);
+                *json = copy;
+            }
+            cJSON_free(text);
+        }
+        cJSON_Delete(gd);
+        cJSON_Delete(root);
+        mem_free(gj);
+    }
     return st;
 }
 
@@ -636,7 +700,10 @@ static tdm_status run_inner(tdm_session *s, tdm_err *e, const tdm_tensor *const 
         for (size_t j = 0; j < rm->n_inputs; j++)
             if (rm->inputs[j].value == g->inputs[k])
                 gin[k] = inputs[j];
-    st = adapt_run(e, &s->adapt, var, gin, outputs, s->threads, stats);
+    if (guard_due(&s->guard))
+        st = guard_run(e, &s->guard, &s->adapt, var, gin, outputs, s->threads, stats);
+    else
+        st = adapt_run(e, &s->adapt, var, gin, outputs, s->threads, stats);
     adapt_release(&s->adapt, var);
     mem_free(gin);
     return st;

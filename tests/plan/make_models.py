@@ -137,3 +137,36 @@ save("plugin", [helper.make_node("Relu", ["x"], ["r"], name="p_relu"),
                 helper.make_node("Sigmoid", ["l"], ["g"], name="p_sigmoid"),
                 helper.make_node("Mul", ["g", "r"], ["y"], name="p_mul")],
      [X], [vi("y", [1, 3, 8, 8])], [init("s", np.ones(8, np.float32)), init("b", np.zeros(8, np.float32))])
+
+# The precision guard (tests/plan/guard_cli.py), on vnpu:server-npu (fp16).
+# guard_overflow: x in [-1, 1] times 300 twice reaches 9e4, beyond fp16's
+# 65504 (the second Mul's output overflows; the third then gets an inf).
+f32 = np.float32
+save("guard_overflow", [helper.make_node("Mul", ["x", "k300"], ["a"], name="g_mul1"),
+                        helper.make_node("Mul", ["a", "k300"], ["b"], name="g_mul2"),
+                        helper.make_node("Mul", ["b", "kinv"], ["y"], name="g_mul3")],
+     [vi("x", [1, 64])], [vi("y", [1, 64])], [init("k300", f32(300)), init("kinv", f32(1 / 9e4))])
+# guard_underflow: x times 1e-4 twice is ~1e-8, below fp16's smallest
+# subnormal: it flushes to zero; scaled back by 1e4 twice.
+save("guard_underflow", [helper.make_node("Mul", ["x", "k"], ["a"], name="u_mul1"),
+                         helper.make_node("Mul", ["a", "k"], ["b"], name="u_mul2"),
+                         helper.make_node("Mul", ["b", "kb"], ["c"], name="u_mul3"),
+                         helper.make_node("Mul", ["c", "kb"], ["y"], name="u_mul4")],
+     [vi("x", [1, 64])], [vi("y", [1, 64])], [init("k", f32(1e-4)), init("kb", f32(1e4))])
+# guard_chain: scores near 100 (fp16 spacing 0.0625) get 20 small increments;
+# each Add alone is within any per-node threshold (cosine ~1), but along the
+# chain fp16 keeps score 0 at 100.3125 while score 1 climbs by 0.0625 a step:
+# cpu's top-1 is 0 (100.9 vs 100.7), the fp16 chain's is 1.
+nodes, prev = [], "x"
+for i in range(20):
+    nodes.append(helper.make_node("Add", [prev, "inc"], [f"s{i}" if i < 19 else "y"], name=f"c_add{i}"))
+    prev = f"s{i}"
+save("guard_chain", nodes, [vi("x", [1, 2])], [vi("y", [1, 2])], [init("inc", np.array([[0.03, 0.035]], f32))])
+# guard_benign: a small conv net whose fp16 error is far inside every rule.
+save("guard_benign", [helper.make_node("Conv", ["x", "w1"], ["c1"], name="b_conv1", pads=[1, 1, 1, 1]),
+                      helper.make_node("Relu", ["c1"], ["r"], name="b_relu"),
+                      helper.make_node("Conv", ["r", "w2"], ["y"], name="b_conv2", pads=[1, 1, 1, 1])],
+     [vi("x", [1, 3, 16, 16])], [vi("y", [1, 4, 16, 16])], [init("w1", w(8, 3, 3, 3)), init("w2", w(4, 8, 3, 3))])
+np.save(os.path.join(OUT, "guard_x64.npy"), np.linspace(-1, 1, 64, dtype=f32).reshape(1, 64))
+np.save(os.path.join(OUT, "guard_chain_x.npy"), np.array([[100.3, 100.0]], f32))
+np.save(os.path.join(OUT, "guard_benign_x.npy"), rng.uniform(-1, 1, (1, 3, 16, 16)).astype(f32))

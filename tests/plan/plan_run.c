@@ -1,11 +1,14 @@
 /* Runs a model on cpu and on a heterogeneous plan and compares the outputs
  * within the plan's precision:
  *   plan_run MODEL INPUTS_TXT DEVICES GRANULARITY fp32|fp16 [--report] [--static] [--pin=X=DEV]...
- *                 [--expect-mismatch]
+ *                 [--expect-mismatch] [--verify=MODE] [--expect-guard=N]
  *
  * --static fixes the inputs' dynamic dimensions to the given inputs' shapes
  * (tdm_session_options_set_shape), so that the planner sees static shapes.
  * --expect-mismatch inverts the verdict (a known precision limit).
+ * --verify=MODE sets the precision guard (off, first, every:N);
+ * --expect-guard=N fails unless the guard moved exactly N nodes (0: it must
+ * not fire; the guard's record is printed).
  * A missing model exits 77 (skipped).
  * INPUTS_TXT has NAME=FILE lines. fp32: max |diff| <= 1e-6 * max |cpu|;
  * fp16: cosine similarity >= 0.999 (and finite). Prints the plan summary
@@ -54,7 +57,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *model_path = argv[1], *inputs_txt = argv[2], *devices = argv[3], *gran = argv[4], *prec = argv[5];
-    int report = 0, static_shapes = 0, expect_mismatch = 0;
+    int report = 0, static_shapes = 0, expect_mismatch = 0, expect_guard = -1;
     tdm_ctx *ctx = NULL;
     tdm_model *m = NULL;
     tdm_status st;
@@ -97,6 +100,10 @@ int main(int argc, char **argv)
             report = 1;
         else if (strcmp(argv[a], "--expect-mismatch") == 0)
             expect_mismatch = 1;
+        else if (strncmp(argv[a], "--verify=", 9) == 0 && tdm_session_options_set_verify(oplan, argv[a] + 9) != TDM_OK)
+            return fail(argv[a], TDM_E_USAGE, "bad --verify");
+        else if (strncmp(argv[a], "--expect-guard=", 15) == 0)
+            expect_guard = atoi(argv[a] + 15);
         else if (strncmp(argv[a], "--static", 8) == 0)
             static_shapes = 1;
         else if (strncmp(argv[a], "--pin=", 6) == 0 && tdm_session_options_add_pin(oplan, argv[a] + 6) != TDM_OK)
@@ -162,6 +169,19 @@ int main(int argc, char **argv)
         printf("output %zu: %zu elements, max|diff| %.3g (relative %.3g), cosine %.7f: %s\n", k, n, maxdiff, rel,
                cosine, ok ? "ok" : "MISMATCH");
         bad |= !ok;
+    }
+    if (expect_guard >= 0) {
+        char *gj = NULL;
+        if (tdm_session_guard_json(splan, &gj) != TDM_OK || !gj)
+            return fail("guard", TDM_E_NOMEM, "no guard record");
+        const char *mv = strstr(gj, "\"moved_nodes\":");
+        int moved = mv ? atoi(mv + strlen("\"moved_nodes\":")) : -1;
+        printf("guard: %s\n", gj);
+        if (moved != expect_guard) {
+            printf("the guard moved %d nodes, expected %d: MISMATCH\n", moved, expect_guard);
+            bad = 1;
+        }
+        tdm_free(gj);
     }
     for (size_t k = 0; k < nout; k++) {
         tdm_tensor_destroy(oc[k]);

@@ -136,6 +136,7 @@ typedef struct cli_runopts {
     double min_cosine, max_abs; /* --min-cosine, --max-abs */
     int has_min_cosine, has_max_abs;
     int no_fusion;              /* --no-fusion */
+    const char *verify;         /* --verify off|first|every:N */
 } cli_runopts;
 
 void cli_runopts_init(cli_runopts *o);
@@ -148,6 +149,9 @@ int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so);
 /* With --calibration: says on stderr how many of the file's entries match
  * the plan's model, as a warning when none or fewer than half do. */
 void cli_calibration_note(const cli_runopts *o, const tdm_plan *plan);
+/* When the precision guard changed the plan: one line on stderr (how many
+ * nodes moved, which first, what the guarded first run cost). */
+void cli_guard_note(tdm_session *s);
 /* Prints a plan's policy violation (one sentence, then one line per
  * offending node) and returns EXIT_POLICY. */
 int cli_policy_report(const tdm_plan *plan);

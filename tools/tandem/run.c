@@ -979,6 +979,7 @@ int cmd_run(int argc, char **argv)
         rc = cli_fail(st, NULL, tdm_session_error(s));
         goto done;
     }
+    cli_guard_note(s);
     if (a.repeat > 1 && (rc = run_repeat(s, &a, ins, outs, n_out)) != 0)
         goto done;
     if ((rc = cli_adaptopts_write(&a.ao, s)) != 0)

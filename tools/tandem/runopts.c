@@ -105,6 +105,20 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
         }
         return 1;
     }
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--verify", &val)) != 0) {
+        tdm_session_options *probe = NULL;
+        int bad = r < 0 || tdm_session_options_create(&probe) != TDM_OK ||
+                  tdm_session_options_set_verify(probe, val) != TDM_OK;
+        tdm_session_options_destroy(probe);
+        if (bad) {
+            if (r > 0)
+                cli_error("%s: --verify expects off, first or every:N (N >= 1), not '%s'", cmd, val);
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        o->verify = val;
+        return 1;
+    }
     if ((r = cli_opt_value(cmd, argc, argv, i, "--calibration", &val)) != 0) {
         if (r < 0 || !*val) {
             if (r > 0)
@@ -153,6 +167,33 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
     return 0;
 }
 
+static double guard_num(const char *json, const char *key)
+{
+    const char *p = strstr(json, key);
+    return p ? strtod(p + strlen(key), NULL) : 0;
+}
+
+void cli_guard_note(tdm_session *s)
+{
+    char *j = NULL;
+    if (tdm_session_guard_json(s, &j) != TDM_OK || !j) {
+        tdm_free(j);
+        return;
+    }
+    double moved = guard_num(j, "\"moved_nodes\":"), ms = guard_num(j, "\"first_run_extra_ms\":");
+    const char *f = strstr(j, "\"first_moved\":\"");
+    if (moved > 0) {
+        f = f ? f + strlen("\"first_moved\":\"") : "?";
+        cli_error("precision guard: %.0f node%s moved off the reduced-precision device (first '%.*s'), outputs verified "
+                  "against cpu fp32; the first run cost %.0f ms more (see the ledger's \"guard\")",
+                  moved, moved == 1 ? "" : "s", (int)strcspn(f, "\""), f, ms);
+    } else if (strstr(j, "\"unverified\"")) {
+        cli_error("warning: precision guard: the outputs still differ from cpu fp32 after its rounds (see the "
+                  "ledger's \"guard\")");
+    }
+    tdm_free(j);
+}
+
 void cli_calibration_note(const cli_runopts *o, const tdm_plan *plan)
 {
     size_t entries, matched, missing;
@@ -186,6 +227,8 @@ int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so)
         (st = tdm_session_options_set_precision(so, o->has_min_cosine ? o->min_cosine : 0.99,
                                                 o->has_max_abs ? o->max_abs : -1)) != TDM_OK)
         return cli_fail(st, NULL, "--min-cosine/--max-abs: the value is not accepted");
+    if (o->verify && (st = tdm_session_options_set_verify(so, o->verify)) != TDM_OK)
+        return cli_fail(st, NULL, "--verify: the value is not accepted");
     if (o->fallback && (st = tdm_session_options_set_fallback(so, o->fallback)) != TDM_OK)
         return cli_fail(st, NULL, "--fallback: the value is not accepted");
     if (o->has_ratio && (st = tdm_session_options_set_max_fallback_ratio(so, o->max_ratio)) != TDM_OK)
@@ -269,6 +312,10 @@ void usage_runopts(FILE *f)
           "                         is outside the thresholds run on cpu (PRECISION), also where\n"
           "                         error accumulated along a chain crosses them\n"
           "  --min-cosine C         the cosine threshold (default 0.99)\n"
+          "  --verify MODE          the precision guard: off, first (default when a device\n"
+          "                         computes in fp16/bf16: the first run is probed and checked\n"
+          "                         against cpu fp32 and re-planned until its outputs agree),\n"
+          "                         every:N (then one run in N is checked too)\n"
           "  --max-abs A            also refuse a node whose max |diff| exceeds A\n"
           "  --no-fusion            run every elementwise node on its own (by default, on cpu,\n"
           "                         those after a node run inside it)\n"

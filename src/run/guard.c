@@ -1,0 +1,401 @@
+/* The precision guard (rules in guard.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "run/guard.h"
+#include "core/mem.h"
+#include "plan/calib.h"
+#include "run/exec.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void guard_opts_init(guard_opts *o)
+{
+    o->mode = GUARD_DEFAULT;
+    o->every = 0;
+    o->out_cosine = 0.999;
+    o->rounds = 8;
+}
+
+int guard_opts_parse(guard_opts *o, const char *mode)
+{
+    if (!mode)
+        return -1;
+    if (strcmp(mode, "off") == 0) {
+        o->mode = GUARD_OFF;
+        return 0;
+    }
+    if (strcmp(mode, "first") == 0) {
+        o->mode = GUARD_FIRST;
+        return 0;
+    }
+    if (strncmp(mode, "every:", 6) == 0) {
+        char *end;
+        long n = strtol(mode + 6, &end, 10);
+        if (end == mode + 6 || *end || n < 1 || n > 1000000000L)
+            return -1;
+        o->mode = GUARD_EVERY;
+        o->every = (int)n;
+        return 0;
+    }
+    return -1;
+}
+
+/* A node on a device whose compute type is narrower than float32. */
+static int narrow(const tdm_plan *p, int d)
+{
+    const dev_instance *di = &p->devs->items[d];
+    return di->ext && di->ext->precision != TDM_FLOAT && di->ext->precision != TDM_DOUBLE &&
+           di->ext->precision != TDM_UNDEFINED;
+}
+
+static int plan_is_narrow(const tdm_plan *p)
+{
+    for (int n = 0; n < p->n_nodes; n++)
+        if (narrow(p, p->nodes[n].device))
+            return 1;
+    return 0;
+}
+
+tdm_status guard_init(tdm_err *e, guard_state *g, const guard_opts *o, const tdm_plan *plan)
+{
+    memset(g, 0, sizeof *g);
+    g->o = *o;
+    g->original = plan;
+    g->out_cosine_before = g->out_cosine_after = NAN;
+    int narrow_plan = plan_is_narrow(plan);
+    if (g->o.mode == GUARD_DEFAULT)
+        g->o.mode = narrow_plan ? GUARD_FIRST : GUARD_OFF;
+    g->active = g->o.mode != GUARD_OFF && narrow_plan;
+    if (pthread_mutex_init(&g->lock, NULL))
+        return err_set(e, TDM_E_NOMEM, "cannot create a mutex");
+    g->have_lock = 1;
+    return TDM_OK;
+}
+
+void guard_free(guard_state *g)
+{
+    if (!g)
+        return;
+    cJSON_Delete(g->history);
+    if (g->have_lock)
+        pthread_mutex_destroy(&g->lock);
+    memset(g, 0, sizeof *g);
+}
+
+int guard_due(guard_state *g)
+{
+    if (!g->active)
+        return 0;
+    pthread_mutex_lock(&g->lock);
+    uint64_t k = g->runs++;
+    int due = !g->first_done || (g->o.mode == GUARD_EVERY && k % (uint64_t)g->o.every == 0);
+    pthread_mutex_unlock(&g->lock);
+    return due;
+}
+
+static void free_outs(tdm_tensor **t, int n)
+{
+    for (int k = 0; t && k < n; k++) {
+        tdm_tensor_destroy(t[k]);
+        t[k] = NULL;
+    }
+}
+
+/* The end-to-end rule over every output: 1 on a breach (*why names it). */
+static int breach(const guard_state *g, const tdm_plan *p, tdm_tensor *const *ref, tdm_tensor *const *got, double *worst,
+                  char *why, size_t n)
+{
+    int bad = 0;
+    *worst = 1;
+    for (int k = 0; k < p->g->n_outputs; k++) {
+        double c;
+        char w[300];
+        if (!ref[k] || !got[k])
+            continue;
+        if (plan_output_check(ref[k], got[k], g->o.out_cosine, &c, w, sizeof w) && !bad) {
+            bad = 1;
+            snprintf(why, n, "output '%s': %s", p->g->values[p->g->outputs[k]].name, w);
+        }
+        if (c < *worst)
+            *worst = c;
+    }
+    return bad;
+}
+
+static cJSON *history(guard_state *g)
+{
+    if (!g->history)
+        g->history = cJSON_CreateArray();
+    return g->history;
+}
+
+/* Plans p's model again with po; adopts it into v when placement moved.
+ * *moved: nodes whose device differs from p's. */
+static tdm_status replan(tdm_err *e, adapt_state *a, adapt_variant *v, const tdm_plan *p, plan_options *po,
+                         const char *detail, size_t *moved, const tdm_plan **now)
+{
+    dev_list *devs = NULL;
+    tdm_plan *cand = NULL;
+    exec_prog *prog = NULL;
+    tdm_status st;
+    *moved = 0;
+    *now = p;
+    if ((st = dev_list_open(e, po->devices, (const char *const *)po->plugins, po->n_plugins, &devs)) != TDM_OK ||
+        (st = plan_build(e, p->model, po, devs, &cand)) != TDM_OK)
+        return st;
+    if (cand->n_violations) {
+        session_policy_message(e, cand);
+        plan_free(cand);
+        return TDM_E_POLICY;
+    }
+    for (int n = 0; n < p->n_nodes && n < cand->n_nodes; n++)
+        *moved += strcmp(plan_device_name(p, p->nodes[n].device), plan_device_name(cand, cand->nodes[n].device)) != 0;
+    if (!*moved && !cand->n_precision) {
+        plan_free(cand);
+        return TDM_OK;
+    }
+    if ((st = exec_prog_build(e, cand, &prog)) != TDM_OK) {
+        plan_free(cand);
+        return st;
+    }
+    exec_prog_set_fusion(prog, a->fusion);
+    if ((st = adapt_adopt(e, a, v, cand, prog, detail)) != TDM_OK) {
+        exec_prog_free(prog);
+        plan_free(cand);
+        return st;
+    }
+    *now = cand;
+    return TDM_OK;
+}
+
+static void record(guard_state *g, const char *kind, const char *why, const tdm_plan *p, size_t moved, int node,
+                   double cos_before)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o)
+        return;
+    cJSON_AddStringToObject(o, "kind", kind);
+    cJSON_AddNumberToObject(o, "run", (double)g->runs);
+    if (why)
+        cJSON_AddStringToObject(o, "why", why);
+    if (node >= 0)
+        cJSON_AddStringToObject(o, "node", p->g->nodes[node].name);
+    if (isfinite(cos_before))
+        cJSON_AddNumberToObject(o, "output_cosine", cos_before);
+    cJSON_AddNumberToObject(o, "moved_nodes", (double)moved);
+    cJSON *pr = cJSON_AddArrayToObject(o, "refused");
+    for (size_t k = 0; pr && k < p->n_precision; k++) {
+        const plan_precision *pp = &p->precision[k];
+        if (!pp->guard)
+            continue;
+        cJSON *x = cJSON_CreateObject();
+        if (!x)
+            break;
+        cJSON_AddStringToObject(x, "node", p->g->nodes[pp->node].name);
+        cJSON_AddStringToObject(x, "device", plan_device_name(p, pp->device));
+        for (int r = 0; r < p->nodes[pp->node].n_rejected; r++)
+            if (p->nodes[pp->node].rejected[r].device == pp->device)
+                cJSON_AddStringToObject(x, "detail", p->nodes[pp->node].rejected[r].detail);
+        cJSON_AddItemToArray(pr, x);
+    }
+    if (history(g))
+        cJSON_AddItemToArray(g->history, o);
+    else
+        cJSON_Delete(o);
+}
+
+/* The first node (in p's order) whose device, with every device node
+ * before it, makes the outputs breach: bisection over positions. -1 when
+ * none is found (the rule is not monotone here). */
+static tdm_status locate(tdm_err *e, const guard_state *g, const tdm_plan *p, const tdm_tensor *const *in,
+                         tdm_tensor *const *ref, int threads, int *node)
+{
+    int nout = p->g->n_outputs, lo = -1, hi = p->n_nodes - 1;
+    tdm_tensor **o = mem_calloc((size_t)nout + 1, sizeof *o);
+    tdm_status st = TDM_OK;
+    *node = -1;
+    if (!o)
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        double c;
+        char why[8];
+        if ((st = plan_run_mixed(e, p, in, mid, threads, o)) != TDM_OK)
+            break;
+        if (breach(g, p, ref, o, &c, why, sizeof why))
+            hi = mid;
+        else
+            lo = mid;
+        free_outs(o, nout);
+    }
+    mem_free(o);
+    if (st)
+        return st;
+    /* the device node at or before hi */
+    for (int pos = hi; pos >= 0; pos--)
+        if (narrow(p, p->nodes[p->order[pos]].device)) {
+            *node = p->order[pos];
+            break;
+        }
+    return TDM_OK;
+}
+
+tdm_status guard_run(tdm_err *e, guard_state *g, adapt_state *a, adapt_variant *v, const tdm_tensor *const *in,
+                     tdm_tensor **out, int threads, exec_stats *stats)
+{
+    pthread_mutex_lock(&g->lock);
+    double t0 = now_ms(), run_ms = 0;
+    const tdm_plan *p = adapt_variant_plan(a, v), *start = p;
+    int nout = p->g->n_outputs, first = !g->first_done;
+    tdm_tensor **ref = mem_calloc((size_t)nout + 1, sizeof *ref);
+    plan_options po;
+    char *probe = NULL;
+    tdm_status st;
+    size_t moved = 0;
+    plan_options_init(&po);
+    if (!ref) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((st = plan_options_copy(&p->opts, &po)) != TDM_OK) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    if (first) {
+        /* the probe: ranges and per-node errors on these inputs */
+        if ((st = plan_probe(e, p, in, threads, &probe, ref)) != TDM_OK)
+            goto done;
+        po.probe = probe;
+        probe = NULL;
+        char detail[300];
+        snprintf(detail, sizeof detail, "precision guard: the probe on the first run's inputs refuses nodes whose "
+                 "range or error does not fit a narrower device type");
+        if ((st = replan(e, a, v, p, &po, detail, &moved, &p)) != TDM_OK)
+            goto done;
+        record(g, "probe", NULL, p, moved, -1, NAN);
+    }
+    if (!first && (st = plan_run_mixed(e, p, in, -1, threads, ref)) != TDM_OK)
+        goto done;
+    g->checks++;
+    for (int round = 0;; round++) {
+        double c, r0 = now_ms();
+        char why[400];
+        if ((st = adapt_run(e, a, v, in, out, threads, stats)) != TDM_OK)
+            goto done;
+        run_ms = now_ms() - r0;
+        int bad = breach(g, p, ref, out, &c, why, sizeof why);
+        if (round == 0 && p == start)
+            g->out_cosine_before = c;
+        g->out_cosine_after = c;
+        if (!bad)
+            break;
+        g->breaches++;
+        if (round >= g->o.rounds) {
+            record(g, "unverified", why, p, 0, -1, c);
+            break;
+        }
+        int node = -1;
+        if ((st = locate(e, g, p, in, ref, threads, &node)) != TDM_OK)
+            goto done;
+        if (node < 0) {
+            record(g, "unverified", why, p, 0, -1, c);
+            break;
+        }
+        char detail[600];
+        snprintf(detail, sizeof detail,
+                 "precision guard: output verification on run %llu: with this node and those before it on %s the "
+                 "outputs breach the end-to-end rule (%.400s)",
+                 (unsigned long long)g->runs, plan_device_name(p, p->nodes[node].device), why);
+        if (plan_options_add_refusal(&po, p->g->nodes[node].name, plan_device_name(p, p->nodes[node].device), detail)) {
+            st = err_set(e, TDM_E_NOMEM, "out of memory");
+            goto done;
+        }
+        size_t m = 0;
+        const tdm_plan *before = p;
+        if ((st = replan(e, a, v, p, &po, detail, &m, &p)) != TDM_OK)
+            goto done;
+        record(g, "verify", why, p, m, node, c);
+        if (p == before) {
+            record(g, "unverified", "re-planning did not move the node", p, 0, node, c);
+            break;
+        }
+        free_outs(out, nout);
+        exec_stats_free(stats);
+    }
+done:
+    if (!st) {
+        double extra = now_ms() - t0 - run_ms;
+        if (first)
+            g->first_ms = extra;
+        g->guard_ms += extra;
+        g->first_done = 1;
+        if (p != start) {
+            g->moved = 0;
+            g->first[0] = '\0';
+            for (int pos = 0; pos < p->n_nodes; pos++) {
+                int n = p->order[pos];
+                if (n < g->original->n_nodes &&
+                    strcmp(plan_device_name(p, p->nodes[n].device),
+                           plan_device_name(g->original, g->original->nodes[n].device)) != 0) {
+                    if (!g->moved++)
+                        snprintf(g->first, sizeof g->first, "%s", p->g->nodes[n].name);
+                }
+            }
+        }
+    }
+    free_outs(ref, nout);
+    mem_free(ref);
+    mem_free(probe);
+    plan_options_free(&po);
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
+char *guard_json(guard_state *g)
+{
+    cJSON *o = cJSON_CreateObject();
+    char *text = NULL, *s = NULL;
+    if (!o)
+        return NULL;
+    pthread_mutex_lock(&g->lock);
+    cJSON_AddBoolToObject(o, "active", g->active);
+    cJSON_AddStringToObject(o, "verify", g->o.mode == GUARD_OFF ? "off" : g->o.mode == GUARD_EVERY ? "every" : "first");
+    if (g->o.mode == GUARD_EVERY)
+        cJSON_AddNumberToObject(o, "every", g->o.every);
+    cJSON_AddNumberToObject(o, "output_min_cosine", g->o.out_cosine);
+    cJSON_AddNumberToObject(o, "rounds", g->o.rounds);
+    cJSON_AddNumberToObject(o, "checks", (double)g->checks);
+    cJSON_AddNumberToObject(o, "breaches", (double)g->breaches);
+    cJSON_AddNumberToObject(o, "moved_nodes", (double)g->moved);
+    if (g->first[0])
+        cJSON_AddStringToObject(o, "first_moved", g->first);
+    if (g->first_done) {
+        cJSON_AddNumberToObject(o, "first_run_extra_ms", g->first_ms);
+        cJSON_AddNumberToObject(o, "extra_ms", g->guard_ms);
+    }
+    if (isfinite(g->out_cosine_before))
+        cJSON_AddNumberToObject(o, "output_cosine_before", g->out_cosine_before);
+    if (isfinite(g->out_cosine_after))
+        cJSON_AddNumberToObject(o, "output_cosine_after", g->out_cosine_after);
+    if (g->history)
+        cJSON_AddItemReferenceToObject(o, "decisions", g->history);
+    pthread_mutex_unlock(&g->lock);
+    text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (text) {
+        s = mem_strdup(text);
+        cJSON_free(text);
+    }
+    return s;
+}

@@ -1,0 +1,85 @@
+/* The precision guard: a reduced-precision device never changes an answer
+ * silently (DESIGN.md "Placement").
+ *
+ * Active when the session's plan puts a node on a device whose compute type
+ * is narrower than float32 (vnpu fp16/bf16) and verification is not off
+ * (--verify, tdm_session_options_set_verify; default "first" then, "off"
+ * otherwise). A guarded run, before it returns any output:
+ *   probe     (first run) calibrates the plan on the run's inputs
+ *             (plan/calib.h plan_calibrate, one repeat): the cpu fp32
+ *             reference's ranges and each node's error alone and along the
+ *             chain on every device. Re-planned with those figures
+ *             (plan_options.probe): a node whose output overflows the
+ *             device's type, whose error crosses the per-node threshold
+ *             (cosine 0.99, tdm_session_options_set_precision) — with the
+ *             cause: an input constant that overflows, values that flush to
+ *             zero, or plain loss — or where the chain's error crosses it,
+ *             is refused there with PRECISION and the figures.
+ *   verify    runs the plan and checks every output against the cpu fp32
+ *             reference with the end-to-end rule (plan_output_check: no
+ *             non-finite values where cpu's are finite, cosine >= 0.999 —
+ *             settable —, and cpu's top-1 along the last axis of score
+ *             outputs). On a breach, the first node that crosses is found
+ *             by bisection over the execution order (the plan's devices up
+ *             to position k, cpu after: the smallest k whose outputs breach
+ *             — the point where accumulated error crosses, as compare's
+ *             first crossing), refused there with PRECISION
+ *             (plan_options.refuse), re-planned and re-run; at most
+ *             `rounds` (default 8) times. The returned outputs are those of
+ *             the last, verified, run (or, when the rounds ran out, the
+ *             last run, and the guard's record says "unverified").
+ *   every:N   later runs, one in N, are verified the same way (no probe).
+ * Every change is adopted through the session's adaptation (run/adapt.h
+ * adapt_adopt: TDM_EVENT_REPLAN with the sentence) and kept in the guard's
+ * JSON (tdm_session_guard_json): each decision with its figures, the nodes
+ * that moved, the first, and what the guarded run cost. */
+#ifndef TDM_RUN_GUARD_H
+#define TDM_RUN_GUARD_H
+
+#include "run/adapt.h"
+
+#include <pthread.h>
+
+enum { GUARD_DEFAULT = -1, GUARD_OFF = 0, GUARD_FIRST = 1, GUARD_EVERY = 2 };
+
+typedef struct guard_opts {
+    int mode;              /* GUARD_* */
+    int every;             /* GUARD_EVERY: N */
+    double out_cosine;     /* end-to-end minimum cosine (0.999) */
+    int rounds;            /* verification rounds (8) */
+} guard_opts;
+
+void guard_opts_init(guard_opts *o);
+/* "off", "first", "every:N" (N >= 1); -1 when malformed. */
+int guard_opts_parse(guard_opts *o, const char *mode);
+
+typedef struct guard_state {
+    guard_opts o;
+    int active;            /* a narrow device in the plan, and not off */
+    pthread_mutex_t lock;
+    int have_lock;
+    uint64_t runs, checks, breaches;
+    int first_done;
+    const tdm_plan *original; /* the session's plan before the guard */
+    void *history;         /* cJSON array of decisions */
+    size_t moved;          /* nodes whose device the guard changed */
+    char first[256];       /* the first of them */
+    double first_ms;       /* what the first guarded run cost beyond a run */
+    double guard_ms;       /* all guarded runs' extra time */
+    double out_cosine_before, out_cosine_after;
+} guard_state;
+
+tdm_status guard_init(tdm_err *e, guard_state *g, const guard_opts *o, const tdm_plan *plan);
+void guard_free(guard_state *g);
+/* 1 when this run (counted) is to be guarded. */
+int guard_due(guard_state *g);
+/* A guarded run of variant v (in[] and out[] as exec_prog_run). */
+tdm_status guard_run(tdm_err *e, guard_state *g, adapt_state *a, adapt_variant *v, const tdm_tensor *const *in,
+                     tdm_tensor **out, int threads, exec_stats *stats);
+/* The fallback-policy failure of plan p as the session reports it
+ * (session.c). */
+void session_policy_message(tdm_err *e, const tdm_plan *p);
+/* The guard's record as JSON text (mem_alloc). */
+char *guard_json(guard_state *g);
+
+#endif

@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""The precision guard through `tandem run` (src/run/guard.h), one case per
+argument: guard_cli.py TANDEM MODELS_DIR CASE
+  overflow   an fp16 overflow: the probe refuses the node (PRECISION, cause
+             overflow, the figure in the sentence); outputs equal cpu's
+  underflow  values that flush to zero in fp16: refused with cause "flush to
+             zero"
+  chain      error accumulated along 20 Adds that no single node shows flips
+             the top-1: with --verify off the answer differs from cpu's;
+             by default verification refuses the crossing node and the
+             answer is cpu's
+  sampled    --verify every:2 checks runs 1, 3, 5 of 5; first checks one
+  nofire     vnpu:fp32-all: the guard is not active, nothing is refused, no
+             stderr line; a benign net on fp16: active, nothing moves
+  policy     --fallback deny names every node the guard moved; a malformed
+             --verify exits 1"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+tandem, models, case = sys.argv[1:4]
+failures = []
+NPU = "vnpu:server-npu,cpu"
+
+
+def run(args):
+    p = subprocess.run([tandem] + args, capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def model(name):
+    return os.path.join(models, name + ".onnx")
+
+
+def go(name, x, devices=NPU, extra=()):
+    """Runs name; returns (rc, stderr, ledger, y)."""
+    with tempfile.TemporaryDirectory() as d:
+        ledger, out = os.path.join(d, "l.json"), os.path.join(d, "out")
+        rc, _, err = run(["run", model(name), "--devices", devices, "--input", "x=" + os.path.join(models, x),
+                          "--ledger", ledger, "--output-dir", out] + list(extra))
+        led = json.load(open(ledger)) if rc == 0 else {}
+        y = np.load(os.path.join(out, "y.npy")) if rc == 0 else None
+        return rc, err, led, y
+
+
+def refused(led):
+    return {r["node"]: r for r in led.get("precision", {}).get("refused", [])}
+
+
+def same_as_cpu(name, x, y, tol):
+    _, _, _, ref = go(name, x, "cpu")
+    return ref is not None and y is not None and np.allclose(y, ref, rtol=tol, atol=tol)
+
+
+if case == "overflow":
+    rc, err, led, y = go("guard_overflow", "guard_x64.npy")
+    check(rc == 0, "overflow: run exits 0 (%s)" % err)
+    r = refused(led)
+    check("g_mul2" in r and r["g_mul2"]["cause"] == "overflow" and r["g_mul2"]["source"] == "guard",
+          "overflow: g_mul2 refused for overflow by the guard: %s" % r)
+    check("g_mul1" not in r, "overflow: g_mul1 (max 300) is not refused")
+    det = [n for n in led.get("nodes", []) if n["name"] == "g_mul2"]
+    check(det and det[0]["reason"] == "PRECISION" and "9e+04 overflows float16" in json.dumps(det[0]),
+          "overflow: the node's sentence gives the figure: %s" % det)
+    check("precision guard: " in err and "moved" in err, "overflow: one stderr line: %r" % err)
+    check(len([l for l in err.splitlines() if "precision guard" in l]) == 1, "overflow: exactly one line")
+    check(same_as_cpu("guard_overflow", "guard_x64.npy", y, 1e-3), "overflow: outputs are cpu's")
+    rc, err, led, y = go("guard_overflow", "guard_x64.npy", extra=["--verify", "off"])
+    check(rc == 0 and not np.isfinite(y).all(), "overflow: without the guard the output is not finite")
+    check("precision guard" not in err and "guard" not in led, "overflow: --verify off says nothing")
+elif case == "underflow":
+    rc, err, led, y = go("guard_underflow", "guard_x64.npy")
+    check(rc == 0, "underflow: run exits 0 (%s)" % err)
+    r = refused(led)
+    check("u_mul2" in r and r["u_mul2"]["cause"] == "flush to zero", "underflow: u_mul2 refused, flush: %s" % r)
+    check("u_mul1" not in r, "underflow: u_mul1 (1e-4) is not refused")
+    check(same_as_cpu("guard_underflow", "guard_x64.npy", y, 1e-3), "underflow: outputs are cpu's")
+    rc, err, led, y = go("guard_underflow", "guard_x64.npy", extra=["--verify", "off"])
+    check(rc == 0 and np.abs(y).max() < 0.5, "underflow: without the guard the output collapses (%s)" % y)
+elif case == "chain":
+    rc, err, led, y0 = go("guard_chain", "guard_chain_x.npy", extra=["--verify", "off"])
+    _, _, _, ref = go("guard_chain", "guard_chain_x.npy", "cpu")
+    check(rc == 0 and y0.argmax() != ref.argmax(), "chain: fp16 without the guard flips the top-1 (%s vs %s)" % (y0, ref))
+    rc, err, led, y = go("guard_chain", "guard_chain_x.npy")
+    check(rc == 0 and y.argmax() == ref.argmax(), "chain: with the guard the top-1 is cpu's (%s)" % y)
+    g = led.get("guard", {})
+    dec = [d for d in g.get("decisions", []) if d["kind"] == "verify"]
+    check(g.get("breaches") == 1 and dec and dec[0]["node"].startswith("c_add") and "top-1" in dec[0]["why"],
+          "chain: verification found the crossing node: %s" % g)
+    probe = [d for d in g.get("decisions", []) if d["kind"] == "probe"]
+    check(probe and not probe[0]["refused"], "chain: no single node shows it (the probe refuses none)")
+    r = refused(led)
+    check(any(v["cause"] == "output verification" for v in r.values()), "chain: PRECISION from verification: %s" % r)
+elif case == "sampled":
+    rc, err, led, _ = go("guard_benign", "guard_benign_x.npy", extra=["--verify", "every:2", "--repeat", "5"])
+    check(rc == 0 and led.get("guard", {}).get("checks") == 3, "sampled: every:2 checks 3 of 5 runs: %s" % led.get("guard"))
+    rc, err, led, _ = go("guard_benign", "guard_benign_x.npy", extra=["--repeat", "5"])
+    check(rc == 0 and led.get("guard", {}).get("checks") == 1, "sampled: first checks 1 of 5 runs")
+    rc, err, led, _ = go("guard_chain", "guard_chain_x.npy", extra=["--verify", "every:1", "--repeat", "3"])
+    check(rc == 0 and led.get("guard", {}).get("checks") == 3 and led["guard"].get("breaches") == 1,
+          "sampled: after the fix, later checked runs do not breach: %s" % led.get("guard"))
+elif case == "nofire":
+    for name, x in [("guard_benign", "guard_benign_x.npy"), ("guard_overflow", "guard_x64.npy"),
+                    ("guard_chain", "guard_chain_x.npy")]:
+        rc, err, led, _ = go(name, x, "vnpu:fp32-all,cpu")
+        check(rc == 0 and "guard" not in led and not refused(led) and "precision guard" not in err,
+              "nofire: %s on fp32-all: the guard does not fire (%s)" % (name, err))
+    rc, err, led, _ = go("guard_benign", "guard_benign_x.npy")
+    g = led.get("guard", {})
+    check(rc == 0 and g.get("active") and g.get("moved_nodes") == 0 and not refused(led) and "precision guard" not in err,
+          "nofire: a benign net on fp16 moves nothing: %s" % g)
+elif case == "policy":
+    rc, _, err = run(["run", model("guard_overflow"), "--devices", NPU, "--input", "x=" + os.path.join(models, "guard_x64.npy"),
+                      "--fallback", "deny"])
+    check(rc == 3 and "g_mul2: PRECISION" in err and "overflows float16" in err,
+          "policy: deny exits 3 naming the guard's node (%d: %s)" % (rc, err))
+    rc, _, err = run(["run", model("guard_benign"), "--devices", NPU, "--input", "x=" + os.path.join(models, "guard_benign_x.npy"),
+                      "--verify", "sometimes"])
+    check(rc == 1 and "--verify" in err, "policy: a malformed --verify exits 1 (%d: %s)" % (rc, err))
+else:
+    check(False, "unknown case " + case)
+sys.exit(1 if failures else 0)
