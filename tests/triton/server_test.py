@@ -323,9 +323,17 @@ def main():
                   "sq_deny's error names its three MaxPool offenders")
         check(c.is_model_ready("sq_cpu"), "sq_cpu still ready after the refused load")
 
-        # The bounded load test (loopback, HTTP, one image per request).
+        # The bounded load test (loopback, HTTP, one image per request), with
+        # the server's own view (Triton's statistics: mean queue and compute
+        # per request) beside the client's latencies.
+        before = c.get_inference_statistics("sq_cpu")["model_stats"][0]["inference_stats"]
         figures = load_test(http_url, "sq_cpu", np.ascontiguousarray(x[:1]), args.load_requests, args.load_seconds,
                             args.load_concurrency)
+        after = c.get_inference_statistics("sq_cpu")["model_stats"][0]["inference_stats"]
+        for key in ("queue", "compute_infer"):
+            n = int(after[key]["count"]) - int(before[key]["count"])
+            ns = int(after[key]["ns"]) - int(before[key]["ns"])
+            figures["server_%s_ms_mean" % key] = round(ns / n / 1e6, 2) if n else None
         print("load test: " + json.dumps(figures), flush=True)
         check(figures["failed"] == 0 and figures["requests"] > 0, "load test without failed requests")
         if args.json:
