@@ -324,13 +324,23 @@ static void test_batching(void)
 /* max_batch_size 0: the request's tensor is the model's, whole. */
 static void test_no_batching(void)
 {
-    char cfg[2048];
+    char cfg[4096], params[2048], ledger[1200];
     TRITONBACKEND_Model m;
-    make_model(&m, "tiny_nobatch", NULL, tiny_config(cfg, sizeof cfg, 0, "\"devices\":{\"string_value\":\"cpu\"}"));
+    /* ledger_file: the plan's ledger is written there at load. */
+    snprintf(ledger, sizeof ledger, "%s/tiny_nobatch.ledger.json", workdir);
+    unlink(ledger);
+    snprintf(params, sizeof params,
+             "\"devices\":{\"string_value\":\"cpu\"},\"ledger_file\":{\"string_value\":\"%s\"}", ledger);
+    make_model(&m, "tiny_nobatch", NULL, tiny_config(cfg, sizeof cfg, 0, params));
     TRITONBACKEND_ModelInstance inst;
     CHECK(open_model(&m, &inst));
     if (!m.state)
         return;
+    FILE *f = fopen(ledger, "r");
+    char text[256] = "";
+    CHECK(f && fread(text, 1, sizeof text - 1, f) > 0 && strchr(text, '{'));
+    if (f)
+        fclose(f);
     float x[8] = {-1, 0.5f, 2, -3, 0.25f, 1, -0.5f, 3};
     int64_t s[2] = {2, 4};
     TRITONBACKEND_Request req[2];
