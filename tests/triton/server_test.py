@@ -125,7 +125,18 @@ def start_server(args, repo, ports, log):
            "--load-model=sqdyn_cpu", "--load-model=sq_fault", "--http-address=127.0.0.1", "--grpc-address=127.0.0.1",
            "--metrics-address=127.0.0.1", "--http-port=%d" % ports[0], "--grpc-port=%d" % ports[1],
            "--metrics-port=%d" % ports[2], "--exit-timeout-secs=10"]
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_server_child)
+
+
+def _server_child():
+    """In the server's process: its own process group (stopped as one), and
+    killed when this test dies (a ctest timeout) so no server is left."""
+    os.setsid()
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def wait_ready(proc, url, seconds):
