@@ -391,7 +391,8 @@ static const char *tt_param(const cJSON *params, const char *key)
 
 static const char *const tt_known_params[] = {
     "devices", "granularity", "fallback", "max_fallback_ratio", "max_boundary_bytes", "pins", "plugins",
-    "threads", "shapes", "calibration", "fusion", "breaker", "plan_cache", "ledger_file", "model_filename", NULL};
+    "threads", "shapes", "calibration", "fusion", "breaker", "plan_cache", "verify", "ledger_file", "model_filename",
+    NULL};
 
 /* Parses "a,b,c" number lists; returns how many were read. */
 static int tt_numbers(const char *s, double *out, int max)
@@ -495,7 +496,7 @@ static TRITONSERVER_Error *tt_options(const cJSON *params, const char *dir, tdm_
             return tt_error(TRITONSERVER_ERROR_INVALID_ARG,
                             "config.pbtxt parameter '%s' is not a tandem option (devices, granularity, fallback, "
                             "max_fallback_ratio, max_boundary_bytes, pins, plugins, threads, shapes, calibration, "
-                            "fusion, breaker, plan_cache, ledger_file, model_filename)",
+                            "fusion, breaker, plan_cache, verify, ledger_file, model_filename)",
                             it->string);
     }
     const char *v;
@@ -539,6 +540,8 @@ static TRITONSERVER_Error *tt_options(const cJSON *params, const char *dir, tdm_
         if (!tt_integer(v, 0, 1 << 20, &n) || tdm_session_options_set_plan_cache(o, (int)n) != TDM_OK)
             return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'plan_cache': '%s' is not a plan count", v);
     }
+    if ((v = tt_param(params, "verify")) && tdm_session_options_set_verify(o, v) != TDM_OK)
+        return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'verify': '%s' is not off, first or every:N", v);
     TRITONSERVER_Error *err;
     if ((v = tt_param(params, "pins")) && (err = tt_each(o, "pins", v, tdm_session_options_add_pin)))
         return err;

@@ -443,6 +443,10 @@ static void test_bad_config(void)
     e = TRITONBACKEND_ModelInitialize(&m);
     CHECK(e && strstr(e->msg, "parameter 'shapes'"));
     TRITONSERVER_ErrorDelete(e);
+    make_model(&m, "tiny_bad4", NULL, tiny_config(cfg, sizeof cfg, 8, "\"verify\":{\"string_value\":\"sometimes\"}"));
+    e = TRITONBACKEND_ModelInitialize(&m);
+    CHECK(e && strstr(e->msg, "parameter 'verify': 'sometimes'"));
+    TRITONSERVER_ErrorDelete(e);
 }
 
 /* squeezenet1_1 (batch fixed at 1) with max_batch_size 4: a request of 3
