@@ -152,6 +152,10 @@ void cli_calibration_note(const cli_runopts *o, const tdm_plan *plan);
 /* When the precision guard changed the plan: one line on stderr (how many
  * nodes moved, which first, what the guarded first run cost). */
 void cli_guard_note(tdm_session *s);
+/* The guard's figures (tdm_session_guard_json): nodes moved, the first
+ * guarded run's extra ms (-1: none yet), the first moved node, whether a
+ * check stayed unverified. 0 when the guard is not active. */
+int cli_guard_figures(tdm_session *s, double *moved, double *extra_ms, char *first, size_t first_size, int *unverified);
 /* Prints a plan's policy violation (one sentence, then one line per
  * offending node) and returns EXIT_POLICY. */
 int cli_policy_report(const tdm_plan *plan);

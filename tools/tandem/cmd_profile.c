@@ -696,6 +696,12 @@ double diag_fallback_ratio_modeled(const diag_collector *c)
     return c->fallback_modeled_ms / c->node_modeled_ms;
 }
 
+/* The precision guard's first-run overhead (cli_guard_figures), for the report. */
+static struct {
+    int active;
+    double moved, extra_ms;
+} prof_guard;
+
 static void prof_json(const prof_args *a, const diag_collector *c, const size_t *idx)
 {
     double it = (double)c->runs ? (double)c->runs : 1;
@@ -726,6 +732,12 @@ static void prof_json(const prof_args *a, const diag_collector *c, const size_t 
         jw_null(&w);
     jw_key(&w, "copy_share");
     jw_num(&w, c->wall_ns ? (double)c->copy_ns / (double)c->wall_ns : 0);
+    if (prof_guard.active && prof_guard.extra_ms >= 0) {
+        jw_key(&w, "guard_first_run_extra_ms");
+        jw_num(&w, prof_guard.extra_ms);
+        jw_key(&w, "guard_moved_nodes");
+        jw_num(&w, prof_guard.moved);
+    }
     jw_key(&w, "nodes");
     jw_arr_begin(&w);
     for (size_t k = 0; k < c->n_nodes; k++) {
@@ -853,6 +865,9 @@ static void prof_text(const prof_args *a, const diag_collector *c, const size_t 
            c->wall_ns ? 100.0 * (double)c->copy_ns / (double)c->wall_ns : 0.0);
     if (c->n_faults)
         printf("device faults: %zu\n", c->n_faults);
+    if (prof_guard.active && prof_guard.extra_ms >= 0)
+        printf("precision guard: the first run cost %.3f ms more (probe and verification against cpu fp32; not in "
+               "the figures above); %.0f nodes moved\n", prof_guard.extra_ms, prof_guard.moved);
     if (any_modeled)
         printf("* modeled: the virtual device's profile figure, not a measurement\n");
 }
@@ -897,6 +912,12 @@ int cmd_profile(int argc, char **argv)
         idx[k] = k;
     sort_ctx = &c;
     qsort(idx, c.n_nodes, sizeof *idx, by_time);
+    {
+        int unverified = 0;
+        char first[256];
+        prof_guard.active = cli_guard_figures(x.s, &prof_guard.moved, &prof_guard.extra_ms, first, sizeof first,
+                                              &unverified);
+    }
     if (a.json)
         prof_json(&a, &c, idx);
     else

@@ -4,6 +4,7 @@
  * and the report of a fallback policy violation (exit 3). */
 #include "cli.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -173,25 +174,38 @@ static double guard_num(const char *json, const char *key)
     return p ? strtod(p + strlen(key), NULL) : 0;
 }
 
-void cli_guard_note(tdm_session *s)
+int cli_guard_figures(tdm_session *s, double *moved, double *extra_ms, char *first, size_t first_size, int *unverified)
 {
     char *j = NULL;
     if (tdm_session_guard_json(s, &j) != TDM_OK || !j) {
         tdm_free(j);
-        return;
+        return 0;
     }
-    double moved = guard_num(j, "\"moved_nodes\":"), ms = guard_num(j, "\"first_run_extra_ms\":");
+    int active = strstr(j, "\"active\":true") != NULL;
+    *moved = guard_num(j, "\"moved_nodes\":");
+    *extra_ms = strstr(j, "\"first_run_extra_ms\":") ? guard_num(j, "\"first_run_extra_ms\":") : -1;
+    *unverified = strstr(j, "\"unverified\"") != NULL;
     const char *f = strstr(j, "\"first_moved\":\"");
-    if (moved > 0) {
-        f = f ? f + strlen("\"first_moved\":\"") : "?";
-        cli_error("precision guard: %.0f node%s moved off the reduced-precision device (first '%.*s'), outputs verified "
+    f = f ? f + strlen("\"first_moved\":\"") : "";
+    snprintf(first, first_size, "%.*s", (int)strcspn(f, "\""), f);
+    tdm_free(j);
+    return active;
+}
+
+void cli_guard_note(tdm_session *s)
+{
+    double moved, ms;
+    char first[256];
+    int unverified;
+    if (!cli_guard_figures(s, &moved, &ms, first, sizeof first, &unverified))
+        return;
+    if (moved > 0)
+        cli_error("precision guard: %.0f node%s moved off the reduced-precision device (first '%s'), outputs verified "
                   "against cpu fp32; the first run cost %.0f ms more (see the ledger's \"guard\")",
-                  moved, moved == 1 ? "" : "s", (int)strcspn(f, "\""), f, ms);
-    } else if (strstr(j, "\"unverified\"")) {
+                  moved, moved == 1 ? "" : "s", first, ms);
+    else if (unverified)
         cli_error("warning: precision guard: the outputs still differ from cpu fp32 after its rounds (see the "
                   "ledger's \"guard\")");
-    }
-    tdm_free(j);
 }
 
 void cli_calibration_note(const cli_runopts *o, const tdm_plan *plan)
