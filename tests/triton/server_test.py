@@ -1,7 +1,7 @@
 """End-to-end test of libtriton_tandem.so in the real Triton server.
 
 Starts `tritonserver` from PyTriton's wheel (the venv of
-scripts/triton-env.sh) on 127.0.0.1 with free ports and a model repository
+scripts/testenv.sh triton) on 127.0.0.1 with free ports and a model repository
 of squeezenet1_1 served by tandem:
 
   sq_cpu     devices cpu, max_batch_size 8 (the model's batch is fixed at 1:
