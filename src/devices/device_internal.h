@@ -80,6 +80,12 @@ typedef struct dev_ext {
     /* Modeled cost of one partition's round trip on the device (submit,
      * synchronise), in ms, added once per partition to the estimates. */
     double partition_ms;
+
+    /* Operator types the device declares precision-sensitive (a vnpu
+     * profile's "precision_sensitive"): the planner keeps them off it unless
+     * calibration or the precision guard's probe shows them safe there. */
+    const char *const *sensitive;
+    size_t n_sensitive;
 } dev_ext;
 
 /* One device instance. */

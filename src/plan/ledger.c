@@ -62,7 +62,7 @@ tdm_status plan_ledger_json_adapt(tdm_err *e, const tdm_plan *p, const char *run
         CHK(cJSON_AddNumberToObject(au, "rounds", p->auto_rounds));
         CHK(cJSON_AddNumberToObject(au, "memory_exclusions", p->auto_memory_moves));
     }
-    if (p->opts.calibration || p->opts.probe || p->opts.n_refuse) {
+    if (p->opts.calibration || p->opts.probe || p->opts.n_refuse || p->n_precision) {
         cJSON *pr, *fl;
         CHK(pr = cJSON_AddObjectToObject(root, "precision"));
         if (p->opts.calibration)
@@ -89,6 +89,7 @@ tdm_status plan_ledger_json_adapt(tdm_err *e, const tdm_plan *p, const char *run
             CHK(cJSON_AddStringToObject(x, "cause", pp->cause == PLAN_PREC_OVERFLOW ? "overflow"
                                                     : pp->cause == PLAN_PREC_FLUSH  ? "flush to zero"
                                                     : pp->cause == PLAN_PREC_VERIFY ? "output verification"
+                                                    : pp->cause == PLAN_PREC_STATIC ? "precision-sensitive op"
                                                                                     : "error"));
             if (pp->cause == PLAN_PREC_OVERFLOW)
                 CHK(cJSON_AddNumberToObject(x, "max_abs_value", pp->range));

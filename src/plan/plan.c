@@ -605,7 +605,7 @@ static double narrow_max(const dev_instance *di, const char **type)
 /* One source of figures: the calibration file (probe 0) or the precision
  * guard's probe (probe 1: its times are not used; overflow of the device's
  * type is checked from the reference's ranges). */
-static tdm_status apply_calib(pstate *s, calib_data *cd, int probe)
+static tdm_status apply_calib(pstate *s, calib_data *cd, int probe, unsigned char *safe)
 {
     tdm_plan *p = s->p;
     const plan_options *o = &p->opts;
@@ -652,6 +652,10 @@ static tdm_status apply_calib(pstate *s, calib_data *cd, int probe)
             if (!have[k] || s->sup[k] != TDM_REASON_OK)
                 continue;
             int bad = f->has_error && outside(o, f->cosine, f->max_abs);
+            /* figures within the thresholds: shown safe (the static layer) */
+            if ((f->has_error || f->has_chain) && !bad && !(f->has_chain && outside(o, f->chain_cosine, f->chain_max_abs)) &&
+                !(probe && f->has_range && tmax > 0 && (f->out_max > tmax || f->in_max > tmax)))
+                safe[k] = 1;
             if (probe && f->has_range && tmax > 0 && f->out_max > tmax) {
                 cause = PLAN_PREC_OVERFLOW;
                 range = f->out_max;
@@ -736,12 +740,13 @@ done:
     return st;
 }
 
+static tdm_status apply_sources(pstate *s, unsigned char *safe);
+
 static tdm_status apply_precision(pstate *s)
 {
     tdm_plan *p = s->p;
     const plan_options *o = &p->opts;
     int N = s->N, D = s->D;
-    calib_data *cd = NULL;
     tdm_status st;
     if (o->device_fault) {
         for (int n = 0; n < N; n++) {
@@ -756,10 +761,28 @@ static tdm_status apply_precision(pstate *s)
         }
         return TDM_OK;
     }
+    unsigned char *safe = mem_calloc((size_t)N * (size_t)D + 1, 1);
+    if (!safe)
+        return err_set(s->e, TDM_E_NOMEM, "out of memory");
+    st = apply_sources(s, safe);
+    mem_free(safe);
+    return st;
+}
+
+/* The calibration file, the guard's probe and refusals, then the static
+ * layer: a device's precision-sensitive op types are refused unless a
+ * source showed the node safe there (safe[n*D+d]). */
+static tdm_status apply_sources(pstate *s, unsigned char *safe)
+{
+    tdm_plan *p = s->p;
+    const plan_options *o = &p->opts;
+    int N = s->N, D = s->D;
+    calib_data *cd = NULL;
+    tdm_status st;
     if (o->calibration) {
         if ((st = calib_load(s->e, o->calibration, &cd)) != TDM_OK)
             return st;
-        st = apply_calib(s, cd, 0);
+        st = apply_calib(s, cd, 0, safe);
         calib_free(cd);
         cd = NULL;
         if (st)
@@ -768,7 +791,7 @@ static tdm_status apply_precision(pstate *s)
     if (o->probe) {
         if ((st = calib_load_text(s->e, "the precision guard's probe", o->probe, &cd)) != TDM_OK)
             return st;
-        st = apply_calib(s, cd, 1);
+        st = apply_calib(s, cd, 1, safe);
         calib_free(cd);
         if (st)
             return st;
@@ -797,8 +820,35 @@ static tdm_status apply_precision(pstate *s)
             }
         }
     }
+    int any_sensitive = 0;
+    for (int d = 0; d < s->cpu; d++) {
+        const dev_ext *x = p->devs->items[d].ext;
+        if (!x || !x->n_sensitive)
+            continue;
+        any_sensitive = 1;
+        for (int n = 0; n < N; n++) {
+            size_t k = (size_t)n * (size_t)D + (size_t)d;
+            int listed = 0;
+            for (size_t i = 0; i < x->n_sensitive && !listed; i++)
+                listed = strcmp(x->sensitive[i], s->g->nodes[n].op_type) == 0;
+            if (!listed || s->sup[k] != TDM_REASON_OK || safe[k])
+                continue;
+            const char *det = arena_fmt(s, "%s declares %s precision-sensitive: kept off its %s until calibration or the "
+                                        "precision guard's probe shows this node safe there",
+                                        p->devs->items[d].name, s->g->nodes[n].op_type, tdm_dtype_name(x->precision));
+            plan_precision *pp = det ? add_precision(s) : NULL;
+            if (!pp)
+                return err_set(s->e, TDM_E_NOMEM, "out of memory");
+            pp->node = n;
+            pp->device = d;
+            pp->cosine = pp->alone_cosine = pp->max_abs = pp->rmse = NAN;
+            pp->cause = PLAN_PREC_STATIC;
+            s->sup[k] = TDM_REASON_PRECISION;
+            s->supdet[k] = det;
+        }
+    }
     /* the first device that still takes each node */
-    if (!o->calibration && !o->probe && !o->n_refuse)
+    if (!o->calibration && !o->probe && !o->n_refuse && !any_sensitive)
         return TDM_OK;
     for (int n = 0; n < N; n++) {
         int first = -1;

@@ -262,11 +262,12 @@ typedef struct plan_precision {
     double cosine, max_abs, rmse; /* max_abs INFINITY: non-finite */
     double alone_cosine;        /* chain: the node alone */
     int guard;                  /* 1: found by the precision guard (probe or verification), 0: calibration file */
-    int cause;                  /* PLAN_PREC_ERROR, _OVERFLOW, _FLUSH, _VERIFY */
+    int cause;                  /* PLAN_PREC_ERROR, _OVERFLOW, _FLUSH, _VERIFY, _STATIC (a profile's
+                                 * precision-sensitive op not shown safe) */
     double range;               /* overflow: the max |x|; flush: the fraction flushed */
 } plan_precision;
 
-enum { PLAN_PREC_ERROR = 0, PLAN_PREC_OVERFLOW = 1, PLAN_PREC_FLUSH = 2, PLAN_PREC_VERIFY = 3 };
+enum { PLAN_PREC_ERROR = 0, PLAN_PREC_OVERFLOW = 1, PLAN_PREC_FLUSH = 2, PLAN_PREC_VERIFY = 3, PLAN_PREC_STATIC = 4 };
 
 /* Plans model on the devices devs (ownership moves to the plan, also on
  * failure). Fails only when planning is impossible (a node no device can

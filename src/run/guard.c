@@ -345,9 +345,10 @@ done:
             g->first[0] = '\0';
             for (int pos = 0; pos < p->n_nodes; pos++) {
                 int n = p->order[pos];
-                if (n < g->original->n_nodes &&
-                    strcmp(plan_device_name(p, p->nodes[n].device),
-                           plan_device_name(g->original, g->original->nodes[n].device)) != 0) {
+                /* off a narrow device (a node a profile kept off it and the
+                 * probe showed safe comes back: not counted) */
+                if (n < g->original->n_nodes && narrow(g->original, g->original->nodes[n].device) &&
+                    !narrow(p, p->nodes[n].device)) {
                     if (!g->moved++)
                         snprintf(g->first, sizeof g->first, "%s", p->g->nodes[n].name);
                 }

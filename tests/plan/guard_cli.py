@@ -13,7 +13,9 @@ argument: guard_cli.py TANDEM MODELS_DIR CASE
   nofire     vnpu:fp32-all: the guard is not active, nothing is refused, no
              stderr line; a benign net on fp16: active, nothing moves
   policy     --fallback deny names every node the guard moved; a malformed
-             --verify exits 1"""
+             --verify exits 1
+  static     a profile's precision_sensitive op is kept off the fp16 device
+             until the probe shows it safe"""
 import json
 import os
 import subprocess
@@ -127,6 +129,19 @@ elif case == "policy":
     rc, _, err = run(["run", model("guard_benign"), "--devices", NPU, "--input", "x=" + os.path.join(models, "guard_benign_x.npy"),
                       "--verify", "sometimes"])
     check(rc == 1 and "--verify" in err, "policy: a malformed --verify exits 1 (%d: %s)" % (rc, err))
+elif case == "static":
+    prof = "vnpu:" + os.path.join(os.path.dirname(os.path.abspath(__file__)), "sensitive-npu.json") + ",cpu"
+    rc, out, err = run(["plan", model("guard_benign"), "--devices", prof, "--granularity", "op", "--json"])
+    nodes = {n["name"]: n for n in json.loads(out)["nodes"]} if rc == 0 else {}
+    check(nodes.get("b_relu", {}).get("reason") == "PRECISION" and "precision-sensitive" in json.dumps(nodes["b_relu"]),
+          "static: the profile's precision-sensitive Relu is kept off the fp16 device (%s)" % err)
+    rc, err, led, _ = go("guard_benign", "guard_benign_x.npy", prof, ["--granularity", "op"])
+    nodes = {n["name"]: n for n in led.get("nodes", [])}
+    check(rc == 0 and nodes.get("b_relu", {}).get("device", "").startswith("vnpu:") and led["guard"]["moved_nodes"] == 0,
+          "static: the probe shows it safe, so it runs on the device: %s" % nodes.get("b_relu"))
+    rc, err, led, _ = go("guard_benign", "guard_benign_x.npy", prof, ["--granularity", "op", "--verify", "off"])
+    nodes = {n["name"]: n for n in led.get("nodes", [])}
+    check(rc == 0 and nodes.get("b_relu", {}).get("device") == "cpu", "static: without the probe it stays on cpu")
 else:
     check(False, "unknown case " + case)
 sys.exit(1 if failures else 0)

@@ -423,6 +423,9 @@ void vnpu_ctx_free(struct vnpu_ctx *c)
     for (size_t i = 0; i < c->n_exclude; i++)
         mem_free(c->exclude[i]);
     mem_free(c->exclude);
+    for (size_t i = 0; i < c->n_sensitive; i++)
+        mem_free(c->sensitive[i]);
+    mem_free(c->sensitive);
     pthread_mutex_destroy(&c->lock);
     mem_free(c);
 }
@@ -496,7 +499,7 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
     static const char *const keys[] = {"name", "description", "precision", "memory_bytes", "peak_tops",
                                        "peak_gflops", "launch_overhead_us", "memory_bandwidth_gbps",
                                        "host_bandwidth_gbps", "host_latency_us", "static_shapes", "defaults",
-                                       "ops", "exclude", "comment", "storage", "partition_overhead_us",
+                                       "ops", "exclude", "precision_sensitive", "comment", "storage", "partition_overhead_us",
                                        "source", NULL};
     static const char *const dkeys[] = {"dtypes", "max_rank", "max_dim", NULL};
     tdm_status st = TDM_OK;
@@ -672,6 +675,22 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
                     return err_set(p->e, TDM_E_DEVICE, "%s: %s (%s) is also listed in ops", p->label, sub,
                                    it->valuestring);
             if (!(c->exclude[c->n_exclude++] = mem_strdup(it->valuestring)))
+                return err_set(p->e, TDM_E_NOMEM, "out of memory");
+        }
+    }
+
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "precision_sensitive")) != NULL) {
+        if (!cJSON_IsArray(v))
+            return bad(p, "precision_sensitive", "an array of operator names", v);
+        size_t ns = (size_t)cJSON_GetArraySize(v);
+        if (!(c->sensitive = mem_calloc(ns ? ns : 1, sizeof *c->sensitive)))
+            return err_set(p->e, TDM_E_NOMEM, "out of memory");
+        int idx = 0;
+        for (const cJSON *it = v->child; it; it = it->next, idx++) {
+            path_index(sub, sizeof sub, "precision_sensitive", idx);
+            if (!cJSON_IsString(it) || !op_known(it->valuestring))
+                return bad(p, sub, "the name of an operator tandem knows", it);
+            if (!(c->sensitive[c->n_sensitive++] = mem_strdup(it->valuestring)))
                 return err_set(p->e, TDM_E_NOMEM, "out of memory");
         }
     }

@@ -568,6 +568,8 @@ tdm_status vnpu_open(tdm_err *e, const char *profile, dev_instance *out)
     c->ext.reserve = vnpu_reserve;
     c->ext.release = vnpu_release;
     c->ext.precision = c->precision;
+    c->ext.sensitive = (const char *const *)c->sensitive;
+    c->ext.n_sensitive = c->n_sensitive;
     out->dev.iface = &vnpu_iface;
     out->dev.ctx = c;
     out->kind = DEV_KIND_VNPU;

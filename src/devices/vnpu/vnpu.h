@@ -67,6 +67,8 @@ struct vnpu_ctx {
     vnpu_op_rule *all;      /* the "*" rule, or NULL */
     char **exclude;
     size_t n_exclude;
+    char **sensitive;       /* "precision_sensitive": op types */
+    size_t n_sensitive;
     /* memory accounting */
     pthread_mutex_t lock;
     uint64_t used;
