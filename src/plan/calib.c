@@ -1136,8 +1136,8 @@ done:
     return st;
 }
 
-int plan_output_check(const tdm_tensor *ref, const tdm_tensor *got, double min_cosine, double *cosine, char *why,
-                      size_t why_size)
+int plan_output_check(const tdm_tensor *ref, const tdm_tensor *got, int scores, double min_cosine, double *cosine,
+                      char *why, size_t why_size)
 {
     metrics m;
     compare(ref, got, &m);
@@ -1157,7 +1157,7 @@ int plan_output_check(const tdm_tensor *ref, const tdm_tensor *got, double min_c
     /* scores: top-1 along the last axis at every position with a
      * reference winner (ahead by more than 1e-6 of the row's largest |x|:
      * not a tie within float32 noise) */
-    if (ref->rank < 1 || ref->rank > 3 || !dtype_is_float(ref->dtype) || ref->dims[ref->rank - 1] < 2)
+    if (!scores || ref->rank < 1 || ref->rank > 3 || !dtype_is_float(ref->dtype) || ref->dims[ref->rank - 1] < 2)
         return 0;
     size_t C = (size_t)ref->dims[ref->rank - 1], rows = ref->count / C, flips = 0, first = 0;
     for (size_t r = 0; r < rows; r++) {

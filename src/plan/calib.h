@@ -107,11 +107,12 @@ tdm_status plan_run_mixed(tdm_err *e, const tdm_plan *p, const tdm_tensor *const
                           tdm_tensor **outs);
 /* The end-to-end rule on one output: 1 (breach, *why says how) when got has
  * non-finite values where ref's are finite, a cosine below min_cosine, or —
- * for score outputs (float, rank 1..3, last axis >= 2) — a top-1 along the
+ * when scores is set and the output is float, rank 1..3, last axis >= 2 —
+ * a top-1 along the
  * last axis that differs from ref's at any position where ref's winner
  * leads by more than 1e-6 of the row's largest |x| (a classifier's answer
  * is cpu's even when its top two are 3e-4 apart). *cosine: the cosine. */
-int plan_output_check(const tdm_tensor *ref, const tdm_tensor *got, double min_cosine, double *cosine, char *why,
-                      size_t why_size);
+int plan_output_check(const tdm_tensor *ref, const tdm_tensor *got, int scores, double min_cosine, double *cosine,
+                      char *why, size_t why_size);
 
 #endif

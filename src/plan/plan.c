@@ -708,7 +708,7 @@ static tdm_status apply_calib(pstate *s, calib_data *cd, int probe, unsigned cha
                 det = arena_fmt(s, "%s%.0f%% of the output's nonzero values flush to zero in %s on %s; cosine %.6f against "
                                 "cpu fp32 (minimum %.9g)", who, range * 100, tname, dn, cs, o->min_cosine);
             else if (chain)
-                det = arena_fmt(s, "%s%s%s accumulated error on %s crosses the threshold at this node: cosine %.9f, "
+                det = arena_fmt(s, "%s%s%saccumulated error on %s crosses the threshold at this node: cosine %.9f, "
                                 "max |diff| %.4g, RMSE %.4g along the chain (alone: cosine %.9f; minimum cosine %.9g%s)",
                                 who, probe ? "" : "calibrated ", probe ? "the " : "", dn, cs, ma, rm, f->cosine,
                                 o->min_cosine, lim);

@@ -15,19 +15,23 @@
  *             cause: an input constant that overflows, values that flush to
  *             zero, or plain loss — or where the chain's error crosses it,
  *             is refused there with PRECISION and the figures.
- *   verify    runs the plan and checks every output against the cpu fp32
- *             reference with the end-to-end rule (plan_output_check: no
- *             non-finite values where cpu's are finite, cosine >= 0.999 —
- *             settable —, and cpu's top-1 along the last axis of score
- *             outputs). On a breach, the first node that crosses is found
+ *   verify    runs the plan node by node (plan_run_mixed: the executors'
+ *             kernels and rounding, no events) and checks every output
+ *             against the cpu fp32 reference with the end-to-end rule
+ *             (plan_output_check: no non-finite values where cpu's are
+ *             finite, cosine >= 0.999 — settable —, and cpu's top-1 along
+ *             the last axis of score outputs: those produced, through
+ *             shape-only ops, by Gemm, MatMul, Conv, Softmax, LogSoftmax,
+ *             Sigmoid or a pooling/mean). On a breach, the first node that crosses is found
  *             by bisection over the execution order (the plan's devices up
  *             to position k, cpu after: the smallest k whose outputs breach
  *             — the point where accumulated error crosses, as compare's
  *             first crossing), refused there with PRECISION
  *             (plan_options.refuse), re-planned and re-run; at most
- *             `rounds` (default 8) times. The returned outputs are those of
- *             the last, verified, run (or, when the rounds ran out, the
- *             last run, and the guard's record says "unverified").
+ *             `rounds` (default 8) times. Then the plan runs once through the
+ *             executor (one run's events for observers); its outputs are
+ *             returned and checked again ("unverified" in the record when
+ *             they still breach, or the rounds ran out).
  *   every:N   later runs, one in N, are verified the same way (no probe).
  * Every change is adopted through the session's adaptation (run/adapt.h
  * adapt_adopt: TDM_EVENT_REPLAN with the sentence) and kept in the guard's

@@ -6,9 +6,10 @@ argument: guard_cli.py TANDEM MODELS_DIR CASE
   underflow  values that flush to zero in fp16: refused with cause "flush to
              zero"
   chain      error accumulated along 20 Adds that no single node shows flips
-             the top-1: with --verify off the answer differs from cpu's;
-             by default verification refuses the crossing node and the
-             answer is cpu's
+             a Softmax head's top-1: with --verify off the answer differs
+             from cpu's; by default the probe's chain rule refuses the node
+             where it crosses 0.99; with --min-cosine 0.5 output
+             verification finds the crossing node; the answer is cpu's
   sampled    --verify every:2 checks runs 1, 3, 5 of 5; first checks one
   nofire     vnpu:fp32-all: the guard is not active, nothing is refused, no
              stderr line; a benign net on fp16: active, nothing moves
@@ -93,11 +94,17 @@ elif case == "chain":
     rc, err, led, y0 = go("guard_chain", "guard_chain_x.npy", extra=["--verify", "off"])
     _, _, _, ref = go("guard_chain", "guard_chain_x.npy", "cpu")
     check(rc == 0 and y0.argmax() != ref.argmax(), "chain: fp16 without the guard flips the top-1 (%s vs %s)" % (y0, ref))
+    # the probe: no node alone, but the chain crosses the per-node threshold at the Softmax
     rc, err, led, y = go("guard_chain", "guard_chain_x.npy")
     check(rc == 0 and y.argmax() == ref.argmax(), "chain: with the guard the top-1 is cpu's (%s)" % y)
+    r = refused(led)
+    check(list(r) == ["c_softmax"] and r["c_softmax"]["kind"] == "accumulated", "chain: the probe's chain rule: %s" % r)
+    # a per-node threshold the chain never crosses: output verification finds the crossing node
+    rc, err, led, y = go("guard_chain", "guard_chain_x.npy", extra=["--min-cosine", "0.5"])
+    check(rc == 0 and y.argmax() == ref.argmax(), "chain: verification gives cpu's top-1 (%s)" % y)
     g = led.get("guard", {})
     dec = [d for d in g.get("decisions", []) if d["kind"] == "verify"]
-    check(g.get("breaches") == 1 and dec and dec[0]["node"].startswith("c_add") and "top-1" in dec[0]["why"],
+    check(g.get("breaches", 0) >= 1 and dec and dec[0]["node"].startswith("c_") and "output 'y'" in dec[0]["why"],
           "chain: verification found the crossing node: %s" % g)
     probe = [d for d in g.get("decisions", []) if d["kind"] == "probe"]
     check(probe and not probe[0]["refused"], "chain: no single node shows it (the probe refuses none)")
@@ -108,7 +115,8 @@ elif case == "sampled":
     check(rc == 0 and led.get("guard", {}).get("checks") == 3, "sampled: every:2 checks 3 of 5 runs: %s" % led.get("guard"))
     rc, err, led, _ = go("guard_benign", "guard_benign_x.npy", extra=["--repeat", "5"])
     check(rc == 0 and led.get("guard", {}).get("checks") == 1, "sampled: first checks 1 of 5 runs")
-    rc, err, led, _ = go("guard_chain", "guard_chain_x.npy", extra=["--verify", "every:1", "--repeat", "3"])
+    rc, err, led, _ = go("guard_chain", "guard_chain_x.npy", extra=["--verify", "every:1", "--repeat", "3",
+                                                                 "--min-cosine", "0.5"])
     check(rc == 0 and led.get("guard", {}).get("checks") == 3 and led["guard"].get("breaches") == 1,
           "sampled: after the fix, later checked runs do not breach: %s" % led.get("guard"))
 elif case == "nofire":

@@ -153,14 +153,16 @@ save("guard_underflow", [helper.make_node("Mul", ["x", "k"], ["a"], name="u_mul1
                          helper.make_node("Mul", ["b", "kb"], ["c"], name="u_mul3"),
                          helper.make_node("Mul", ["c", "kb"], ["y"], name="u_mul4")],
      [vi("x", [1, 64])], [vi("y", [1, 64])], [init("k", f32(1e-4)), init("kb", f32(1e4))])
-# guard_chain: scores near 100 (fp16 spacing 0.0625) get 20 small increments;
-# each Add alone is within any per-node threshold (cosine ~1), but along the
-# chain fp16 keeps score 0 at 100.3125 while score 1 climbs by 0.0625 a step:
-# cpu's top-1 is 0 (100.9 vs 100.7), the fp16 chain's is 1.
+# guard_chain: logits near 100 (fp16 spacing 0.0625) get 20 small increments,
+# then a Softmax head; each node alone is within any per-node threshold
+# (cosine ~1), but along the chain fp16 keeps logit 0 at 100.3125 while
+# logit 1 climbs by 0.0625 a step: cpu's top-1 is 0 (100.9 vs 100.7), the
+# fp16 chain's is 1.
 nodes, prev = [], "x"
 for i in range(20):
-    nodes.append(helper.make_node("Add", [prev, "inc"], [f"s{i}" if i < 19 else "y"], name=f"c_add{i}"))
+    nodes.append(helper.make_node("Add", [prev, "inc"], [f"s{i}"], name=f"c_add{i}"))
     prev = f"s{i}"
+nodes.append(helper.make_node("Softmax", [prev], ["y"], name="c_softmax", axis=-1))
 save("guard_chain", nodes, [vi("x", [1, 2])], [vi("y", [1, 2])], [init("inc", np.array([[0.03, 0.035]], f32))])
 # guard_benign: a small conv net whose fp16 error is far inside every rule.
 save("guard_benign", [helper.make_node("Conv", ["x", "w1"], ["c1"], name="b_conv1", pads=[1, 1, 1, 1]),
