@@ -297,11 +297,38 @@ tdm_status tdm_session_options_set_fusion(tdm_session_options *opts, int mode)
 static tdm_status specialize_shapes(tdm_err *e, const tdm_model *model, const shape_override *shapes, size_t n_shapes,
                                    tdm_model **out);
 
+/* Every --shape names an input of the model, with its rank, and agrees
+ * with the dimensions the model fixes: one check for sessions and plans. */
+static tdm_status shapes_check(tdm_err *e, const tdm_model *model, const shape_override *shapes, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const shape_override *o = &shapes[i];
+        size_t k;
+        for (k = 0; k < model->n_inputs; k++)
+            if (strcmp(model->inputs[k].info.name, o->input) == 0)
+                break;
+        if (k == model->n_inputs)
+            return err_set(e, TDM_E_INPUT, "--shape names '%s', which is not an input of the model", o->input);
+        const tdm_value_info *vi = &model->inputs[k].info;
+        if (vi->rank >= 0 && vi->rank != o->rank)
+            return err_set(e, TDM_E_INPUT, "--shape gives input '%s' rank %d, the model declares rank %d", o->input,
+                           o->rank, vi->rank);
+        for (int d = 0; vi->rank >= 0 && d < o->rank; d++)
+            if (o->dims[d] >= 0 && vi->dims[d].value >= 0 && vi->dims[d].value != o->dims[d])
+                return err_set(e, TDM_E_INPUT, "--shape gives input '%s' dimension %d = %lld, the model fixes it to %lld",
+                               o->input, d, (long long)o->dims[d], (long long)vi->dims[d].value);
+    }
+    return TDM_OK;
+}
+
 static tdm_status specialize(tdm_err *e, const tdm_model *model, const tdm_session_options *opts, tdm_model **out)
 {
     *out = NULL;
     if (!opts)
         return TDM_OK;
+    tdm_status st = shapes_check(e, model, opts->shapes, opts->n_shapes);
+    if (st)
+        return st;
     return specialize_shapes(e, model, opts->shapes, opts->n_shapes, out);
 }
 
@@ -468,31 +495,12 @@ tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_se
             tdm_session_destroy(s);
             return err_set(e, TDM_E_NOMEM, "out of memory");
         }
+        if ((st = shapes_check(e, model, opts->shapes, opts->n_shapes)) != TDM_OK) {
+            tdm_session_destroy(s);
+            return st;
+        }
         for (size_t i = 0; i < opts->n_shapes; i++) {
             const shape_override *o = &opts->shapes[i];
-            size_t k;
-            for (k = 0; k < model->n_inputs; k++)
-                if (strcmp(model->inputs[k].info.name, o->input) == 0)
-                    break;
-            if (k == model->n_inputs) {
-                tdm_session_destroy(s);
-                return err_set(e, TDM_E_INPUT, "--shape names '%s', which is not an input of the model",
-                               o->input);
-            }
-            const tdm_value_info *vi = &model->inputs[k].info;
-            if (vi->rank >= 0 && vi->rank != o->rank) {
-                tdm_session_destroy(s);
-                return err_set(e, TDM_E_INPUT, "--shape gives input '%s' rank %d, the model declares rank %d",
-                               o->input, o->rank, vi->rank);
-            }
-            for (int d = 0; vi->rank >= 0 && d < o->rank; d++) {
-                if (o->dims[d] >= 0 && vi->dims[d].value >= 0 && vi->dims[d].value != o->dims[d]) {
-                    tdm_session_destroy(s);
-                    return err_set(e, TDM_E_INPUT,
-                                   "--shape gives input '%s' dimension %d = %lld, the model fixes it to %lld",
-                                   o->input, d, (long long)o->dims[d], (long long)vi->dims[d].value);
-                }
-            }
             s->shapes[i] = *o;
             s->shapes[i].input = NULL;
             if (!(s->shapes[i].input = mem_strdup(o->input))) {

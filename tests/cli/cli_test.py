@@ -325,6 +325,12 @@ def case_failed_run_no_files():
 
 
 def case_bad_inputs():
+    # --shape naming no input, or the wrong rank: plan and run alike exit 2
+    for cmd in (["plan"], ["run", "--random"]):
+        run([cmd[0], d("dyn.onnx")] + cmd[1:] + ["--shape", "q=3x4"], 2,
+            err=["--shape names 'q'", "not an input of the model"], no_out=True)
+        run([cmd[0], d("dyn.onnx")] + cmd[1:] + ["--shape", "x=3x4x5"], 2,
+            err=["input 'x' rank 3", "rank 2"], no_out=True)
     run(["run", d("add.onnx"), "--input", "q=" + d("x.npy"), "--input", "y=" + d("y.npy")], 2,
         err=["'q'", "not an input", "'x', 'y'"], no_out=True)
     run(["run", d("add.onnx"), "--input", "x=" + d("x.npy")], 2,
