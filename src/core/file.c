@@ -25,8 +25,11 @@ const file_kind file_value_pb = {"file", "an ONNX .pb value (protobuf's own limi
 const file_kind file_value_npy = {"file", "a .npy value", 16 * GIB, TDM_E_IO, TDM_E_INPUT};
 const file_kind file_calibration = {"calibration file", "a calibration file", 256 * MIB, TDM_E_IO, TDM_E_INPUT};
 /* A profile is part of a device: every failure to open one is a device error. */
-const file_kind file_profile = {"vnpu profile", "a vnpu profile", 16 * MIB, TDM_E_DEVICE, TDM_E_DEVICE};
-const file_kind file_plugin = {"plugin", "a plugin", NO_LIMIT, TDM_E_DEVICE, TDM_E_DEVICE};
+/* A profile or plugin file that is missing, unreadable or not a regular file
+ * is an I/O error (exit 5) like any other file; what is wrong inside one is
+ * the device's (exit 4). */
+const file_kind file_profile = {"vnpu profile", "a vnpu profile", 16 * MIB, TDM_E_IO, TDM_E_DEVICE};
+const file_kind file_plugin = {"plugin", "a plugin", NO_LIMIT, TDM_E_IO, TDM_E_DEVICE};
 
 /* "16 GiB", "2.5 MiB", "812 bytes". */
 static const char *size_str(uint64_t n, char *buf, size_t size)

@@ -135,8 +135,8 @@ def case_dev_zero():
     run(["run", d("add.onnx"), "--input", "x=/dev/zero.npy"] + ADD_Y, 5, ["input 'x'", "does not exist"])
     run(["plan", d("add.onnx"), "--calibration", "/dev/zero"], 5, ["calibration file '/dev/zero'", nr])
     run(["run", d("add.onnx"), "--random", "--calibration", "/dev/zero"], 5, ["calibration file '/dev/zero'", nr])
-    run(["plan", d("add.onnx"), "--devices", "vnpu:/dev/zero"], 4, ["vnpu profile '/dev/zero'", nr])
-    run(["plan", d("add.onnx"), "--plugin", "/dev/zero"], 4, ["plugin '/dev/zero'", nr])
+    run(["plan", d("add.onnx"), "--devices", "vnpu:/dev/zero"], 5, ["vnpu profile '/dev/zero'", nr])
+    run(["plan", d("add.onnx"), "--plugin", "/dev/zero"], 5, ["plugin '/dev/zero'", nr])
 
 
 def case_fifo():
@@ -148,7 +148,7 @@ def case_fifo():
     for f in ("pipe.npy", "pipe.pb", "pipe"):
         run(["run", d("add.onnx"), "--input", "x=" + f] + ADD_Y, 5, ["input 'x'", "'%s'" % f] + nr)
     run(["plan", d("add.onnx"), "--calibration", "pipe.json"], 5, ["calibration file 'pipe.json'"] + nr)
-    run(["plan", d("add.onnx"), "--devices", "vnpu:./pipe.json"], 4, ["vnpu profile './pipe.json'"] + nr)
+    run(["plan", d("add.onnx"), "--devices", "vnpu:./pipe.json"], 5, ["vnpu profile './pipe.json'"] + nr)
     # a folder is refused as plainly
     os.mkdir("dir.npy")
     run(["run", d("add.onnx"), "--input", "x=dir.npy"] + ADD_Y, 5, ["input 'x'", "'dir.npy' is a folder"])

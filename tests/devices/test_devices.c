@@ -421,7 +421,7 @@ static int t_profiles_path(void)
     CHECK_HAS(err.msg, "edge-npu.json: ops.Conv.max_rank must be a positive integer, got \"x\"");
     remove("edge-npu.json");
     err_clear(&err);
-    CHECK(dev_open(&err, "vnpu:/nonexistent/p.json", &d) == TDM_E_DEVICE);
+    CHECK(dev_open(&err, "vnpu:/nonexistent/p.json", &d) == TDM_E_IO);
     CHECK_HAS(err.msg, "vnpu profile '/nonexistent/p.json' does not exist");
     return 0;
 }
@@ -1108,7 +1108,7 @@ static int t_plugin_missing(void)
 {
     dev_plugin *p = NULL;
     err_clear(&err);
-    CHECK(dev_plugin_load(&err, "/nonexistent/libnothing.so", &p) == TDM_E_DEVICE && !p);
+    CHECK(dev_plugin_load(&err, "/nonexistent/libnothing.so", &p) == TDM_E_IO && !p);
     CHECK_HAS(err.msg, "plugin '/nonexistent/libnothing.so' does not exist");
     /* a file that is not a shared library */
     write_file("devices-not-a-plugin.so", "hello");
@@ -1120,7 +1120,7 @@ static int t_plugin_missing(void)
     const char *paths[] = {"/nonexistent/libnothing.so"};
     dev_list *l;
     err_clear(&err);
-    CHECK(dev_list_open(&err, "cpu", paths, 1, &l) == TDM_E_DEVICE && !l);
+    CHECK(dev_list_open(&err, "cpu", paths, 1, &l) == TDM_E_IO && !l);
     CHECK_HAS(err.msg, "libnothing.so");
     return 0;
 }
