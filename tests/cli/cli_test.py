@@ -93,6 +93,14 @@ def case_help():
     run(["--help"], 0, out=["usage: tandem COMMAND", "exit codes:", "70"])
     run(["help"], 0, out="usage: tandem COMMAND")
     run(["help", "run"], 0, out="usage: tandem run MODEL")
+    run(["help", "--help"], 0, out="usage: tandem COMMAND")
+    # --devices names every kind of device and every shipped profile
+    so, _ = run(["run", "--help"], 0)
+    profiles = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "profiles")
+    shipped = sorted(f[:-5] for f in os.listdir(profiles) if f.endswith(".json"))
+    check(len(shipped) >= 7, "profiles/: %r" % shipped)
+    for name in ["opencl[:N]", "vnpu:PROFILE", "cpu"] + shipped:
+        check(name in so, "run --help: --devices does not name %s" % name)
     run(["run", "--help"], 0, out=["usage: tandem run MODEL", "--output-dir", "--overwrite"])
     run(["info", "--help"], 0, out=["usage: tandem info MODEL", "--json"])
     run(["--version"], 0, out="tandem 0.1.0")

@@ -105,7 +105,8 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     if (strcmp(cmd, "help") == 0) {
-        if (argc < 3) {
+        /* `tandem help`, `tandem help --help` and `tandem help -h` alike */
+        if (argc < 3 || strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0) {
             usage_main(stdout);
             return EXIT_OK;
         }

@@ -305,8 +305,9 @@ int cli_session_fail(tdm_ctx *ctx, const tdm_model *m, const tdm_session_options
 void usage_runopts(FILE *f)
 {
     fputs("run options (planning):\n"
-          "  --devices LIST         devices in priority order, comma-separated: vnpu:PROFILE\n"
-          "                         (edge-npu, server-npu, fp32-all or a .json path), a plugin's\n"
+          "  --devices LIST         devices in priority order, comma-separated: opencl[:N],\n"
+          "                         vnpu:PROFILE (rk3588, qnn-htp, coreml-ane, intel-npu,\n"
+          "                         edge-npu, server-npu, fp32-all or a .json path), a plugin's\n"
           "                         name, cpu; cpu is implied last (`tandem devices` lists them)\n"
           "  --granularity G        op (each node on its first able device), subgraph (the\n"
           "                         default: small islands join their neighbours), graph (all\n"
