@@ -458,8 +458,9 @@ tdm_status plan_report(tdm_err *e, const tdm_plan *p, char **text)
     sb_printf(&b, "  %-24s %10.3f ms%s\n", "copies", p->est_copies, cmod ? " (modeled)" : "");
     sb_printf(&b, "  %-24s %10.3f ms%s%s\n", "total", p->est_total, p->est_modeled ? " (modeled)" : "",
               p->est_complete ? "" : " (incomplete: some nodes have no estimate)");
-    sb_printf(&b, "\nsummary: %d nodes, %zu fallback, %d partitions, %llu boundary bytes\n", p->n_nodes,
-              p->fallback_nodes, p->n_parts, (unsigned long long)p->boundary_bytes);
+    sb_printf(&b, "\nsummary: %d node%s, %zu fallback, %d partition%s, %llu boundary bytes\n", p->n_nodes,
+              p->n_nodes == 1 ? "" : "s", p->fallback_nodes, p->n_parts, p->n_parts == 1 ? "" : "s",
+              (unsigned long long)p->boundary_bytes);
     if (p->n_violations) {
         sb_printf(&b, "\npolicy: %s\n", p->policy_error);
         for (size_t k = 0; k < p->n_violations; k++) {

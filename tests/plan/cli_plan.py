@@ -84,6 +84,14 @@ check(rc == 1, "a malformed pin exits 1")
 
 # usage and device errors
 check(run(["plan", model("ok"), "--granularity", "auto-ish"])[0] == 1, "bad granularity exits 1")
+# the summary counts in words: one partition, not "1 partitions"
+rc, out, err = run(["plan", model("ok"), "--devices", "cpu"])
+summary = [l for l in out.splitlines() if l.startswith("summary:")]
+check(rc == 0 and len(summary) == 1 and " 1 partition," in summary[0], "all-cpu summary: %r" % summary)
+rc, out, err = run(["plan", model("ok"), "--devices", "vnpu:edge-npu", "--granularity", "op", "--pin", "relu=cpu"])
+summary = [l for l in out.splitlines() if l.startswith("summary:")]
+check(rc == 0 and len(summary) == 1 and " 2 partitions," in summary[0] and " 1 partitions" not in summary[0],
+      "pinned summary: %r" % summary)
 check(run(["plan", model("ok"), "--fallback", "never"])[0] == 1, "bad fallback exits 1")
 check(run(["plan", model("ok"), "--max-fallback-ratio", "2"])[0] == 1, "bad ratio exits 1")
 rc, out, err = run(["plan", model("ok"), "--devices", "vnpu:no-such-profile"])
