@@ -80,6 +80,7 @@ def main(argv):
     got_dir, ref_dir, model_path, case_dir = argv[1:]
     failed = 0
     chars = None
+    read_text = False
     for f in sorted(os.listdir(ref_dir)):
         if not f.endswith(".npy") or not os.path.isfile(os.path.join(got_dir, f)):
             continue
@@ -103,6 +104,7 @@ def main(argv):
             ok = g == r and (want is None or g == want[:len(g)])
             print("%s: %s read %r (onnxruntime %r, rendered %r)" % (name, "ok" if ok else "FAIL", g, r, want))
             failed += not ok
+            read_text = True
         elif ref.ndim == 4 and ref.shape[:2] == (1, 1) and ref.shape[2] >= 32:
             bg, br = regions(got[0, 0] > 0.3), regions(ref[0, 0] > 0.3)
             # A rendered page has text: finding none would be a failure too
@@ -112,6 +114,13 @@ def main(argv):
                 name, "ok" if ok else "FAIL", len(bg), len(br),
                 "" if bg == br else ", boxes differ: %s" % sorted(set(bg) ^ set(br))[:4]))
             failed += not ok
+    # A case rendered from text (text.txt) must have been read back: a model
+    # whose character list could not be matched to its output is a failure,
+    # not a case with nothing to check.
+    if os.path.isfile(os.path.join(case_dir, "text.txt")) and not read_text and \
+            characters(model_path) is not None:
+        print("FAIL: %s has text.txt but no output was decoded as text" % case_dir)
+        failed += 1
     return 1 if failed else 0
 
 
