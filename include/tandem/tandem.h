@@ -103,17 +103,21 @@ typedef enum tdm_dtype {
     TDM_FLOAT8E5M2 = 19,
     TDM_FLOAT8E5M2FNUZ = 20,
     TDM_UINT4 = 21,
-    TDM_INT4 = 22
+    TDM_INT4 = 22,
+    TDM_FLOAT4E2M1 = 23,
+    TDM_FLOAT8E8M0 = 24,
+    TDM_UINT2 = 25,
+    TDM_INT2 = 26
 } tdm_dtype;
 
-#define TDM_DTYPE_COUNT 23
+#define TDM_DTYPE_COUNT 27
 
 /* Lower-case ONNX-style name of an element type ("float", "int64", …);
  * "undefined" for unknown values. */
 TDM_API const char *tdm_dtype_name(tdm_dtype dtype);
 
-/* Bytes per element; 0 for STRING and UNDEFINED; 1 for the 4-bit types
- * (tandem stores one 4-bit value per byte). */
+/* Bytes per element; 0 for STRING and UNDEFINED; 1 for the 4-bit and
+ * 2-bit types (tandem stores one such value per byte). */
 TDM_API size_t tdm_dtype_size(tdm_dtype dtype);
 
 /* ---------------------------------------------------------------- context */

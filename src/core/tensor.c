@@ -21,7 +21,9 @@ static const struct {
     [TDM_BFLOAT16] = {"bfloat16", 2},   [TDM_FLOAT8E4M3FN] = {"float8e4m3fn", 1},
     [TDM_FLOAT8E4M3FNUZ] = {"float8e4m3fnuz", 1}, [TDM_FLOAT8E5M2] = {"float8e5m2", 1},
     [TDM_FLOAT8E5M2FNUZ] = {"float8e5m2fnuz", 1}, [TDM_UINT4] = {"uint4", 1},
-    [TDM_INT4] = {"int4", 1},
+    [TDM_INT4] = {"int4", 1},           [TDM_FLOAT4E2M1] = {"float4e2m1", 1},
+    [TDM_FLOAT8E8M0] = {"float8e8m0", 1}, [TDM_UINT2] = {"uint2", 1},
+    [TDM_INT2] = {"int2", 1},
 };
 
 const char *tdm_dtype_name(tdm_dtype dt)
