@@ -1,6 +1,6 @@
 /* tdm_model_load and tdm_model_load_memory: the ONNX loader, then
- * model_build (model.c). Kept apart from model.c so that code using only
- * model_build does not depend on the loader. */
+ * model_build (graph/model.c). Here, above the graph layer, so that the
+ * graph layer does not depend on the loader. */
 #include "core/ctx.h"
 #include "graph/model.h"
 #include "onnx/onnx.h"
