@@ -1,6 +1,6 @@
 /* `--granularity auto`: the placement that minimises the plan's estimated
  * end-to-end time, as an abstract problem the planner fills in (plan.c)
- * and the tests can build by hand (tests/cost).
+ * and the tests can build by hand (tests/plan/cost).
  *
  * Cost of a placement dev[] (the same formula as the plan's summary:
  * est_total = node estimates + copy estimates):

@@ -1,4 +1,4 @@
-/* Shared by the tests that run a real model (tests/cost, tests/plan):
+/* Shared by the tests that run a real model (tests/plan, tests/plan/cost, tests/run):
  * reads a reference inputs list (lines NAME=FILE.npy, as scripts/refs.sh
  * writes them) and loads each file into the slot of the model input of
  * that name. */

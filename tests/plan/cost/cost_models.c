@@ -8,7 +8,7 @@
  * figures; --ledger writes auto's ledger. A missing model exits 77. */
 #include <tandem/tandem.h>
 
-#include "../common/model_inputs.h"
+#include "../../common/model_inputs.h"
 
 #include <stdio.h>
 #include <stdlib.h>
