@@ -42,6 +42,13 @@ size_t tdm_dtype_size(tdm_dtype dt)
 
 int dtype_valid(int dt) { return dt > 0 && dt < TDM_DTYPE_COUNT; }
 
+int dtype_packed_bits(tdm_dtype dt)
+{
+    if (dt == TDM_INT4 || dt == TDM_UINT4 || dt == TDM_FLOAT4E2M1)
+        return 4;
+    return dt == TDM_INT2 || dt == TDM_UINT2 ? 2 : 0;
+}
+
 int dtype_is_float(tdm_dtype dt)
 {
     return dt == TDM_FLOAT || dt == TDM_DOUBLE || dt == TDM_FLOAT16 || dt == TDM_BFLOAT16;

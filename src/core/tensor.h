@@ -70,12 +70,17 @@ tensor_aux *tensor_aux_attach(const tdm_tensor *t, tensor_aux *a);
 /* float8 and 4-bit integers: the ops that take them say so (Cast, CastLike,
  * QuantizeLinear, DequantizeLinear and the data movers) */
 #define DT_F8_I4 (DT_BIT(TDM_FLOAT8E4M3FN) | DT_BIT(TDM_FLOAT8E4M3FNUZ) | DT_BIT(TDM_FLOAT8E5M2) | \
-                  DT_BIT(TDM_FLOAT8E5M2FNUZ) | DT_BIT(TDM_INT4) | DT_BIT(TDM_UINT4))
+                  DT_BIT(TDM_FLOAT8E5M2FNUZ) | DT_BIT(TDM_INT4) | DT_BIT(TDM_UINT4) | DT_BIT(TDM_FLOAT4E2M1) | \
+                  DT_BIT(TDM_FLOAT8E8M0) | DT_BIT(TDM_INT2) | DT_BIT(TDM_UINT2))
 
 int dtype_is_float(tdm_dtype dt);     /* float, double, float16, bfloat16 */
 int dtype_is_int(tdm_dtype dt);       /* signed or unsigned integer */
 int dtype_is_signed(tdm_dtype dt);
 int dtype_valid(int dt);              /* a value of tdm_dtype other than UNDEFINED */
+/* Bits per value of the types ONNX packs several to a byte (4 for int4,
+ * uint4 and float4e2m1, 2 for int2 and uint2; low bits first); 0 for the
+ * others. tandem holds them one value per byte. */
+int dtype_packed_bits(tdm_dtype dt);
 
 /* Product of dims with overflow check; -1 on overflow or a negative dim. */
 int shape_count(int rank, const int64_t *dims, size_t *out);

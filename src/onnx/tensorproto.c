@@ -19,15 +19,31 @@ void onnx_ctx_free(onnx_ctx *c)
     c->rdir = NULL;
 }
 
-static int is_4bit(tdm_dtype dt) { return dt == TDM_INT4 || dt == TDM_UINT4; }
-
-/* Two 4-bit values per byte (low nibble first) → one per byte. */
-static void unpack4(const uint8_t *src, size_t count, int sign, uint8_t *dst)
+/* One value of a packed type (dtype_packed_bits bits, low bits first)
+ * from its byte: int4 and int2 sign-extended, the others as they are. */
+static uint8_t unpack_one(unsigned byte, size_t i, tdm_dtype dt)
 {
-    for (size_t i = 0; i < count; i++) {
-        unsigned v = (src[i / 2] >> (4 * (i & 1))) & 0xfu;
-        dst[i] = sign ? (uint8_t)(int8_t)((int)(v ^ 8u) - 8) : (uint8_t)v;
-    }
+    int bits = dtype_packed_bits(dt), per = 8 / bits;
+    unsigned mask = (1u << bits) - 1u, half = 1u << (bits - 1);
+    unsigned v = (byte >> (bits * (int)(i % (size_t)per))) & mask;
+    if (dt == TDM_INT4 || dt == TDM_INT2)
+        return (uint8_t)(int8_t)((int)(v ^ half) - (int)half);
+    return (uint8_t)v;
+}
+
+/* Bytes that hold count values of a packed type. */
+static size_t packed_bytes(tdm_dtype dt, size_t count)
+{
+    size_t per = (size_t)(8 / dtype_packed_bits(dt));
+    return count / per + (count % per != 0);
+}
+
+/* Packed values → one per byte. */
+static void unpack(const uint8_t *src, size_t count, tdm_dtype dt, uint8_t *dst)
+{
+    size_t per = (size_t)(8 / dtype_packed_bits(dt));
+    for (size_t i = 0; i < count; i++)
+        dst[i] = unpack_one(src[i / per], i, dt);
 }
 
 /* ---- external data ---- */
@@ -186,8 +202,8 @@ static tdm_status from_typed(onnx_ctx *c, Onnx__TensorProto *tp, tdm_tensor *t, 
     tdm_dtype dt = t->dtype;
     if (dt == TDM_COMPLEX64 || dt == TDM_COMPLEX128)
         need = count * 2; /* cannot overflow: count * 8 bytes fit */
-    if (is_4bit(dt))
-        need = count / 2 + count % 2;
+    if (dtype_packed_bits(dt))
+        need = packed_bytes(dt, count);
     switch (dt) {
     case TDM_FLOAT:
     case TDM_COMPLEX64:
@@ -251,18 +267,21 @@ static tdm_status from_typed(onnx_ctx *c, Onnx__TensorProto *tp, tdm_tensor *t, 
     case TDM_FLOAT8E4M3FNUZ:
     case TDM_FLOAT8E5M2:
     case TDM_FLOAT8E5M2FNUZ:
+    case TDM_FLOAT8E8M0:
     case TDM_UINT4:
-    case TDM_INT4: {
+    case TDM_INT4:
+    case TDM_FLOAT4E2M1:
+    case TDM_UINT2:
+    case TDM_INT2: {
         if (tp->n_int32_data != need)
             return data_mismatch(c, t, what, tp->n_int32_data, "values", "int32_data", need);
         uint8_t *d = mem_alloc(count);
         if (!d)
             return err_set(c->e, TDM_E_NOMEM, "out of memory");
-        if (is_4bit(dt)) {
-            for (size_t i = 0; i < count; i++) {
-                unsigned v = ((uint32_t)tp->int32_data[i / 2] >> (4 * (i & 1))) & 0xfu;
-                d[i] = dt == TDM_INT4 ? (uint8_t)(int8_t)((int)(v ^ 8u) - 8) : (uint8_t)v;
-            }
+        if (dtype_packed_bits(dt)) {
+            size_t per = (size_t)(8 / dtype_packed_bits(dt));
+            for (size_t i = 0; i < count; i++)
+                d[i] = unpack_one((uint32_t)tp->int32_data[i / per], i, dt);
         } else {
             for (size_t i = 0; i < count; i++)
                 d[i] = dt == TDM_BOOL ? (uint8_t)(tp->int32_data[i] != 0) : (uint8_t)tp->int32_data[i];
@@ -347,8 +366,8 @@ tdm_status onnx_tensor_from_proto(onnx_ctx *c, Onnx__TensorProto *tp, const char
         t->dims[i] = tp->dims[i];
     t->count = count;
     t->nbytes = dt == TDM_STRING ? 0 : need;
-    /* bytes in the file: 4-bit types pack two values per byte */
-    size_t fbytes = is_4bit(dt) ? count / 2 + count % 2 : need;
+    /* bytes in the file: 4-bit and 2-bit types pack several values per byte */
+    size_t fbytes = dtype_packed_bits(dt) ? packed_bytes(dt, count) : need;
 
     if (dt == TDM_STRING) {
         st = strings_from_proto(c, tp, t, what);
@@ -356,13 +375,13 @@ tdm_status onnx_tensor_from_proto(onnx_ctx *c, Onnx__TensorProto *tp, const char
         void *buf;
         st = read_external(c, tp, t, what, fbytes, &buf);
         if (st == TDM_OK) {
-            if (is_4bit(dt)) {
+            if (dtype_packed_bits(dt)) {
                 uint8_t *d = mem_alloc(count);
                 if (!d) {
                     mem_free(buf);
                     st = err_set(e, TDM_E_NOMEM, "out of memory");
                 } else {
-                    unpack4(buf, count, dt == TDM_INT4, d);
+                    unpack(buf, count, dt, d);
                     mem_free(buf);
                     t->data = d;
                 }
@@ -375,12 +394,12 @@ tdm_status onnx_tensor_from_proto(onnx_ctx *c, Onnx__TensorProto *tp, const char
         if (tp->raw_data.len != fbytes) {
             st = err_set(e, TDM_E_MODEL, "%s: %s has %zu bytes of raw_data, its dims %s of %s need %zu", c->fname, what,
                          tp->raw_data.len, shape_str(rank, t->dims, shp, sizeof shp), tdm_dtype_name(dt), fbytes);
-        } else if (is_4bit(dt)) {
+        } else if (dtype_packed_bits(dt)) {
             uint8_t *d = mem_alloc(count);
             if (!d) {
                 st = err_set(e, TDM_E_NOMEM, "out of memory");
             } else {
-                unpack4(tp->raw_data.data, count, dt == TDM_INT4, d);
+                unpack(tp->raw_data.data, count, dt, d);
                 t->data = d;
                 st = TDM_OK;
             }

@@ -44,8 +44,9 @@ static Onnx__TensorProto *tensor_proto(wlist *a, tdm_err *e, const tdm_tensor *t
         *st = err_set(e, TDM_E_UNSUPPORTED, "'%s' is not a tensor; only tensors are written as TensorProto", name);
         return NULL;
     }
-    if (t->dtype == TDM_INT4 || t->dtype == TDM_UINT4) {
-        *st = err_set(e, TDM_E_UNSUPPORTED, "'%s' has 4-bit elements, which the writer does not pack", name);
+    if (dtype_packed_bits(t->dtype)) {
+        *st = err_set(e, TDM_E_UNSUPPORTED, "'%s' has %d-bit elements, which the writer does not pack", name,
+                      dtype_packed_bits(t->dtype));
         return NULL;
     }
     Onnx__TensorProto *tp = wl_alloc(a, 1, sizeof *tp);

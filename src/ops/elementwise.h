@@ -95,6 +95,24 @@ tdm_status op_run_Swish(op_ctx *ctx);
 int op_is_float8(tdm_dtype dt);
 double op_float8_to_f64(uint8_t c, tdm_dtype dt);
 uint8_t op_f64_to_float8(double v, tdm_dtype dt, int saturate);
+/* float4e2m1, float8e8m0 and int2/uint2 (ops/elementwise_lowbit.c), and
+ * every one-byte "low-bit" type at once: float8, float4e2m1, float8e8m0,
+ * int4, uint4, int2, uint2, held one value per byte. */
+enum { OP_E8M0_UP = 0, OP_E8M0_NEAREST = 1, OP_E8M0_DOWN = 2 };
+double op_float4e2m1_to_f64(uint8_t c);
+uint8_t op_f64_to_float4e2m1(double v);
+double op_float8e8m0_to_f64(uint8_t c);
+uint8_t op_f64_to_float8e8m0(double v, int saturate, int round_mode);
+/* Cast's round_mode ("up", "nearest", "down"; NULL is "up"); -1 if unknown. */
+int op_e8m0_round_mode(const char *s);
+int op_is_lowbit(tdm_dtype dt);
+/* The range of int4, uint4, int2, uint2 (returns 1); 0 for other types. */
+int op_lowbit_int_range(tdm_dtype dt, int *lo, int *hi);
+double op_lowbit_to_f64(uint8_t c, tdm_dtype dt);
+/* Cast's conversion: float8 and float4e2m1 round to nearest even (see
+ * above), float8e8m0 by round_mode, the integers truncate and are 0 when
+ * out of range. */
+uint8_t op_f64_to_lowbit(double v, tdm_dtype dt, int saturate, int round_mode);
 tdm_status op_run_BitwiseNot(op_ctx *ctx);
 tdm_status op_run_Relu(op_ctx *ctx);
 tdm_status op_run_LeakyRelu(op_ctx *ctx);

@@ -415,28 +415,19 @@ static uint8_t f8_encode(double x, const f8_fmt *f, int saturate)
     return f->fnuz && c == 0x80 ? 0 : c;
 }
 
-/* Casts x to or from float8 / 4-bit integers through double. */
+/* Casts x to or from the low-bit types (float8, float4e2m1, float8e8m0,
+ * int4/uint4, int2/uint2) through double. */
 static tdm_status cast_exotic(op_ctx *ctx, const tdm_tensor *x, tdm_tensor *y)
 {
     int saturate = ctx->version >= 19 ? gr_attr_int(ctx->node, "saturate", 1) != 0 : 1;
-    f8_fmt fi = f8_format(x->dtype), fo = f8_format(y->dtype);
+    int round_mode = op_e8m0_round_mode(ctx->version >= 24 ? gr_attr_str(ctx->node, "round_mode", NULL) : NULL);
+    if (round_mode < 0)
+        return op_fail(ctx, TDM_E_MODEL, "attribute round_mode must be 'up', 'nearest' or 'down'");
     const uint8_t *b = x->data;
     for (size_t i = 0; i < x->count; i++) {
-        double v;
-        if (is_f8(x->dtype))
-            v = f8_decode(b[i], &fi);
-        else if (x->dtype == TDM_INT4)
-            v = (double)(int8_t)b[i];
-        else if (x->dtype == TDM_UINT4)
-            v = (double)b[i];
-        else
-            v = tensor_get_f64(x, i);
-        if (is_f8(y->dtype)) {
-            ((uint8_t *)y->data)[i] = f8_encode(v, &fo, saturate);
-        } else if (y->dtype == TDM_INT4 || y->dtype == TDM_UINT4) {
-            double lo = y->dtype == TDM_INT4 ? -8 : 0, hi = y->dtype == TDM_INT4 ? 7 : 15;
-            double t = v != v || v < lo || v > hi ? 0 : trunc(v);
-            ((uint8_t *)y->data)[i] = (uint8_t)(int8_t)t;
+        double v = op_is_lowbit(x->dtype) ? op_lowbit_to_f64(b[i], x->dtype) : tensor_get_f64(x, i);
+        if (op_is_lowbit(y->dtype)) {
+            ((uint8_t *)y->data)[i] = op_f64_to_lowbit(v, y->dtype, saturate, round_mode);
         } else {
             double one = v;
             float f = (float)v;
@@ -452,7 +443,7 @@ static tdm_status cast_exotic(op_ctx *ctx, const tdm_tensor *x, tdm_tensor *y)
     return TDM_OK;
 }
 
-static int is_exotic(tdm_dtype dt) { return is_f8(dt) || dt == TDM_INT4 || dt == TDM_UINT4; }
+static int is_exotic(tdm_dtype dt) { return op_is_lowbit(dt); }
 
 int op_is_float8(tdm_dtype dt) { return is_f8(dt); }
 

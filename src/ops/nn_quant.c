@@ -121,20 +121,19 @@ static void q_range(tdm_dtype dt, double *lo, double *hi)
     case TDM_INT16: *lo = -32768; *hi = 32767; break;
     case TDM_UINT4: *lo = 0; *hi = 15; break;
     case TDM_INT4: *lo = -8; *hi = 7; break;
+    case TDM_UINT2: *lo = 0; *hi = 3; break;
+    case TDM_INT2: *lo = -2; *hi = 1; break;
     case TDM_INT32: *lo = -2147483648.0; *hi = 2147483647.0; break;
     default: *lo = 1; *hi = 0; break;
     }
 }
 
-/* Element i of a quantized tensor as a number (4-bit held one per byte). */
+/* Element i of a quantized tensor as a number (the low-bit types held one
+ * per byte). */
 static double q_get(const tdm_tensor *t, size_t i)
 {
-    if (op_is_float8(t->dtype))
-        return op_float8_to_f64(((const uint8_t *)t->data)[i], t->dtype);
-    if (t->dtype == TDM_INT4)
-        return (double)((const int8_t *)t->data)[i];
-    if (t->dtype == TDM_UINT4)
-        return (double)((const uint8_t *)t->data)[i];
+    if (op_is_lowbit(t->dtype))
+        return op_lowbit_to_f64(((const uint8_t *)t->data)[i], t->dtype);
     return tensor_get_f64(t, i);
 }
 
@@ -157,7 +156,8 @@ static tdm_status quantize_v19(op_ctx *ctx, const tdm_tensor *x, const tdm_tenso
                        tdm_dtype_name(zp->dtype));
     double lo, hi;
     q_range(ydt, &lo, &hi);
-    int f8 = op_is_float8(ydt);
+    /* float4e2m1 has no infinity and no NaN: it always saturates */
+    int f8 = op_is_float8(ydt) || ydt == TDM_FLOAT4E2M1;
     if ((lo > hi && !f8) || ydt == TDM_INT32)
         return op_fail(ctx, TDM_E_UNSUPPORTED, "QuantizeLinear cannot produce %s", tdm_dtype_name(ydt));
     q_map m;
@@ -171,12 +171,12 @@ static tdm_status quantize_v19(op_ctx *ctx, const tdm_tensor *x, const tdm_tenso
         float v = q_round_to(x->dtype, (float)tensor_get_f64(x, i) / (float)tensor_get_f64(sc, s));
         double z = zp ? q_get(zp, s) : 0.0;
         if (f8) {
-            ((uint8_t *)y->data)[i] = op_f64_to_float8((double)v + z, ydt, saturate);
+            ((uint8_t *)y->data)[i] = op_f64_to_lowbit((double)v + z, ydt, saturate, OP_E8M0_UP);
             continue;
         }
         double r = nearbyint((double)v) + z;
         r = r != r ? 0.0 : r < lo ? lo : r > hi ? hi : r;
-        if (ydt == TDM_INT4 || ydt == TDM_UINT4)
+        if (dtype_packed_bits(ydt))
             ((uint8_t *)y->data)[i] = (uint8_t)(int8_t)r;
         else
             tensor_set_i64(y, i, (int64_t)r);
@@ -188,8 +188,11 @@ static tdm_status dequantize_v19(op_ctx *ctx, const tdm_tensor *x, const tdm_ten
 {
     double lo, hi;
     q_range(x->dtype, &lo, &hi);
-    if (lo > hi && !op_is_float8(x->dtype))
+    if (lo > hi && !op_is_float8(x->dtype) && x->dtype != TDM_FLOAT4E2M1)
         return op_fail(ctx, TDM_E_UNSUPPORTED, "DequantizeLinear cannot take %s", tdm_dtype_name(x->dtype));
+    /* the reference ignores a float4e2m1 zero point */
+    if (x->dtype == TDM_FLOAT4E2M1)
+        zp = NULL;
     if (!dtype_is_float(sc->dtype) || (zp && zp->dtype != x->dtype))
         return op_fail(ctx, TDM_E_RUNTIME, "x_scale must be float and x_zero_point of x's type");
     int64_t odt = ctx->version >= 23 ? gr_attr_int(ctx->node, "output_dtype", 0) : 0;

@@ -4,6 +4,7 @@
 #include "ops/control.h"
 #include "ops/elementwise.h"
 #include "ops/nn.h"
+#include "ops/opset24.h"
 #include "ops/reduce.h"
 #include "ops/signal.h"
 #include "ops/tensor.h"

@@ -315,6 +315,10 @@ static void print_stats(const tdm_tensor *t)
     case TDM_FLOAT8E4M3FNUZ:
     case TDM_FLOAT8E5M2:
     case TDM_FLOAT8E5M2FNUZ:
+    case TDM_FLOAT4E2M1:
+    case TDM_FLOAT8E8M0:
+    case TDM_UINT2:
+    case TDM_INT2:
     case TDM_UNDEFINED:
         printf("  (no statistics for %s)", tdm_dtype_name(dt));
         return;

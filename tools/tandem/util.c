@@ -337,6 +337,10 @@ static int fill_random(tdm_tensor *t, uint64_t *rng, const char *name, const cha
         case TDM_FLOAT8E4M3FNUZ:
         case TDM_FLOAT8E5M2:
         case TDM_FLOAT8E5M2FNUZ:
+        case TDM_FLOAT4E2M1:
+        case TDM_FLOAT8E8M0:
+        case TDM_UINT2:
+        case TDM_INT2:
             cli_error("input '%s': %s cannot make %s values; give --input %s=FILE", name, filler,
                       tdm_dtype_name(dt), name);
             return EXIT_INVALID;
