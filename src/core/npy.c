@@ -484,9 +484,10 @@ static const char *npy_descr(tdm_dtype dt)
     case TDM_DOUBLE: return "<f8";
     case TDM_FLOAT16: return "<f2";
     case TDM_BFLOAT16: return "<u2";
-    case TDM_INT8: case TDM_INT4: return "|i1";
-    case TDM_UINT8: case TDM_UINT4: return "|u1";
+    case TDM_INT8: case TDM_INT4: case TDM_INT2: return "|i1";
+    case TDM_UINT8: case TDM_UINT4: case TDM_UINT2: return "|u1";
     case TDM_FLOAT8E4M3FN: case TDM_FLOAT8E4M3FNUZ: case TDM_FLOAT8E5M2: case TDM_FLOAT8E5M2FNUZ: return "|u1";
+    case TDM_FLOAT4E2M1: case TDM_FLOAT8E8M0: return "|u1";
     case TDM_INT16: return "<i2";
     case TDM_UINT16: return "<u2";
     case TDM_INT32: return "<i4";
