@@ -6,7 +6,14 @@
  * pointers) plus a `void *ctx`. The table begins with api_version; members
  * are only ever appended, never reordered or removed. Members marked
  * (optional) may be NULL: the caller supplies the default written next to
- * them. A plugin is a shared library built against this header alone that
+ * them.
+ *
+ * Versions (SQLite's iVersion rule): each version appends members to the
+ * table and raises TDM_DEVICE_API_VERSION; a member is marked with the
+ * version that added it ("since 2"). tandem accepts a device of its own
+ * version or an older one, and reads a member only when the device's
+ * api_version says the table has it (an older table simply ends before
+ * it); it refuses a device of a newer version, naming both numbers. A plugin is a shared library built against this header alone that
  * exports `tdm_device_plugin_init` (see the end of this file).
  *
  * Everything a device sees of a model is plain data described here: it
@@ -24,8 +31,10 @@
 extern "C" {
 #endif
 
-/* The ABI version this header describes. Bumped when members are appended. */
-#define TDM_DEVICE_API_VERSION 1
+/* The ABI version this header describes. Bumped when members are appended.
+ *   1  the table up to destroy
+ *   2  last_run_ms */
+#define TDM_DEVICE_API_VERSION 2
 
 /* Why a node is (or is not) placed on a device. The numbers are part of the
  * ABI and of the ledger: new codes are appended, never renumbered. */
@@ -40,10 +49,11 @@ typedef enum tdm_reason {
     TDM_REASON_COST = 7,              /* cheaper elsewhere once transfers are counted */
     TDM_REASON_GRANULARITY = 8,       /* moved to keep a partition whole */
     TDM_REASON_USER = 9,              /* pinned by the user's policy */
-    TDM_REASON_DEVICE_FAULT = 10      /* the device failed at run time */
+    TDM_REASON_DEVICE_FAULT = 10,     /* the device failed at run time */
+    TDM_REASON_RESCUED = 11           /* a verified rewrite of the node runs there (the rescue pass) */
 } tdm_reason;
 
-#define TDM_REASON_COUNT 11
+#define TDM_REASON_COUNT 12
 
 /* "OK", "OP_UNSUPPORTED", …; "UNKNOWN" for other values. */
 TDM_API const char *tdm_reason_str(tdm_reason reason);
@@ -171,6 +181,16 @@ typedef struct tdm_device_iface {
 
     /* Releases ctx. (optional) */
     void (*destroy)(void *ctx);
+
+    /* ---- since version 2 ---- */
+
+    /* The device's own time of the last run() in milliseconds: the time its
+     * kernels and device-side copies took, measured by the device (e.g.
+     * OpenCL profiling events), waiting for them to finish when run() only
+     * enqueued them. < 0 when unknown. tandem calls it right after run(),
+     * from the thread that called run(). (optional: the wall time of run()
+     * is used) */
+    double (*last_run_ms)(void *ctx);
 } tdm_device_iface;
 
 /* A device instance: the table plus its state. */
@@ -182,7 +202,8 @@ typedef struct tdm_device {
 /* A plugin exports this symbol. `args` is the text after the plugin's name
  * in --devices ("myplugin:args"), or "". It fills *out and returns TDM_OK,
  * or returns a status and writes a sentence into err. tandem refuses a
- * device whose iface->api_version differs from its own, naming both. */
+ * device whose iface->api_version is newer than its own (or 0), naming both
+ * numbers; an older one is used without the members it lacks. */
 typedef tdm_status (*tdm_device_plugin_init_fn)(const char *args, tdm_device *out, char *err, size_t err_size);
 #define TDM_DEVICE_PLUGIN_SYMBOL "tdm_device_plugin_init"
 

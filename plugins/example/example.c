@@ -16,12 +16,20 @@
  *   sigmoid_limit=N   memory=BYTES   (separated by '+', e.g.
  *   "example:sigmoid_limit=16+memory=1048576")
  *
+ * It speaks device API version 2: last_run_ms gives the time its kernel of
+ * the last run() took (its "device timer"; the CPU's monotonic clock here).
+ *
  * Build variants for tests: EXAMPLE_API_VERSION=N claims another device API
- * version; EXAMPLE_NO_INIT leaves out the entry symbol.
+ * version; EXAMPLE_API_VERSION=1 hands tandem a table of version 1's size,
+ * ending at destroy (a plugin built before last_run_ms existed: tandem must
+ * not read past it); EXAMPLE_NO_INIT leaves out the entry symbol.
  */
+#define _POSIX_C_SOURCE 200809L
 #include "tandem/device.h"
 
 #include <math.h>
+#include <stddef.h>
+#include <time.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +63,7 @@ typedef struct example_ctx {
     tdm_device_fallback *taken_view;
     size_t n_taken;
     char description[160];
+    double last_ms; /* time of the last run()'s kernel, -1 before the first */
 } example_ctx;
 
 /* Buffers carry their size in front for the accounting. */
@@ -205,8 +214,8 @@ static void record_fallback(example_ctx *c, const char *node, const char *detail
     pthread_mutex_unlock(&c->lock);
 }
 
-static tdm_status ex_run(void *ctx, const tdm_node_desc *node, const tdm_device_tensor *inputs,
-                         tdm_device_tensor *outputs, char *err, size_t err_size)
+static tdm_status ex_compute(void *ctx, const tdm_node_desc *node, const tdm_device_tensor *inputs,
+                             tdm_device_tensor *outputs, char *err, size_t err_size)
 {
     example_ctx *c = ctx;
     const tdm_device_tensor *a = &inputs[0];
@@ -267,6 +276,36 @@ static tdm_status ex_run(void *ctx, const tdm_node_desc *node, const tdm_device_
         return TDM_E_UNSUPPORTED;
     }
     return TDM_OK;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static tdm_status ex_run(void *ctx, const tdm_node_desc *node, const tdm_device_tensor *inputs,
+                         tdm_device_tensor *outputs, char *err, size_t err_size)
+{
+    example_ctx *c = ctx;
+    double t0 = now_ms();
+    tdm_status st = ex_compute(ctx, node, inputs, outputs, err, err_size);
+    double ms = now_ms() - t0;
+    pthread_mutex_lock(&c->lock);
+    c->last_ms = st == TDM_OK ? ms : -1;
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+/* Since device API 2: the time of the last run()'s kernel. */
+static double ex_last_run_ms(void *ctx)
+{
+    example_ctx *c = ctx;
+    pthread_mutex_lock(&c->lock);
+    double ms = c->last_ms;
+    pthread_mutex_unlock(&c->lock);
+    return ms;
 }
 
 static double ex_estimate_ms(void *ctx, const tdm_node_desc *node, int *modeled)
@@ -340,7 +379,15 @@ static const tdm_device_iface example_iface = {
     .copy_ms = ex_copy_ms,
     .take_fallbacks = ex_take_fallbacks,
     .destroy = ex_destroy,
+    .last_run_ms = ex_last_run_ms,
 };
+
+#if EXAMPLE_API_VERSION == 1
+/* Version 1's table: the members up to destroy, nothing after (filled from
+ * example_iface at init). */
+#define EXAMPLE_V1_SIZE offsetof(tdm_device_iface, last_run_ms)
+static _Alignas(tdm_device_iface) unsigned char example_iface_v1[EXAMPLE_V1_SIZE];
+#endif
 
 /* Parses "key=N" options separated by '+'. */
 static int parse_args(example_ctx *c, const char *args, char *err, size_t err_size)
@@ -408,7 +455,13 @@ EXAMPLE_EXPORT tdm_status EXAMPLE_INIT(const char *args, tdm_device *out, char *
     snprintf(c->description, sizeof c->description,
              "example plugin: Relu, Sigmoid, Add, Mul in float32 (Sigmoid on device up to %zu elements)",
              c->sigmoid_limit);
+    c->last_ms = -1;
+#if EXAMPLE_API_VERSION == 1
+    memcpy(example_iface_v1, &example_iface, EXAMPLE_V1_SIZE);
+    out->iface = (const tdm_device_iface *)(const void *)example_iface_v1;
+#else
     out->iface = &example_iface;
+#endif
     out->ctx = c;
     return TDM_OK;
 }

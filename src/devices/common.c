@@ -136,3 +136,16 @@ const char *dev_shape_str(const tdm_tensor_desc *t, char *buf, size_t size)
     }
     return buf;
 }
+
+int dev_has_run_timer(const dev_instance *di)
+{
+    const tdm_device_iface *f = di ? di->dev.iface : NULL;
+    return f && f->api_version >= 2 && f->last_run_ms;
+}
+
+double dev_last_run_ms(const dev_instance *di)
+{
+    return dev_has_run_timer(di) ? di->dev.iface->last_run_ms(di->dev.ctx) : -1;
+}
+
+double dev_slowdown(const dev_instance *di) { return di && di->slowdown >= 1 ? di->slowdown : 1; }

@@ -95,6 +95,11 @@ typedef struct dev_instance {
     dev_kind kind;
     const dev_ext *ext;      /* NULL for plugins and opencl: use dev.iface->run */
     struct dev_plugin *plugin; /* the loaded library (plugins only, owned) */
+    /* How many times slower the device runs than it estimates (>= 1; 0
+     * counts as 1): run-time adaptation multiplies the node times it
+     * measures on the device by it (dev_slowdown). Fault injection's slow=F
+     * sets it; every other device leaves it 0. */
+    double slowdown;
 } dev_instance;
 
 /* The devices of a session in priority order; cpu is always last, once. */
@@ -115,7 +120,8 @@ typedef struct dev_list {
  * names a plugin when NAME equals the device name its init("") reports or
  * the library's file stem (libfoo-dev.so → "foo-dev"); the plugin's init
  * then receives ARGS. A plugin not named in a non-empty spec stays unused,
- * but one whose api_version is not tandem's is refused even then.
+ * but one whose api_version tandem does not accept (newer than its own, or
+ * 0) is refused even then.
  *
  * Unknown names, unavailable devices ("opencl is not available: …"), bad
  * profiles and plugin failures → TDM_E_DEVICE (TDM_E_USAGE for a malformed
@@ -141,10 +147,12 @@ typedef struct dev_plugin dev_plugin;
 tdm_status dev_plugin_load(tdm_err *e, const char *path, dev_plugin **out);
 /* Calls the plugin's init with args into out (kind PLUGIN, name from
  * iface->name, ext NULL, plugin NOT set: the caller keeps the dev_plugin).
- * An iface whose api_version differs from TDM_DEVICE_API_VERSION is
- * refused: "plugin libfoo.so was built for device API 2, tandem speaks 1"
- * (TDM_E_DEVICE); its ctx is destroyed when the version is newer (destroy
- * sits where ours does), left alone when older. A table lacking a required
+ * An iface of an older api_version (>= 1) is accepted: tandem reads only
+ * the members its version has (dev_last_run_ms). One newer than
+ * TDM_DEVICE_API_VERSION, or 0, is refused: "plugin libfoo.so was built for
+ * device API 3, tandem speaks 2" (TDM_E_DEVICE); its ctx is destroyed when
+ * the version is newer (destroy sits where ours does), left alone for 0.
+ * A table lacking a required
  * member (name, supports, buffers, copies, run) is refused too. */
 tdm_status dev_plugin_open(tdm_err *e, dev_plugin *p, const char *args, dev_instance *out);
 /* The library's path as given, and its file stem ("libfoo.so" → "foo"). */
@@ -220,6 +228,15 @@ tdm_reason dev_verdict(tdm_verdict *out, tdm_reason reason, const char *fmt, ...
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
+
+/* The device's own time of its last run() (the ABI's last_run_ms, read
+ * only from a table of version 2 or later), -1 when it has no timer or does
+ * not know. dev_has_run_timer: 1 when the device has the timer. */
+double dev_last_run_ms(const dev_instance *di);
+int dev_has_run_timer(const dev_instance *di);
+
+/* di->slowdown as a factor (>= 1). */
+double dev_slowdown(const dev_instance *di);
 
 /* A tdm_tensor_desc's shape as "1x3x?x?" ("scalar", "?" for unknown rank). */
 const char *dev_shape_str(const tdm_tensor_desc *t, char *buf, size_t size);

@@ -19,13 +19,12 @@
  *   slow=F          (F >= 1, default 1) the device is F times slower than it
  *                   says: run-time adaptation (run/adapt.h) multiplies the
  *                   times it measures for the device's nodes by F
- *                   (dev_faulty_slowdown), so that a test can make a
+ *                   (the instance's slowdown, dev_slowdown), so that a test can make a
  *                   partition miss its estimate deterministically; the
  *                   estimates stay INNER's.
  * The device's name is the entry without its options ("faulty:vnpu:edge-npu"). */
 #define _POSIX_C_SOURCE 200809L
 #include "devices/device_internal.h"
-#include "devices/faulty.h"
 #include "core/mem.h"
 
 #include <pthread.h>
@@ -179,15 +178,8 @@ static void f_destroy(void *ctx)
 
 static const tdm_device_iface faulty_iface = {
     TDM_DEVICE_API_VERSION, f_name, f_description, f_supports, f_capacity, f_alloc, f_free, f_to_dev, f_to_host,
-    f_run, f_estimate, f_copy_ms, f_take, f_destroy};
-
-double dev_faulty_slowdown(const dev_instance *d)
-{
-    if (!d || d->dev.iface != &faulty_iface || !d->dev.ctx)
-        return 1;
-    const faulty_ctx *c = d->dev.ctx;
-    return c->slow >= 1 ? c->slow : 1;
-}
+    f_run, f_estimate, f_copy_ms, f_take, f_destroy,
+    NULL /* last_run_ms: none, its node times are wall times */};
 
 static int opt_num(const char *val, double lo, double hi, double *out)
 {
@@ -294,6 +286,7 @@ tdm_status dev_faulty_open(tdm_err *e, const char *args, dev_instance *out)
     out->dev.iface = &faulty_iface;
     out->dev.ctx = c;
     out->kind = c->inner.kind;
+    out->slowdown = c->slow >= 1 ? c->slow : 1;
     if (!(out->name = mem_strdup(c->name))) {
         f_destroy(c);
         memset(out, 0, sizeof *out);

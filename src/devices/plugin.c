@@ -114,10 +114,10 @@ tdm_status dev_plugin_open(tdm_err *e, dev_plugin *p, const char *args, dev_inst
                        *msg ? msg : tdm_status_str(st));
     if (!dev.iface)
         return err_set(e, TDM_E_DEVICE, "plugin %s returned no device table", p->base);
-    if (dev.iface->api_version != TDM_DEVICE_API_VERSION) {
+    if (dev.iface->api_version < 1 || dev.iface->api_version > TDM_DEVICE_API_VERSION) {
         unsigned v = dev.iface->api_version;
         /* Members only grow at the end: a newer table still has destroy where
-         * ours does; an older one may not, so its ctx is left alone. */
+         * ours does; version 0 is no version, so its ctx is left alone. */
         if (v > TDM_DEVICE_API_VERSION && dev.iface->destroy)
             dev.iface->destroy(dev.ctx);
         return err_set(e, TDM_E_DEVICE, "plugin %s was built for device API %u, tandem speaks %d", p->base, v,

@@ -161,15 +161,13 @@ static tdm_status fold_node(tdm_err *e, gr_graph *g, int ni, int *done)
     }
     for (int i = 0; i < n->n_inputs; i++)
         in[i] = n->inputs[i] >= 0 ? g->values[n->inputs[i]].init : NULL;
-    for (int i = 0; i < n->n_outputs; i++)
-        if (!(out[i] = mem_calloc(1, sizeof **out))) {
-            st = err_set(e, TDM_E_NOMEM, "out of memory");
-            goto done;
-        }
+    if ((st = op_out_shells(e, n->n_outputs, out)) != TDM_OK)
+        goto done;
     tdm_err kerr;
     uint64_t rng = 0x9e3779b97f4a7c15ull; /* unused: random ops are not folded */
     err_clear(&kerr);
-    op_ctx ctx = {n, n->version, n->n_inputs, in, n->n_outputs, out, &kerr, NULL, 1, &rng, NULL, 0};
+    op_ctx ctx; /* no caller: folded ops run no subgraph and see no input as a packed constant */
+    op_ctx_init(&ctx, n, in, out, &kerr, NULL, 1, &rng);
     if (d->run(&ctx) != TDM_OK)
         goto done; /* the executor reports it if the node ever runs */
     for (int i = 0; i < n->n_outputs; i++) {

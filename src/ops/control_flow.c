@@ -33,12 +33,16 @@ tdm_status op_run_If(op_ctx *ctx)
     const gr_graph *g = graph_attr(ctx->node, scalar_true(cond) ? "then_branch" : "else_branch");
     if (!g)
         return op_fail(ctx, TDM_E_MODEL, "attribute %s is missing", scalar_true(cond) ? "then_branch" : "else_branch");
-    if (g->n_outputs != ctx->n_out)
-        return op_fail(ctx, TDM_E_MODEL, "the branch has %d outputs, the node %d", g->n_outputs, ctx->n_out);
-    tdm_tensor **res = mem_calloc((size_t)g->n_outputs + 1, sizeof *res);
+    int g_in, g_out;
+    tdm_status st = op_subgraph_io(ctx, g, &g_in, &g_out);
+    if (st)
+        return st;
+    if (g_out != ctx->n_out)
+        return op_fail(ctx, TDM_E_MODEL, "the branch has %d outputs, the node %d", g_out, ctx->n_out);
+    tdm_tensor **res = mem_calloc((size_t)g_out + 1, sizeof *res);
     if (!res)
         return op_fail(ctx, TDM_E_NOMEM, "out of memory");
-    tdm_status st = op_run_subgraph(ctx, g, 0, NULL, res);
+    st = op_run_subgraph(ctx, g, 0, NULL, res);
     if (st) {
         mem_free(res);
         return st;
@@ -62,12 +66,16 @@ tdm_status op_run_Loop(op_ctx *ctx)
     const gr_graph *body = graph_attr(ctx->node, "body");
     if (!body)
         return op_fail(ctx, TDM_E_MODEL, "attribute body is missing");
+    int body_in, body_out;
+    tdm_status io_st = op_subgraph_io(ctx, body, &body_in, &body_out);
+    if (io_st)
+        return io_st;
     int n_carried = ctx->n_in - 2;
-    int n_scan = body->n_outputs - 1 - n_carried;
-    if (n_carried < 0 || n_scan < 0 || body->n_inputs != 2 + n_carried || ctx->n_out != n_carried + n_scan)
+    int n_scan = body_out - 1 - n_carried;
+    if (n_carried < 0 || n_scan < 0 || body_in != 2 + n_carried || ctx->n_out != n_carried + n_scan)
         return op_fail(ctx, TDM_E_MODEL,
                        "the body takes %d inputs and gives %d outputs, which does not fit %d loop-carried values",
-                       body->n_inputs, body->n_outputs, n_carried < 0 ? 0 : n_carried);
+                       body_in, body_out, n_carried < 0 ? 0 : n_carried);
     int64_t max_trip = INT64_MAX;
     if (ctx->in[0]) {
         if (ctx->in[0]->count != 1)
@@ -77,8 +85,8 @@ tdm_status op_run_Loop(op_ctx *ctx)
     int cond = ctx->in[1] ? scalar_true(ctx->in[1]) : 1;
     tdm_status st = TDM_OK;
     tdm_tensor **carried = mem_calloc((size_t)n_carried + 1, sizeof *carried);
-    const tdm_tensor **bin = mem_calloc((size_t)body->n_inputs + 1, sizeof *bin);
-    tdm_tensor **bout = mem_calloc((size_t)body->n_outputs + 1, sizeof *bout);
+    const tdm_tensor **bin = mem_calloc((size_t)body_in + 1, sizeof *bin);
+    tdm_tensor **bout = mem_calloc((size_t)body_out + 1, sizeof *bout);
     tdm_tensor ***scans = mem_calloc((size_t)n_scan + 1, sizeof *scans);
     size_t n_iter = 0, cap_iter = 0;
     tdm_tensor *iter_t = NULL, *cond_t = NULL;
@@ -104,7 +112,7 @@ tdm_status op_run_Loop(op_ctx *ctx)
         bin[1] = cond_t;
         for (int k = 0; k < n_carried; k++)
             bin[2 + k] = carried[k];
-        if ((st = op_run_subgraph(ctx, body, body->n_inputs, bin, bout)) != TDM_OK)
+        if ((st = op_run_subgraph(ctx, body, body_in, bin, bout)) != TDM_OK)
             goto done;
         tdm_tensor_destroy(iter_t);
         tdm_tensor_destroy(cond_t);
@@ -141,8 +149,9 @@ tdm_status op_run_Loop(op_ctx *ctx)
         tdm_tensor *o = ctx->out[n_carried + k];
         if (n_iter == 0) {
             /* No iteration: an empty tensor of the declared element type. */
-            int v = body->outputs[1 + n_carried + k];
-            tdm_dtype dt = body->values[v].type.dtype != TDM_UNDEFINED ? body->values[v].type.dtype : TDM_FLOAT;
+            tdm_dtype dt = op_subgraph_out_dtype(ctx, body, 1 + n_carried + k);
+            if (dt == TDM_UNDEFINED)
+                dt = TDM_FLOAT;
             int64_t zero = 0;
             if ((st = tensor_alloc(ctx->err, o, dt, 1, &zero)) != TDM_OK)
                 goto done;
@@ -172,12 +181,15 @@ static tdm_status scan_run(op_ctx *ctx, const gr_graph *body, int n_state, int n
                            const int64_t *in_axes, const int64_t *in_dirs, const int64_t *out_axes,
                            const int64_t *out_dirs, int64_t seq_len, tdm_tensor **state_out, tdm_tensor **scan_out)
 {
-    int n_scan_out = body->n_outputs - n_state;
-    tdm_status st = TDM_OK;
+    int body_in, body_out;
+    tdm_status st = op_subgraph_io(ctx, body, &body_in, &body_out);
+    if (st)
+        return st;
+    int n_scan_out = body_out - n_state;
     tdm_tensor **states = mem_calloc((size_t)n_state + 1, sizeof *states);
-    const tdm_tensor **bin = mem_calloc((size_t)body->n_inputs + 1, sizeof *bin);
+    const tdm_tensor **bin = mem_calloc((size_t)body_in + 1, sizeof *bin);
     tdm_tensor **slices = mem_calloc((size_t)n_scan_in + 1, sizeof *slices);
-    tdm_tensor **bout = mem_calloc((size_t)body->n_outputs + 1, sizeof *bout);
+    tdm_tensor **bout = mem_calloc((size_t)body_out + 1, sizeof *bout);
     tdm_tensor ***items = mem_calloc((size_t)n_scan_out + 1, sizeof *items);
     int64_t done_steps = 0;
     if (!states || !bin || !slices || !bout || !items) {
@@ -204,7 +216,7 @@ static tdm_status scan_run(op_ctx *ctx, const gr_graph *body, int n_state, int n
             bin[k] = states[k];
         for (int j = 0; j < n_scan_in; j++)
             bin[n_state + j] = slices[j];
-        if ((st = op_run_subgraph(ctx, body, body->n_inputs, bin, bout)) != TDM_OK)
+        if ((st = op_run_subgraph(ctx, body, body_in, bin, bout)) != TDM_OK)
             goto done;
         for (int k = 0; k < n_state; k++) {
             tdm_tensor_destroy(states[k]);
@@ -275,14 +287,18 @@ tdm_status op_run_Scan(op_ctx *ctx)
     const gr_graph *body = graph_attr(ctx->node, "body");
     if (!body)
         return op_fail(ctx, TDM_E_MODEL, "attribute body is missing");
+    int body_in, body_out;
+    tdm_status io_st = op_subgraph_io(ctx, body, &body_in, &body_out);
+    if (io_st)
+        return io_st;
     int m = (int)gr_attr_int(ctx->node, "num_scan_inputs", -1);
     int first = ctx->version == 8 ? 1 : 0; /* Scan-8 takes sequence_lens first */
     int n_state = ctx->n_in - first - m;
-    int n_scan_out = body->n_outputs - n_state;
-    if (m <= 0 || n_state < 0 || n_scan_out < 0 || body->n_inputs != n_state + m ||
-        ctx->n_out != body->n_outputs)
+    int n_scan_out = body_out - n_state;
+    if (m <= 0 || n_state < 0 || n_scan_out < 0 || body_in != n_state + m ||
+        ctx->n_out != body_out)
         return op_fail(ctx, TDM_E_MODEL, "num_scan_inputs %d does not fit the node's %d inputs and the body's %d",
-                       m, ctx->n_in, body->n_inputs);
+                       m, ctx->n_in, body_in);
     int64_t in_axes[64], in_dirs[64], out_axes[64], out_dirs[64];
     if (m > 64 || n_scan_out > 64)
         return op_fail(ctx, TDM_E_UNSUPPORTED, "more than 64 scan inputs or outputs");
@@ -308,23 +324,23 @@ tdm_status op_run_Scan(op_ctx *ctx)
         for (int j = 1; j < m; j++)
             if (scan_in[j]->dims[in_axes[j]] != seq)
                 return op_fail(ctx, TDM_E_RUNTIME, "scan inputs differ in sequence length");
-        tdm_tensor **outs = mem_calloc((size_t)body->n_outputs + 1, sizeof *outs);
+        tdm_tensor **outs = mem_calloc((size_t)body_out + 1, sizeof *outs);
         if (!outs)
             return op_fail(ctx, TDM_E_NOMEM, "out of memory");
         st = scan_run(ctx, body, n_state, m, state_in, scan_in, in_axes, in_dirs, out_axes, out_dirs, seq, outs,
                       outs + n_state);
         if (!st)
-            for (int k = 0; k < body->n_outputs; k++) {
+            for (int k = 0; k < body_out; k++) {
                 ctl_move(ctx->out[k], outs[k]);
                 outs[k] = NULL;
             }
-        free_values(outs, (size_t)body->n_outputs);
+        free_values(outs, (size_t)body_out);
         return st;
     }
     /* Scan-8: a batch axis 0 on every input and output, optional sequence_lens. */
     int64_t batch = scan_in[0]->rank > 0 ? scan_in[0]->dims[0] : 0;
     size_t nb = (size_t)batch;
-    size_t nout = (size_t)body->n_outputs;
+    size_t nout = (size_t)body_out;
     tdm_tensor **all = mem_calloc(nb * nout + 1, sizeof *all);
     const tdm_tensor **sin = mem_calloc((size_t)(n_state + m) + 1, sizeof *sin);
     tdm_tensor **owned = mem_calloc((size_t)(n_state + m) + 1, sizeof *owned);

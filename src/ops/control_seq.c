@@ -242,7 +242,10 @@ tdm_status op_run_SequenceMap(op_ctx *ctx)
     tdm_status st = need_seq(ctx, 0);
     if (st)
         return st;
-    if (body->n_inputs != ctx->n_in || body->n_outputs != ctx->n_out)
+    int body_in, body_out;
+    if ((st = op_subgraph_io(ctx, body, &body_in, &body_out)) != TDM_OK)
+        return st;
+    if (body_in != ctx->n_in || body_out != ctx->n_out)
         return op_fail(ctx, TDM_E_MODEL, "the body's inputs and outputs do not match the node's");
     size_t len = ctx->in[0]->n_items;
     for (int i = 1; i < ctx->n_in; i++)
@@ -250,8 +253,8 @@ tdm_status op_run_SequenceMap(op_ctx *ctx)
             return op_fail(ctx, TDM_E_RUNTIME, "input %d has %zu items, input 0 has %zu", i, ctx->in[i]->n_items,
                            len);
     for (int k = 0; k < ctx->n_out; k++) {
-        int v = body->outputs[k];
-        make_seq(ctx->out[k], body->values[v].type.dtype != TDM_UNDEFINED ? body->values[v].type.dtype : TDM_FLOAT);
+        tdm_dtype dt = op_subgraph_out_dtype(ctx, body, k);
+        make_seq(ctx->out[k], dt != TDM_UNDEFINED ? dt : TDM_FLOAT);
     }
     const tdm_tensor **bin = mem_calloc((size_t)ctx->n_in + 1, sizeof *bin);
     tdm_tensor **bout = mem_calloc((size_t)ctx->n_out + 1, sizeof *bout);

@@ -2,7 +2,6 @@
  * the window geometry of convolutions and pools. */
 #include "ops/nn.h"
 #include "core/mem.h"
-#include "run/exec.h"
 
 #include <string.h>
 
@@ -35,14 +34,11 @@ uint64_t op_nn_pack_key(const uint64_t *v, size_t n)
 const float *op_nn_packed_const(const op_ctx *ctx, int input, uint64_t key, size_t floats,
                                 void (*fill)(const void *arg, float *dst), const void *arg)
 {
-    const exec_scope *s = ctx->scope;
     const gr_node *node = ctx->node;
-    if (!s || !s->g || !node || input < 0 || input >= ctx->n_in || input >= node->n_inputs || !ctx->in[input])
+    if (!node || input < 0 || input >= ctx->n_in || input >= node->n_inputs || !ctx->in[input])
         return NULL;
-    int v = node->inputs[input];
     const tdm_tensor *t = ctx->in[input];
-    if (!t->immutable &&
-        (v < 0 || v >= s->g->n_values || !s->g->values[v].init || s->g->values[v].init != t))
+    if (!op_input_const(ctx, input))
         return NULL; /* neither an initializer nor marked constant (a folded weight, run/fuse.c) */
     tensor_aux *found = tensor_aux_find(t, key);
     if (found)

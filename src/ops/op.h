@@ -17,7 +17,7 @@
 
 #include "core/err.h"
 #include "core/tensor.h"
-#include "graph/graph.h"
+#include "ops/node.h"
 
 /* An activation applied to a kernel's output in place (the activations the executor fuses
  * into Conv and Gemm, see op_fuse). Each computes exactly what
@@ -36,7 +36,8 @@ typedef struct op_act {
     float a, b;
 } op_act;
 
-/* An elementwise program the executor fused into a node (run/fuse.c):
+/* An elementwise program the executor fused into a node (built by
+ * run/fuse.c, interpreted by ops/fuse_prog.c):
  * the consumers of a float32 Conv, ConvTranspose, Gemm or MatMul output
  * that only apply elementwise ops (activations, Add/Mul/Div/Sub/Clip with
  * constants or with other tensors of the run, e.g. a residual Add) are
@@ -62,7 +63,34 @@ void op_fuse_applied(const op_fuse *f);
 
 typedef struct op_ctx op_ctx;
 typedef struct op_infer_ctx op_infer_ctx;
-struct exec_scope;
+
+/* What a kernel needs from whoever runs it (the executors, constant
+ * folding, calibration), as a table of callbacks: ops sits below all of
+ * them and calls none of them by name. The caller embeds an op_caller as
+ * the first member of its own state and points ctx->caller at it; a
+ * callback finds that state again from ctx->caller. Kernels do not call
+ * the table directly: they call op_run_subgraph, op_input_const and
+ * op_subgraph_io (ops/node_ctx.c), which answer for a caller without the
+ * callback (ctx->caller NULL, as in constant folding and the kernel
+ * tests): no subgraph runs, no input is known constant. */
+typedef struct op_calls {
+    /* Runs subgraph g (an attribute of ctx->node) on in[0 .. n_in) (n_in is
+     * g's input count); out[] receives g's outputs, new values the kernel
+     * owns. Outer-scope names resolve through the caller's scopes. */
+    tdm_status (*run_subgraph)(op_ctx *ctx, const gr_graph *g, int n_in, const tdm_tensor *const *in,
+                               tdm_tensor **out);
+    /* 1 when ctx->in[i] is the node's input i as a value constant for the
+     * caller's lifetime (an initializer of the graph), else 0. */
+    int (*input_const)(const op_ctx *ctx, int i);
+    /* g's input and output counts. */
+    void (*subgraph_io)(const gr_graph *g, int *n_in, int *n_out);
+    /* The element type declared for g's output k (TDM_UNDEFINED: unknown). */
+    tdm_dtype (*subgraph_out_dtype)(const gr_graph *g, int k);
+} op_calls;
+
+typedef struct op_caller {
+    const op_calls *calls;
+} op_caller;
 
 typedef tdm_status (*op_run_fn)(op_ctx *ctx);
 typedef tdm_status (*op_infer_fn)(op_infer_ctx *ctx);
@@ -75,7 +103,7 @@ struct op_ctx {
     int n_out;
     tdm_tensor **out;               /* empty shells; fill with op_out() or by hand */
     tdm_err *err;
-    struct exec_scope *scope;       /* for subgraphs (op_run_subgraph) */
+    const op_caller *caller;        /* the caller's callbacks (op_calls), or NULL */
     int threads;                    /* worker threads the kernel may use */
     uint64_t *rng;                  /* state for random ops (per session run) */
     const op_fuse *fuse;            /* fused elementwise consumers (see op_fuse_apply), or NULL */
@@ -142,9 +170,33 @@ tdm_status op_out(op_ctx *ctx, int i, tdm_dtype dtype, int rank, const int64_t *
 /* Output i is wanted (present in the node and consumed or a graph output). */
 int op_out_wanted(const op_ctx *ctx, int i);
 /* Runs subgraph g with the given inputs; outputs[] receive new values the
- * caller owns. Outer-scope names resolve through ctx's scope. */
+ * caller owns. Outer-scope names resolve through ctx's caller (op_calls);
+ * without one it fails with a sentence. */
 tdm_status op_run_subgraph(op_ctx *ctx, const gr_graph *g, int n_in, const tdm_tensor *const *in,
                            tdm_tensor **out);
+/* 1 when input i is a value constant for the caller's lifetime (an
+ * initializer, or a tensor marked immutable); 0 otherwise or unknown. */
+int op_input_const(const op_ctx *ctx, int i);
+/* Subgraph g's input and output counts; fails with a sentence when ctx has
+ * no caller that runs subgraphs. */
+tdm_status op_subgraph_io(op_ctx *ctx, const gr_graph *g, int *n_in, int *n_out);
+/* The element type declared for subgraph g's output k, TDM_UNDEFINED when
+ * unknown (or without a caller). */
+tdm_dtype op_subgraph_out_dtype(const op_ctx *ctx, const gr_graph *g, int k);
+
+/* ---- the one place an op_ctx is built (ops/node_ctx.c) ---- */
+
+/* Fills ctx to run node on in[] (node->n_inputs entries) into out[]
+ * (node->n_outputs empty shells, see op_out_shells): no fused program, the
+ * reference arithmetic (fast 0); the caller sets ctx->fuse and ctx->fast
+ * when it runs fused. caller may be NULL (no subgraphs, no constants). */
+void op_ctx_init(op_ctx *ctx, const gr_node *node, const tdm_tensor *const *in, tdm_tensor **out, tdm_err *e,
+                 const op_caller *caller, int threads, uint64_t *rng);
+/* Allocates node's n empty output shells into out[0 .. n); on failure
+ * destroys what it allocated, clears out[] and fails with a sentence. */
+tdm_status op_out_shells(tdm_err *e, int n, tdm_tensor **out);
+/* Runs ctx's node with its op's built-in kernel (op_table). */
+tdm_status op_run(op_ctx *ctx);
 /* Records an error naming the problem; returns status. */
 #define op_fail(ctx, status, ...) err_set((ctx)->err, (status), __VA_ARGS__)
 

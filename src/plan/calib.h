@@ -1,5 +1,7 @@
-/* Calibration (`tandem calibrate`, tdm_calibrate) and the precision trigger
- * (--calibration FILE).
+/* Calibration files (`tandem calibrate`, tdm_calibrate) and the precision
+ * trigger (--calibration FILE). Running the calibration is run/calibrate.h's
+ * job; this header holds what the planner needs: node signatures, the
+ * figures two tensors compare by, reading the files.
  *
  * Calibration runs the model once in the graph's order on cpu in fp32 (the
  * reference), keeping each value until its last reader, and for every node:
@@ -55,22 +57,22 @@
  * is not NULL, the readable signature text (mem_alloc'ed). */
 tdm_status plan_node_signature(tdm_err *e, const tdm_node_desc *d, char *key, size_t key_size, char **readable);
 
-typedef void (*calib_progress_fn)(void *user, size_t done, size_t total, const char *what);
-
-/* Calibrates plan's graph on plan's devices (rules above). in[] has one
- * entry per graph input (NULL: its initializer). repeat >= 1. *json is
- * mem_alloc'ed. */
-tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int repeat, int threads,
-                          calib_progress_fn fn, void *user, char **json);
-
-/* The precision guard's probe (run/guard.h): calibration of the plan's
- * narrow (fp16/bf16) devices on in[] without times and without the node-alone
- * error (the chain's figures and the reference's ranges only), and the cpu
- * fp32 reference's graph outputs in ref_out[] (new tensors). Its entries are
- * keyed "#NODE_NAME" (figures of this model's nodes, not merged by
- * signature). */
-tdm_status plan_probe(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int threads, char **json,
-                      tdm_tensor **ref_out);
+/* The figures of a tensor against its reference: max |diff|, RMSE, cosine;
+ * non-finite values where the reference is finite give cosine 0 and max_abs
+ * INFINITY (nonfinite 1). valid 0: not comparable (not tensors, strings). */
+typedef struct calib_metrics {
+    int valid;
+    double max_abs, rmse, cosine;
+    int nonfinite;
+} calib_metrics;
+void calib_compare(const tdm_tensor *ref, const tdm_tensor *got, calib_metrics *m);
+/* acc becomes the worst of acc and m (several outputs of a node). */
+void calib_merge_metrics(calib_metrics *acc, const calib_metrics *m);
+/* "f32", "f16", "bf16", … as the signatures and the files name them. */
+const char *calib_dtype_name(tdm_dtype dt);
+/* The number member name of JSON object o, INFINITY for null, else dflt. */
+struct cJSON;
+double calib_json_num(const struct cJSON *o, const char *name, double dflt);
 
 /* Figures of one (node signature, device) from a file. */
 typedef struct calib_figs {
@@ -98,13 +100,6 @@ void calib_match(calib_data *c, const char *key);
 void calib_counts(const calib_data *c, size_t *entries, size_t *matched);
 void calib_free(calib_data *c);
 
-/* The precision guard (run/guard.h). Runs p's graph node by node in p's
- * order on in[] (as plan_calibrate): the nodes at positions <= upto on their
- * planned device (the same kernels and rounding the executors use), the
- * rest on cpu in fp32 — upto -1 is the cpu fp32 reference, n_nodes - 1 the
- * plan. outs[] (one per graph output) receives new tensors. */
-tdm_status plan_run_mixed(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int upto, int threads,
-                          tdm_tensor **outs);
 /* The end-to-end rule on one output: 1 (breach, *why says how) when got has
  * non-finite values where ref's are finite, a cosine below min_cosine, or —
  * when scores is set and the output is float, rank 1..3, last axis >= 2 —

@@ -5,7 +5,6 @@
 #include "run/observe.h"
 #include "run/exec.h"
 #include "core/mem.h"
-#include "devices/faulty.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -74,7 +73,7 @@ static void hook(void *user, const tdm_event *ev)
             }
             if (!(ms >= 0) || !isfinite(ms))
                 ms = (double)(ev->end_ns - ev->start_ns) / 1e6;
-            r->node_ms[n] = ms * dev_faulty_slowdown(di);
+            r->node_ms[n] = ms * dev_slowdown(di);
         }
     }
     if (a->user_fn)

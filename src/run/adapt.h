@@ -20,7 +20,7 @@
  * measures each node on a non-cpu device: the device's own timer when it
  * has one (OpenCL profiling events), the device's model for a simulated
  * device (vnpu: its estimate_ms is its clock), else the wall time; times
- * the slow=F factor of a faulty: device (devices/faulty.h), so that tests
+ * the slow=F factor of a faulty: device (dev_slowdown), so that tests
  * can make a device miss its estimates deterministically. Per partition on
  * a non-cpu device (cpu is the fallback whose figures are the reference,
  * not watched), the sum over its nodes is compared with its baseline (the

@@ -5,8 +5,12 @@
 #define TDM_RUN_EXEC_H
 
 #include "graph/graph.h"
+#include "ops/op.h"
 
+/* One graph's run: its values, and the callbacks (op_calls) its kernels
+ * reach the executor through (ctx->caller points at `caller`). */
 typedef struct exec_scope {
+    op_caller caller;           /* first member: ctx->caller is the scope */
     const gr_graph *g;
     tdm_tensor **vals;          /* current value of each value id, or NULL */
     unsigned char *owned;       /* vals[i] is owned by this scope */
@@ -15,6 +19,13 @@ typedef struct exec_scope {
     int threads;
     uint64_t *rng;
 } exec_scope;
+
+/* Fills s for a run of g (vals, owned: its value table; parent: the
+ * enclosing scope of a subgraph, or NULL) with the executor's callbacks:
+ * subgraphs run through exec_graph, an input is constant when it is g's
+ * initializer. */
+void exec_scope_init(exec_scope *s, const gr_graph *g, tdm_tensor **vals, unsigned char *owned,
+                     exec_scope *parent, tdm_err *e, int threads, uint64_t *rng);
 
 /* Runs g. in[] has g->n_inputs entries (NULL: absent, the initializer of
  * the same name is used if there is one); out[] receives g->n_outputs new

@@ -1,8 +1,7 @@
-/* Elementwise fusion (fuse.h): the pass that finds the chains and the
- * interpreter of their register programs (op_fuse_apply). */
+/* Elementwise fusion (fuse.h): the pass that finds the chains and compiles
+ * their register programs (interpreted by ops/fuse_prog.c). */
 #include "run/fuse.h"
 #include "core/mem.h"
-#include "core/pool.h"
 #include "core/tensor.h"
 #include "ops/elementwise.h"
 #include "ops/nn.h"
@@ -19,32 +18,11 @@
 static const int fuse_kernel_ops[] = {OP_Conv, OP_ConvTranspose, OP_Gemm, OP_MatMul, OP_BatchNormalization,
                                       OP_Add, OP_Sub, OP_Mul, OP_Div, OP_Resize};
 
-/* Elements per block of the interpreter. */
-#define FUSE_BLOCK 256
-/* Elements per pool task when a program runs over a whole tensor. */
-#define FUSE_TASK 16384
-
-enum fuse_kind {
-    FK_RELU, FK_CLIP, FK_LEAKY, FK_SIGMOID, FK_HSIGMOID, FK_HSWISH, FK_TANH, FK_ERF,
-    FK_ADD, FK_SUB, FK_MUL, FK_DIV, FK_MAX, FK_MIN
-};
-
-/* One step: reg[dst] = kind(a[, b]). a, b >= 0 name registers (0 is the
- * head's output), < 0 operand -1 - a. */
-typedef struct fuse_ins {
-    int kind, dst, a, b;
-    float p, q;
-} fuse_ins;
-
 struct fuse_chain {
-    int head, in_kernel, out_value, avx2;
-    int n_members;
-    int members[FUSE_MAX_NODES];
-    fuse_ins ins[FUSE_MAX_NODES];     /* one per member; ins[i].dst == i + 1 */
-    int n_opd;
-    int opd[FUSE_MAX_OPERANDS];       /* value ids */
-    int n_lin;                        /* > 0: the one-pass program of the chain (AVX2 only) */
-    fuse_lin lin[FUSE_LIN_MAX];
+    fuse_prog prog;                   /* its program (ops/fuse_prog.h): one step per member; n_lin > 0: one-pass form */
+    int head, in_kernel, out_value;
+    int members[FUSE_MAX_NODES];      /* prog.n_members of them */
+    int opd[FUSE_MAX_OPERANDS];       /* value ids of the program's operands */
     int bn;                           /* a BatchNormalization folded into the Conv head, or -1 */
     tdm_tensor *fold_w, *fold_b;      /* its folded weights and bias (owned by the plan) */
 };
@@ -73,7 +51,7 @@ const fuse_chain *fuse_head_chain(const fuse_plan *fp, int n)
 int fuse_is_member(const fuse_plan *fp, int n) { return fp && n >= 0 && n < fp->n_nodes && fp->member[n]; }
 int fuse_chain_in_kernel(const fuse_chain *c) { return c->in_kernel; }
 int fuse_chain_out_value(const fuse_chain *c) { return c->out_value; }
-int fuse_chain_n_members(const fuse_chain *c) { return c->n_members + (c->bn >= 0); }
+int fuse_chain_n_members(const fuse_chain *c) { return c->prog.n_members + (c->bn >= 0); }
 int fuse_chain_member(const fuse_chain *c, int i)
 {
     if (c->bn >= 0)
@@ -93,9 +71,9 @@ int fuse_chain_inputs(const fuse_chain *c, const tdm_tensor **in, int *n_in)
 }
 int fuse_chain_kernel(const fuse_chain *c)
 {
-    if (c->n_lin <= 0 || c->n_members < 2)
+    if (c->prog.n_lin <= 0 || c->prog.n_members < 2)
         return 0;
-    return fuse_lin_special(c->lin, c->n_lin) ? 2 : 1;
+    return fuse_lin_special(c->prog.lin, c->prog.n_lin) ? 2 : 1;
 }
 
 void fuse_plan_free(fuse_plan *fp)
@@ -218,13 +196,13 @@ static int binary_src(const fuse_build *b, fuse_grow *w, int v)
                 (val->producer >= 0 && b->pos[val->producer] < w->head_pos);
     if (!ready || !bcast_into(&val->type, &g->values[w->vals[0]].type))
         return -100;
-    for (int k = 0; k < w->c.n_opd; k++)
+    for (int k = 0; k < w->c.prog.n_opd; k++)
         if (w->c.opd[k] == v)
             return -1 - k;
-    if (w->c.n_opd == FUSE_MAX_OPERANDS)
+    if (w->c.prog.n_opd == FUSE_MAX_OPERANDS)
         return -100;
-    w->c.opd[w->c.n_opd] = v;
-    return -1 - w->c.n_opd++;
+    w->c.opd[w->c.prog.n_opd] = v;
+    return -1 - w->c.prog.n_opd++;
 }
 
 /* Appends node n to the chain when it is an elementwise step on chain
@@ -286,7 +264,7 @@ static int try_add(const fuse_build *b, fuse_grow *w, int n)
     case OP_Min: ins.kind = FK_MIN; unary = 0; break;
     default: return 0;
     }
-    int n_opd = w->c.n_opd;
+    int n_opd = w->c.prog.n_opd;
     if (unary) {
         if ((ins.a = reg_of(w, node->inputs[0])) < 0)
             return 0;
@@ -298,13 +276,13 @@ static int try_add(const fuse_build *b, fuse_grow *w, int n)
         ins.a = binary_src(b, w, node->inputs[0]);
         ins.b = ins.a == -100 ? -100 : binary_src(b, w, node->inputs[1]);
         if (ins.a == -100 || ins.b == -100) {
-            w->c.n_opd = n_opd;
+            w->c.prog.n_opd = n_opd;
             return 0;
         }
     }
     ins.dst = w->n_vals;
-    w->c.ins[w->c.n_members] = ins;
-    w->c.members[w->c.n_members++] = n;
+    w->c.prog.ins[w->c.prog.n_members] = ins;
+    w->c.members[w->c.prog.n_members++] = n;
     w->vals[w->n_vals++] = out;
     return 1;
 }
@@ -319,7 +297,7 @@ static int chain_closed(const fuse_build *b, const fuse_grow *w)
             return 0;
         for (int k = b->cstart[v]; k < b->cstart[v + 1]; k++) {
             int c = b->cons[k], in = 0;
-            for (int m = 0; m < w->c.n_members && !in; m++)
+            for (int m = 0; m < w->c.prog.n_members && !in; m++)
                 in = w->c.members[m] == c;
             if (!in)
                 return 0;
@@ -335,7 +313,7 @@ static int compile_lin(const gr_graph *g, const fuse_chain *cc, fuse_lin *lin)
 {
     const gr_type *yt = &g->values[g->nodes[cc->head].outputs[0]].type;
     int src[FUSE_MAX_OPERANDS]; /* 1 scalar, 2 full-size */
-    for (int k = 0; k < cc->n_opd; k++) {
+    for (int k = 0; k < cc->prog.n_opd; k++) {
         const gr_type *t = &g->values[cc->opd[k]].type;
         int one = t->rank >= 0;
         for (int d = 0; d < t->rank; d++)
@@ -348,16 +326,16 @@ static int compile_lin(const gr_graph *g, const fuse_chain *cc, fuse_lin *lin)
     int last_use[FUSE_MAX_NODES];
     for (int r = 0; r < FUSE_MAX_NODES; r++)
         last_use[r] = -1;
-    for (int t = 0; t < cc->n_members; t++) {
-        const fuse_ins *in = &cc->ins[t];
+    for (int t = 0; t < cc->prog.n_members; t++) {
+        const fuse_ins *in = &cc->prog.ins[t];
         if (in->a >= 0)
             last_use[in->a] = t;
         if (in->kind >= FK_ADD && in->b >= 0)
             last_use[in->b] = t;
     }
     int n = 0, cur = 0, saved = -1;
-    for (int t = 0; t < cc->n_members; t++) {
-        const fuse_ins *in = &cc->ins[t];
+    for (int t = 0; t < cc->prog.n_members; t++) {
+        const fuse_ins *in = &cc->prog.ins[t];
         if (last_use[cur] > t) { /* cur is read after this step: save it */
             if (saved >= 0 && last_use[saved] >= t)
                 return 0;
@@ -483,8 +461,8 @@ static int bn_fold(const gr_graph *g, int n, int bn, fuse_chain *c)
  * is not the Conv's). */
 static int opds_static(const gr_graph *g, const fuse_chain *c)
 {
-    for (int m = 0; m < c->n_members; m++) {
-        const fuse_ins *in = &c->ins[m];
+    for (int m = 0; m < c->prog.n_members; m++) {
+        const fuse_ins *in = &c->prog.ins[m];
         int k = in->a < 0 ? -1 - in->a : in->kind >= FK_ADD && in->b < 0 ? -1 - in->b : -1;
         if (k >= 0) {
             const tdm_tensor *t = f32_init(g, c->opd[k], 1);
@@ -530,7 +508,7 @@ static int grow_chain(fuse_build *b, int head, fuse_chain *out)
             int v = w.vals[r];
             for (int k = b->cstart[v]; k < b->cstart[v + 1]; k++) {
                 int c = b->cons[k], in = 0;
-                for (int m = 0; m < w.c.n_members && !in; m++)
+                for (int m = 0; m < w.c.prog.n_members && !in; m++)
                     in = w.c.members[m] == c;
                 if (!in && (next < 0 || b->pos[c] < b->pos[next]))
                     next = c;
@@ -548,20 +526,20 @@ static int grow_chain(fuse_build *b, int head, fuse_chain *out)
         return 0;
     /* operands of the kept prefix only */
     int n_opd = 0;
-    for (int k = 0; k < best.n_opd; k++) {
+    for (int k = 0; k < best.prog.n_opd; k++) {
         int used = 0;
-        for (int m = 0; m < best.n_members; m++)
-            used |= best.ins[m].a == -1 - k || best.ins[m].b == -1 - k;
+        for (int m = 0; m < best.prog.n_members; m++)
+            used |= best.prog.ins[m].a == -1 - k || best.prog.ins[m].b == -1 - k;
         if (used)
             n_opd = k + 1;
     }
-    best.n_opd = n_opd;
-    best.avx2 = b->avx2;
-    best.n_lin = b->avx2 ? compile_lin(g, &best, best.lin) : 0;
+    best.prog.n_opd = n_opd;
+    best.prog.avx2 = b->avx2;
+    best.prog.n_lin = b->avx2 ? compile_lin(g, &best, best.prog.lin) : 0;
     /* the general one-pass loop dispatches per step and block of 32: for
      * long programs the step-per-pass interpreter is faster */
-    if (best.n_lin > 3 && !fuse_lin_special(best.lin, best.n_lin))
-        best.n_lin = 0;
+    if (best.prog.n_lin > 3 && !fuse_lin_special(best.prog.lin, best.prog.n_lin))
+        best.prog.n_lin = 0;
     best.in_kernel = 0;
     for (size_t k = 0; k < sizeof fuse_kernel_ops / sizeof fuse_kernel_ops[0]; k++)
         best.in_kernel |= hn->op == fuse_kernel_ops[k];
@@ -654,11 +632,11 @@ tdm_status fuse_plan_build(tdm_err *e, const gr_graph *g, fuse_plan **out)
             b.taken[c.bn] = 1;
             fp->n_fused++;
         }
-        for (int m = 0; m < c.n_members; m++) {
+        for (int m = 0; m < c.prog.n_members; m++) {
             fp->member[c.members[m]] = 1;
             b.taken[c.members[m]] = 1;
         }
-        fp->n_fused += c.n_members;
+        fp->n_fused += c.prog.n_members;
         fp->chains[fp->n_chains++] = c;
     }
     *out = fp;
@@ -679,10 +657,10 @@ done:
 
 tdm_status fuse_bind(tdm_err *e, const fuse_chain *c, tdm_tensor *const *vals, const tdm_tensor *y, op_fuse *f)
 {
-    f->c = c;
+    f->prog = &c->prog;
     f->y = y;
     atomic_init(&f->done, 0);
-    for (int k = 0; k < c->n_opd; k++) {
+    for (int k = 0; k < c->prog.n_opd; k++) {
         f->opd[k] = vals[c->opd[k]];
         if (!f->opd[k])
             return err_set(e, TDM_E_INTERNAL, "a fused operand has no value");
@@ -695,7 +673,7 @@ int fuse_shapes_ok(const op_fuse *f)
     const tdm_tensor *y = f->y;
     if (!y || y->kind != TDM_KIND_TENSOR || y->dtype != TDM_FLOAT)
         return 0;
-    for (int k = 0; k < f->c->n_opd; k++) {
+    for (int k = 0; k < f->prog->n_opd; k++) {
         const tdm_tensor *t = f->opd[k];
         if (t->kind != TDM_KIND_TENSOR || t->dtype != TDM_FLOAT || t->rank > y->rank)
             return 0;
@@ -706,332 +684,4 @@ int fuse_shapes_ok(const op_fuse *f)
         }
     }
     return 1;
-}
-
-/* ---------------------------------------------------------- interpreter */
-
-enum { OG_FULL, OG_SCALAR, OG_BLOCK, OG_GENERAL };
-
-/* Where an operand's elements come from for output flat index i. */
-typedef struct fuse_geo {
-    int mode;
-    const float *d;
-    size_t inner, cnt;
-    int64_t strides[TDM_MAX_RANK];
-} fuse_geo;
-
-static void geo_init(fuse_geo *o, const tdm_tensor *t, const tdm_tensor *y)
-{
-    o->d = t->data;
-    o->cnt = t->count;
-    if (t->count == y->count) {
-        o->mode = OG_FULL;
-        return;
-    }
-    if (t->count == 1) {
-        o->mode = OG_SCALAR;
-        return;
-    }
-    int r = y->rank, lo = -1, hi = -1;
-    int64_t dims[TDM_MAX_RANK];
-    for (int k = 0; k < r; k++) {
-        int j = k - (r - t->rank);
-        dims[k] = j >= 0 ? t->dims[j] : 1;
-        if (dims[k] != 1) {
-            if (lo < 0)
-                lo = k;
-            hi = k;
-        }
-    }
-    int block = lo >= 0;
-    for (int k = lo; block && k <= hi; k++)
-        block = dims[k] == y->dims[k];
-    if (block) {
-        o->mode = OG_BLOCK;
-        o->inner = 1;
-        for (int k = hi + 1; k < r; k++)
-            o->inner *= (size_t)y->dims[k];
-        return;
-    }
-    o->mode = OG_GENERAL;
-    op_bcast_strides(r, y->dims, t->rank, t->dims, o->strides);
-}
-
-/* The operand's m elements for output indices i0.. (buf when copied). */
-static const float *geo_load(const fuse_geo *o, const tdm_tensor *y, size_t i0, size_t m, float *buf)
-{
-    switch (o->mode) {
-    case OG_FULL:
-        return o->d + i0;
-    case OG_SCALAR:
-        for (size_t i = 0; i < m; i++)
-            buf[i] = o->d[0];
-        return buf;
-    case OG_BLOCK:
-        for (size_t i = 0; i < m;) {
-            size_t idx = i0 + i, j = (idx / o->inner) % o->cnt, run;
-            if (o->inner == 1) {
-                run = o->cnt - j < m - i ? o->cnt - j : m - i;
-                memcpy(buf + i, o->d + j, run * sizeof *buf);
-            } else {
-                size_t left = o->inner - idx % o->inner;
-                run = left < m - i ? left : m - i;
-                float v = o->d[j];
-                for (size_t k = 0; k < run; k++)
-                    buf[i + k] = v;
-            }
-            i += run;
-        }
-        return buf;
-    default:
-        for (size_t i = 0; i < m; i++)
-            buf[i] = o->d[op_bcast_offset(i0 + i, y->rank, y->dims, o->strides)];
-        return buf;
-    }
-}
-
-static void run_unary(const fuse_ins *in, int avx2, float *d, const float *a, size_t m)
-{
-    const float p = in->p, q = in->q;
-    size_t i;
-    switch (in->kind) {
-    case FK_RELU:
-        if (avx2) {
-            fuse_relu_avx2(d, a, m);
-            break;
-        }
-        for (i = 0; i < m; i++)
-            d[i] = a[i] < 0 ? 0.0f : a[i];
-        break;
-    case FK_CLIP:
-        if (avx2) {
-            fuse_clip_avx2(d, a, m, p, q);
-            break;
-        }
-        for (i = 0; i < m; i++) {
-            float v = a[i];
-            v = v < p ? p : v;
-            d[i] = v > q ? q : v;
-        }
-        break;
-    case FK_LEAKY:
-        for (i = 0; i < m; i++)
-            d[i] = a[i] < 0 ? p * a[i] : a[i];
-        break;
-    case FK_SIGMOID: /* only when avx2 (see try_add) */
-        op_ew_sigmoid_avx2(a, d, m);
-        break;
-    case FK_HSIGMOID:
-        for (i = 0; i < m; i++)
-            d[i] = fmaxf(0.0f, fminf(1.0f, p * a[i] + q));
-        break;
-    case FK_HSWISH:
-        for (i = 0; i < m; i++) {
-            float v = a[i];
-            d[i] = v * fmaxf(0.0f, fminf(1.0f, p * v + q));
-        }
-        break;
-    case FK_TANH:
-        for (i = 0; i < m; i++)
-            d[i] = tanhf(a[i]);
-        break;
-    case FK_ERF:
-        if (avx2)
-            op_ew_erf_avx2(a, d, m);
-        else
-            for (i = 0; i < m; i++)
-                d[i] = erff(a[i]);
-        break;
-    default:
-        break;
-    }
-}
-
-static void run_binary(int kind, int avx2, float *d, const float *a, const float *b, size_t m)
-{
-    size_t i;
-    if (avx2) {
-        fuse_bin_avx2(kind - FK_ADD, d, a, b, m);
-        return;
-    }
-    switch (kind) {
-    case FK_ADD:
-        for (i = 0; i < m; i++)
-            d[i] = a[i] + b[i];
-        break;
-    case FK_SUB:
-        for (i = 0; i < m; i++)
-            d[i] = a[i] - b[i];
-        break;
-    case FK_MUL:
-        for (i = 0; i < m; i++)
-            d[i] = a[i] * b[i];
-        break;
-    case FK_DIV:
-        for (i = 0; i < m; i++)
-            d[i] = a[i] / b[i];
-        break;
-    case FK_MAX:
-        for (i = 0; i < m; i++)
-            d[i] = (a[i] != a[i] || a[i] > b[i]) ? a[i] : b[i];
-        break;
-    case FK_MIN:
-        for (i = 0; i < m; i++)
-            d[i] = (a[i] != a[i] || a[i] < b[i]) ? a[i] : b[i];
-        break;
-    default:
-        break;
-    }
-}
-
-/* d = a op s (s_first: s op a). */
-static void run_binary_s(int kind, int avx2, float *d, const float *a, float s, int s_first, size_t m)
-{
-    size_t i;
-    if (avx2) {
-        fuse_bin_scalar_avx2(kind - FK_ADD, d, a, s, s_first, m);
-        return;
-    }
-    switch (kind * 2 + (s_first != 0)) {
-    case FK_ADD * 2: for (i = 0; i < m; i++) d[i] = a[i] + s; break;
-    case FK_ADD * 2 + 1: for (i = 0; i < m; i++) d[i] = s + a[i]; break;
-    case FK_SUB * 2: for (i = 0; i < m; i++) d[i] = a[i] - s; break;
-    case FK_SUB * 2 + 1: for (i = 0; i < m; i++) d[i] = s - a[i]; break;
-    case FK_MUL * 2: for (i = 0; i < m; i++) d[i] = a[i] * s; break;
-    case FK_MUL * 2 + 1: for (i = 0; i < m; i++) d[i] = s * a[i]; break;
-    case FK_DIV * 2: for (i = 0; i < m; i++) d[i] = a[i] / s; break;
-    case FK_DIV * 2 + 1: for (i = 0; i < m; i++) d[i] = s / a[i]; break;
-    default:
-        for (i = 0; i < m; i++) {
-            float x = s_first ? s : a[i], z = s_first ? a[i] : s;
-            d[i] = kind == FK_MAX ? ((x != x || x > z) ? x : z) : ((x != x || x < z) ? x : z);
-        }
-        break;
-    }
-}
-
-void op_fuse_apply(const op_fuse *f, float *y, size_t at, size_t n)
-{
-    const fuse_chain *c = f->c;
-    const int last = c->n_members - 1;
-    int lin = c->n_lin > 0 && last > 0;
-    float sv[FUSE_LIN_MAX];
-    const float *pv[FUSE_LIN_MAX];
-    for (int s = 0; lin && s < c->n_lin; s++) {
-        const fuse_lin *st = &c->lin[s];
-        if (st->op == FL_SAVE || st->op == FL_RELU || st->op == FL_CLIP || st->op == FL_SIGMOID || st->src == 0)
-            continue;
-        const tdm_tensor *t = f->opd[st->opd];
-        if (st->src == 1 && t->count == 1)
-            sv[s] = ((const float *)t->data)[0];
-        else if (st->src == 2 && t->count == f->y->count)
-            pv[s] = (const float *)t->data + at;
-        else
-            lin = 0;
-    }
-    if (last < 0) {
-        /* no step: a folded BatchNormalization alone */
-    } else if (lin) {
-        fuse_lin_avx2(c->lin, c->n_lin, sv, pv, y, n);
-    } else if (last == 0 && c->ins[0].kind < FK_ADD) {
-        /* one activation: in place (every loop reads an element before
-         * writing it; the AVX2 Sigmoid / Erf allow x == y) */
-        run_unary(&c->ins[0], c->avx2, y, y, n);
-    } else {
-        /* registers 1 .. last (the last step writes y itself) */
-        float regs[FUSE_MAX_NODES - 1][FUSE_BLOCK];
-        float obuf[FUSE_BLOCK];
-        fuse_geo geo[FUSE_MAX_OPERANDS];
-        for (int k = 0; k < c->n_opd; k++)
-            geo_init(&geo[k], f->opd[k], f->y);
-        for (size_t off = 0; off < n; off += FUSE_BLOCK) {
-            size_t m = n - off < FUSE_BLOCK ? n - off : FUSE_BLOCK, i0 = at + off;
-            float *y0 = y + off;
-            for (int s = 0; s <= last; s++) {
-                const fuse_ins *in = &c->ins[s];
-                float *d = s == last ? y0 : regs[in->dst - 1];
-                if (in->kind < FK_ADD) { /* the source of a unary step is a register */
-                    run_unary(in, c->avx2, d, in->a == 0 ? y0 : regs[in->a - 1], m);
-                    continue;
-                }
-                const int op_first = in->a < 0, ok = op_first ? -1 - in->a : in->b < 0 ? -1 - in->b : -1;
-                const int r = op_first ? in->b : in->a; /* a register */
-                const float *x = r == 0 ? y0 : regs[r - 1];
-                if (ok < 0) {
-                    run_binary(in->kind, c->avx2, d, x, in->b == 0 ? y0 : regs[in->b - 1], m);
-                    continue;
-                }
-                const fuse_geo *o = &geo[ok];
-                if (o->mode == OG_SCALAR) {
-                    run_binary_s(in->kind, c->avx2, d, x, o->d[0], op_first, m);
-                } else if (o->mode == OG_BLOCK && o->inner > 1) { /* runs of one operand value */
-                    for (size_t i = 0; i < m;) {
-                        size_t idx = i0 + i, j = (idx / o->inner) % o->cnt, left = o->inner - idx % o->inner;
-                        size_t run = left < m - i ? left : m - i;
-                        run_binary_s(in->kind, c->avx2, d + i, x + i, o->d[j], op_first, run);
-                        i += run;
-                    }
-                } else {
-                    const float *v = geo_load(o, f->y, i0, m, obuf);
-                    if (op_first)
-                        run_binary(in->kind, c->avx2, d, v, x, m);
-                    else
-                        run_binary(in->kind, c->avx2, d, x, v, m);
-                }
-            }
-        }
-    }
-    /* The executor's check that the kernel applied the program: the
-     * count of the whole output once any part of it was applied (a load
-     * and, the first time, a store: no read-modify-write per call). */
-    atomic_size_t *done = &((op_fuse *)f)->done;
-    if (atomic_load_explicit(done, memory_order_relaxed) == 0)
-        atomic_store_explicit(done, f->y->count, memory_order_relaxed);
-}
-
-int op_fuse_clamp(const op_fuse *f, float *lo, float *hi)
-{
-    const fuse_chain *c = f ? f->c : NULL;
-    if (!c || c->n_members != 1)
-        return 0;
-    if (c->ins[0].kind == FK_RELU) {
-        *lo = 0.0f;
-        *hi = INFINITY;
-        return 1;
-    }
-    if (c->ins[0].kind == FK_CLIP) {
-        *lo = c->ins[0].p;
-        *hi = c->ins[0].q;
-        return 1;
-    }
-    return 0;
-}
-
-void op_fuse_applied(const op_fuse *f) { atomic_store(&((op_fuse *)f)->done, f->y->count); }
-
-typedef struct fuse_job {
-    const op_fuse *f;
-    float *y;
-    size_t n, per;
-} fuse_job;
-
-static void fuse_task(void *arg, size_t t)
-{
-    const fuse_job *j = arg;
-    size_t i0 = t * j->per, m = j->n - i0 < j->per ? j->n - i0 : j->per;
-    op_fuse_apply(j->f, j->y + i0, i0, m);
-}
-
-void fuse_apply_all(const op_fuse *f, int threads)
-{
-    fuse_job j;
-    j.f = f;
-    j.y = f->y->data;
-    j.n = f->y->count;
-    if (!j.n)
-        return;
-    size_t tasks = pool_tasks(threads, j.n, FUSE_TASK);
-    j.per = (j.n + tasks - 1) / tasks;
-    j.per = (j.per + 15) / 16 * 16;
-    pool_run(threads, (j.n + j.per - 1) / j.per, fuse_task, &j);
 }

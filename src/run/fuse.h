@@ -34,12 +34,8 @@
 #define TDM_RUN_FUSE_H
 
 #include "graph/graph.h"
+#include "ops/fuse_prog.h"
 #include "ops/op.h"
-
-#include <stdatomic.h>
-
-#define FUSE_MAX_NODES 16   /* nodes of one chain, head included */
-#define FUSE_MAX_OPERANDS 8 /* operands of one chain */
 
 typedef struct fuse_plan fuse_plan;
 typedef struct fuse_chain fuse_chain;
@@ -78,54 +74,13 @@ int fuse_chain_inputs(const fuse_chain *c, const tdm_tensor **in, int *n_in);
  * general one-pass loop, 2 a straight-line kernel (fuse_lin_special). */
 int fuse_chain_kernel(const fuse_chain *c);
 
-/* A chain bound to one run: what ctx->fuse points to. */
-struct op_fuse {
-    const fuse_chain *c;
-    const tdm_tensor *y;                        /* the head's output (its dims are read when applied) */
-    const tdm_tensor *opd[FUSE_MAX_OPERANDS];   /* the operands' values */
-    atomic_size_t done;                         /* 0 until the program was applied, then the output's count */
-};
-
 /* Binds chain c for a run: vals[] holds the current value of each value
  * id; y is the head's output tensor (dims set by the kernel before any
  * op_fuse_apply). Fails (TDM_E_INTERNAL) when an operand has no value. */
 tdm_status fuse_bind(tdm_err *e, const fuse_chain *c, tdm_tensor *const *vals, const tdm_tensor *y, op_fuse *f);
-/* 1 when f's operands are float32 and broadcast to f->y's shape without
+/* (The program, its interpreter op_fuse_apply and fuse_apply_all: ops/fuse_prog.h.)
+ * 1 when f's operands are float32 and broadcast to f->y's shape without
  * growing it (the condition of a fused run), else 0. */
 int fuse_shapes_ok(const op_fuse *f);
-/* Applies f to the whole of f->y in place (pool threads). */
-void fuse_apply_all(const op_fuse *f, int threads);
-
-/* The AVX2 loops (fuse_avx2.c; call only when gemm_avx2_usable()). */
-void fuse_relu_avx2(float *y, const float *x, size_t n);
-void fuse_clip_avx2(float *y, const float *x, size_t n, float lo, float hi);
-void fuse_bin_avx2(int kind, float *y, const float *a, const float *b, size_t n);
-/* y = a op s (s_first: s op a). */
-void fuse_bin_scalar_avx2(int kind, float *y, const float *a, float s, int s_first, size_t n);
-
-/* One-pass programs: a chain whose steps each read the current value (the
- * previous step's result), at most one saved earlier value, and scalar or
- * full-size operands, run in one pass over the block in registers
- * (FL_SIGMOID by op_ew_sigmoid8, the standalone AVX2 Sigmoid's function;
- * AVX2 builds only). */
-enum fuse_lin_op {
-    FL_SAVE,                                            /* saved = cur */
-    FL_RELU, FL_CLIP, FL_SIGMOID,                       /* cur = f(cur) (p, q: Clip bounds) */
-    FL_ADD, FL_SUB, FL_MUL, FL_DIV, FL_MAX, FL_MIN,     /* cur = cur op k */
-    FL_RADD, FL_RSUB, FL_RMUL, FL_RDIV, FL_RMAX, FL_RMIN /* cur = k op cur */
-};
-#define FUSE_LIN_MAX (2 * FUSE_MAX_NODES)
-typedef struct fuse_lin {
-    int op;
-    int src;    /* the second value k: 0 the saved value, 1 a scalar, 2 a full-size operand */
-    int opd;    /* operand index (src 1, 2) */
-    float p, q; /* Clip bounds */
-} fuse_lin;
-/* Runs prog[0 .. n_prog) on y[0 .. n) in place: sv[s] is the scalar of
- * step s (src 1), pv[s] the operand's elements for y[0 ..] (src 2). */
-void fuse_lin_avx2(const fuse_lin *prog, int n_prog, const float *sv, const float *const *pv, float *y, size_t n);
-/* 1 when prog has a straight-line kernel (affine-hardswish-affine,
- * residual Add then Relu, SiLU x * Sigmoid(x)) in fuse_lin_avx2. */
-int fuse_lin_special(const fuse_lin *prog, int n_prog);
 
 #endif

@@ -1,8 +1,8 @@
 /* The heterogeneous executor (see hexec.h). */
 #include "run/hexec.h"
-#include "devices/opencl/opencl.h"
 #include "core/mem.h"
 #include "run/exec.h"
+#include "run/node.h"
 #include "run/observe.h"
 
 #include <cjson/cJSON.h>
@@ -41,11 +41,119 @@ void exec_prog_free(exec_prog *p)
     mem_free(p);
 }
 
+/* The distinct values each node reads, explicit and implicit (a
+ * subgraph's outer-scope names): rd[rd_start[n] .. rd_start[n + 1]). -1
+ * when out of memory. */
+static int prog_reads(exec_prog *p)
+{
+    const gr_graph *g = p->g;
+    int N = p->N;
+    size_t cap = 0, k = 0;
+    if (!(p->rd_start = mem_calloc((size_t)N + 1, sizeof *p->rd_start)))
+        return -1;
+    for (int n = 0; n < N; n++) {
+        const gr_node *node = &g->nodes[n];
+        int *imp = NULL;
+        int nimp = 0;
+        p->rd_start[n] = (int)k;
+        for (int a = 0; a < node->n_attrs; a++)
+            if (node->attrs[a].type == GA_GRAPH || node->attrs[a].type == GA_GRAPHS) {
+                if ((nimp = plan_implicit_inputs(g, node, &imp)) < 0)
+                    return -1;
+                break;
+            }
+        for (int i = 0; i < node->n_inputs + nimp; i++) {
+            int v = i < node->n_inputs ? node->inputs[i] : imp[i - node->n_inputs];
+            int dup = v < 0;
+            for (size_t j = (size_t)p->rd_start[n]; !dup && j < k; j++)
+                dup = p->rd[j] == v;
+            if (dup)
+                continue;
+            if (mem_grow((void **)&p->rd, &cap, k + 1, sizeof *p->rd)) {
+                mem_free(imp);
+                return -1;
+            }
+            p->rd[k++] = v;
+        }
+        mem_free(imp);
+    }
+    p->rd_start[N] = (int)k;
+    return 0;
+}
+
+/* The plan's copies by position (copy_start), and the residencies (v * D +
+ * d) released after each position: frees[free_start[pos] ..
+ * free_start[pos + 1]), after the last position that reads them (node
+ * inputs, outputs, copy sources; graph outputs are kept to the end). -1
+ * when out of memory. */
+static int prog_frees(exec_prog *p)
+{
+    const tdm_plan *plan = p->plan;
+    const gr_graph *g = p->g;
+    int N = p->N, D = p->D;
+    size_t nvd = (size_t)p->V * (size_t)D;
+    p->copy_start = mem_calloc((size_t)N + 2, sizeof *p->copy_start);
+    p->free_start = mem_calloc((size_t)N + 2, sizeof *p->free_start);
+    int *last = mem_alloc(nvd * sizeof *last + 1);
+    if (!p->copy_start || !p->free_start || !last) {
+        mem_free(last);
+        return -1;
+    }
+    /* copies by position (the plan lists them in position order) */
+    for (int c = 0; c < plan->n_copies; c++)
+        p->copy_start[plan->copies[c].pos + 1]++;
+    for (int q = 0; q <= N; q++)
+        p->copy_start[q + 1] += p->copy_start[q];
+    /* last position reading each residency */
+    for (size_t i = 0; i < nvd; i++)
+        last[i] = -1;
+    for (int pos = 0; pos < N; pos++) {
+        int n = plan->order[pos], d = plan->nodes[n].device;
+        for (int j = p->rd_start[n]; j < p->rd_start[n + 1]; j++)
+            last[(size_t)p->rd[j] * (size_t)D + (size_t)d] = pos;
+        for (int o = 0; o < g->nodes[n].n_outputs; o++) {
+            int v = g->nodes[n].outputs[o];
+            if (v >= 0 && last[(size_t)v * (size_t)D + (size_t)d] < pos)
+                last[(size_t)v * (size_t)D + (size_t)d] = pos;
+        }
+        for (int c = p->copy_start[pos]; c < p->copy_start[pos + 1]; c++) {
+            const plan_copy *pc = &plan->copies[c];
+            size_t i = (size_t)pc->value * (size_t)D + (size_t)pc->from;
+            if (last[i] < pos)
+                last[i] = pos;
+        }
+    }
+    for (int q = 0; q < g->n_outputs; q++) {
+        int v = g->outputs[q];
+        for (int d = 0; d < D; d++)
+            if (last[(size_t)v * (size_t)D + (size_t)d] >= 0)
+                last[(size_t)v * (size_t)D + (size_t)d] = INT_MAX; /* kept to the end */
+    }
+    for (size_t i = 0; i < nvd; i++)
+        if (last[i] >= 0 && last[i] < N)
+            p->free_start[last[i] + 1]++;
+    for (int q = 0; q <= N; q++)
+        p->free_start[q + 1] += p->free_start[q];
+    size_t nf = (size_t)p->free_start[N + 1];
+    p->frees = mem_alloc(nf * sizeof *p->frees + 1);
+    int *fill = mem_calloc((size_t)N + 1, sizeof *fill);
+    if (!p->frees || !fill) {
+        mem_free(fill);
+        mem_free(last);
+        return -1;
+    }
+    for (size_t i = 0; i < nvd; i++)
+        if (last[i] >= 0 && last[i] < N)
+            p->frees[p->free_start[last[i]] + fill[last[i]]++] = (int)i;
+    mem_free(fill);
+    mem_free(last);
+    return 0;
+}
+
 tdm_status exec_prog_build(tdm_err *e, const tdm_plan *plan, exec_prog **out)
 {
     *out = NULL;
     exec_prog *p = mem_calloc(1, sizeof *p);
-    int *last = NULL;
     if (!p)
         return err_set(e, TDM_E_NOMEM, "out of memory");
     if (pthread_mutex_init(&p->plugin_lock, NULL)) {
@@ -79,96 +187,12 @@ tdm_status exec_prog_build(tdm_err *e, const tdm_plan *plan, exec_prog **out)
         *out = p;
         return TDM_OK;
     }
-    int N = p->N, D = p->D, V = p->V;
-    size_t nvd = (size_t)V * (size_t)D;
-    p->rd_start = mem_calloc((size_t)N + 1, sizeof *p->rd_start);
-    p->copy_start = mem_calloc((size_t)N + 2, sizeof *p->copy_start);
-    p->free_start = mem_calloc((size_t)N + 2, sizeof *p->free_start);
-    last = mem_alloc(nvd * sizeof *last + 1);
-    if (!p->rd_start || !p->copy_start || !p->free_start || !last)
-        goto nomem;
-    size_t cap = 0, k = 0;
-    for (int n = 0; n < N; n++) {
-        const gr_node *node = &g->nodes[n];
-        int *imp = NULL;
-        int nimp = 0;
-        p->rd_start[n] = (int)k;
-        for (int a = 0; a < node->n_attrs; a++)
-            if (node->attrs[a].type == GA_GRAPH || node->attrs[a].type == GA_GRAPHS) {
-                if ((nimp = plan_implicit_inputs(g, node, &imp)) < 0)
-                    goto nomem;
-                break;
-            }
-        for (int i = 0; i < node->n_inputs + nimp; i++) {
-            int v = i < node->n_inputs ? node->inputs[i] : imp[i - node->n_inputs];
-            int dup = v < 0;
-            for (size_t j = (size_t)p->rd_start[n]; !dup && j < k; j++)
-                dup = p->rd[j] == v;
-            if (dup)
-                continue;
-            if (mem_grow((void **)&p->rd, &cap, k + 1, sizeof *p->rd)) {
-                mem_free(imp);
-                goto nomem;
-            }
-            p->rd[k++] = v;
-        }
-        mem_free(imp);
+    if (prog_reads(p) || prog_frees(p)) {
+        exec_prog_free(p);
+        return err_set(e, TDM_E_NOMEM, "out of memory");
     }
-    p->rd_start[N] = (int)k;
-    /* copies by position (the plan lists them in position order) */
-    for (int c = 0; c < plan->n_copies; c++)
-        p->copy_start[plan->copies[c].pos + 1]++;
-    for (int q = 0; q <= N; q++)
-        p->copy_start[q + 1] += p->copy_start[q];
-    /* last position reading each residency */
-    for (size_t i = 0; i < nvd; i++)
-        last[i] = -1;
-    for (int pos = 0; pos < N; pos++) {
-        int n = plan->order[pos], d = plan->nodes[n].device;
-        for (int j = p->rd_start[n]; j < p->rd_start[n + 1]; j++)
-            last[(size_t)p->rd[j] * (size_t)D + (size_t)d] = pos;
-        for (int o = 0; o < g->nodes[n].n_outputs; o++) {
-            int v = g->nodes[n].outputs[o];
-            if (v >= 0 && last[(size_t)v * (size_t)D + (size_t)d] < pos)
-                last[(size_t)v * (size_t)D + (size_t)d] = pos;
-        }
-        for (int c = p->copy_start[pos]; c < p->copy_start[pos + 1]; c++) {
-            const plan_copy *pc = &plan->copies[c];
-            size_t i = (size_t)pc->value * (size_t)D + (size_t)pc->from;
-            if (last[i] < pos)
-                last[i] = pos;
-        }
-    }
-    for (int q = 0; q < g->n_outputs; q++) {
-        int v = g->outputs[q];
-        for (int d = 0; d < D; d++)
-            if (last[(size_t)v * (size_t)D + (size_t)d] >= 0)
-                last[(size_t)v * (size_t)D + (size_t)d] = INT_MAX; /* kept to the end */
-    }
-    size_t nf = 0;
-    for (size_t i = 0; i < nvd; i++)
-        if (last[i] >= 0 && last[i] < N)
-            p->free_start[last[i] + 1]++;
-    for (int q = 0; q <= N; q++)
-        p->free_start[q + 1] += p->free_start[q];
-    nf = (size_t)p->free_start[N + 1];
-    p->frees = mem_alloc(nf * sizeof *p->frees + 1);
-    int *fill = mem_calloc((size_t)N + 1, sizeof *fill);
-    if (!p->frees || !fill) {
-        mem_free(fill);
-        goto nomem;
-    }
-    for (size_t i = 0; i < nvd; i++)
-        if (last[i] >= 0 && last[i] < N)
-            p->frees[p->free_start[last[i]] + fill[last[i]]++] = (int)i;
-    mem_free(fill);
-    mem_free(last);
     *out = p;
     return TDM_OK;
-nomem:
-    mem_free(last);
-    exec_prog_free(p);
-    return err_set(e, TDM_E_NOMEM, "out of memory");
 }
 
 /* ------------------------------------------------------------- run */
@@ -182,6 +206,8 @@ typedef struct run_state {
     size_t *resb;               /* bytes reserved on a built-in device */
     tdm_device_tensor *pbuf;    /* plugin buffers (v * D + d), NULL without plugins */
     exec_stats *st;
+    const tdm_tensor **nin;     /* a node's inputs and outputs (max_in, max_out) */
+    tdm_tensor **nout;
 } run_state;
 
 static const dev_instance *devi(const run_state *r, int d) { return &r->p->plan->devs->items[d]; }
@@ -362,13 +388,15 @@ static tdm_status collect_fallbacks(run_state *r, int d)
     return TDM_OK;
 }
 
-static tdm_status run_plugin_node(run_state *r, int n, int d)
+/* Runs node n on plugin device d on its resident buffers; *dev_ms (may be
+ * NULL): the device's own time of the run. */
+static tdm_status run_plugin_node(run_state *r, int n, int d, double *dev_ms)
 {
     const exec_prog *p = r->p;
     const gr_node *node = &p->g->nodes[n];
     const dev_instance *di = devi(r, d);
     int D = p->D;
-    char label[256], msg[512];
+    char label[256];
     tdm_device_tensor *in = mem_calloc((size_t)node->n_inputs + 1, sizeof *in);
     tdm_device_tensor *out = mem_calloc((size_t)node->n_outputs + 1, sizeof *out);
     tdm_status st = TDM_OK;
@@ -379,20 +407,12 @@ static tdm_status run_plugin_node(run_state *r, int n, int d)
     for (int i = 0; i < node->n_inputs; i++)
         if (node->inputs[i] >= 0)
             in[i] = r->pbuf[(size_t)node->inputs[i] * (size_t)D + (size_t)d];
-    msg[0] = '\0';
     pthread_mutex_lock((pthread_mutex_t *)&p->plugin_lock);
-    st = di->dev.iface->run(di->dev.ctx, &p->plan->descs[n], in, out, msg, sizeof msg);
+    st = node_run_plugin(r->e, di, node, &p->plan->descs[n], in, out, dev_ms);
     tdm_status fst = collect_fallbacks(r, d);
     pthread_mutex_unlock((pthread_mutex_t *)&p->plugin_lock);
-    msg[sizeof msg - 1] = '\0';
-    if (st) {
-        for (int i = 0; i < node->n_outputs; i++)
-            if (out[i].buf)
-                di->dev.iface->buffer_free(di->dev.ctx, out[i].buf);
-        st = err_set(r->e, TDM_E_DEVICE, "device '%s' failed on node %s: %s", di->name,
-                     gr_node_label(node, label, sizeof label), msg[0] ? msg : tdm_status_str(st));
+    if (st)
         goto done;
-    }
     for (int i = 0; i < node->n_outputs; i++) {
         int v = node->outputs[i];
         if (v < 0) {
@@ -432,21 +452,13 @@ static tdm_status run_builtin_node(run_state *r, exec_scope *scope, const tdm_te
             return err_set(r->e, TDM_E_INTERNAL, "node %s: input '%s' has no value",
                            gr_node_label(node, label, sizeof label), p->g->values[v].name);
     }
-    for (int i = 0; i < node->n_outputs; i++) {
-        nout[i] = mem_calloc(1, sizeof **nout);
-        if (!nout[i]) {
-            st = err_set(r->e, TDM_E_NOMEM, "out of memory");
-            goto fail;
-        }
-    }
-    op_ctx ctx = {node, node->version, node->n_inputs, nin, node->n_outputs, nout, r->e, scope, threads, rng, NULL, 0};
-    st = di->ext->run_host(di->dev.ctx, &ctx);
+    st = node_run_builtin(r->e, di, node, scope, nin, nout, threads, rng);
     if (st) {
         if (st == TDM_E_DEVICE)
             err_prefix(r->e, "device '%s' failed on node %s: ", di->name, gr_node_label(node, label, sizeof label));
         else
             err_prefix(r->e, "node %s: ", gr_node_label(node, label, sizeof label));
-        goto fail;
+        return st;
     }
     for (int i = 0; i < node->n_outputs; i++) {
         int v = node->outputs[i];
@@ -479,12 +491,121 @@ fail:
     return st;
 }
 
+/* The run's tables, and the values it starts from: initializers and the
+ * inputs, resident on cpu. out[] cleared. */
+static tdm_status run_open(run_state *r, const exec_prog *p, tdm_err *e, exec_stats *stats,
+                           const tdm_tensor *const *in, tdm_tensor **out)
+{
+    const gr_graph *g = p->g;
+    int D = p->D, V = p->V;
+    size_t nvd = (size_t)V * (size_t)D;
+    memset(r, 0, sizeof *r);
+    r->p = p;
+    r->e = e;
+    r->st = stats;
+    r->vals = mem_calloc((size_t)V + 1, sizeof *r->vals);
+    r->owned = mem_calloc((size_t)V + 1, 1);
+    r->res = mem_calloc(nvd + 1, 1);
+    r->resb = mem_calloc(nvd + 1, sizeof *r->resb);
+    if (p->any_plugin)
+        r->pbuf = mem_calloc(nvd + 1, sizeof *r->pbuf);
+    r->nin = mem_calloc((size_t)p->max_in + 1, sizeof *r->nin);
+    r->nout = mem_calloc((size_t)p->max_out + 1, sizeof *r->nout);
+    for (int k = 0; k < g->n_outputs; k++)
+        out[k] = NULL;
+    if (!r->vals || !r->owned || !r->res || !r->resb || (p->any_plugin && !r->pbuf) || !r->nin || !r->nout)
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    for (int v = 0; v < V; v++) {
+        if (g->values[v].init) {
+            r->vals[v] = g->values[v].init;
+            r->res[(size_t)v * (size_t)D + (size_t)p->cpu] = 1;
+        }
+    }
+    for (int k = 0; k < g->n_inputs; k++) {
+        int v = g->inputs[k];
+        if (in[k])
+            r->vals[v] = (tdm_tensor *)in[k];
+        else if (!g->values[v].init && !g->values[v].type.optional)
+            return err_set(e, TDM_E_INPUT, "input '%s' was not given", g->values[v].name);
+        r->res[(size_t)v * (size_t)D + (size_t)p->cpu] = 1;
+    }
+    return TDM_OK;
+}
+
+/* The plan's copies before position pos (pos == N: the outputs'). */
+static tdm_status run_copies(run_state *r, int pos)
+{
+    const exec_prog *p = r->p;
+    for (int c = p->copy_start[pos]; c < p->copy_start[pos + 1]; c++) {
+        obs_mark om;
+        if (p->obs.fn)
+            obs_begin(&om, r->st);
+        tdm_status st = do_copy(r, &p->plan->copies[c]);
+        if (st)
+            return st;
+        if (p->obs.fn)
+            obs_copy(&p->obs, &p->plan->copies[c], &om, r->st);
+    }
+    return TDM_OK;
+}
+
+/* Releases the residencies whose last reader is position pos. */
+static void run_frees(run_state *r, int pos)
+{
+    const exec_prog *p = r->p;
+    for (int f = p->free_start[pos]; f < p->free_start[pos + 1]; f++) {
+        int i = p->frees[f];
+        int v = i / p->D, dd = i % p->D;
+        if (dd == p->cpu && !r->res[i])
+            continue;
+        if (dd == p->cpu) {
+            r->res[i] = 0;
+            if (!has_builtin_residency(r, v) && !p->g->values[v].is_output)
+                drop_host(r, v);
+        } else {
+            release_res(r, v, dd);
+        }
+    }
+}
+
+/* Releases every device residency, the values the run owns and its tables. */
+static void run_close(run_state *r)
+{
+    const exec_prog *p = r->p;
+    size_t nvd = (size_t)p->V * (size_t)p->D;
+    if (r->res) {
+        for (size_t i = 0; i < nvd; i++) {
+            int d = (int)(i % (size_t)p->D);
+            if (r->res[i] && d != p->cpu) {
+                const dev_instance *di = devi(r, d);
+                if (di->ext) {
+                    if (r->resb[i] && di->ext->release)
+                        di->ext->release(di->dev.ctx, r->resb[i]);
+                } else if (r->pbuf && r->pbuf[i].buf) {
+                    di->dev.iface->buffer_free(di->dev.ctx, r->pbuf[i].buf);
+                }
+            }
+        }
+    }
+    if (r->vals)
+        for (int v = 0; v < p->V; v++)
+            if (r->owned[v])
+                tdm_tensor_destroy(r->vals[v]);
+    mem_free(r->vals);
+    mem_free(r->owned);
+    mem_free(r->res);
+    mem_free(r->resb);
+    mem_free(r->pbuf);
+    mem_free((void *)r->nin);
+    mem_free(r->nout);
+}
+
 tdm_status exec_prog_run(tdm_err *e, const exec_prog *p, const tdm_tensor *const *in, tdm_tensor **out, int threads,
                          exec_stats *stats)
 {
     const gr_graph *g = p->g;
     const tdm_plan *plan = p->plan;
-    int N = p->N, D = p->D, V = p->V;
+    int N = p->N, D = p->D;
     uint64_t rng = 0x9e3779b97f4a7c15ull;
     tdm_status st = TDM_OK;
     if (stats) {
@@ -504,119 +625,41 @@ tdm_status exec_prog_run(tdm_err *e, const exec_prog *p, const tdm_tensor *const
         }
         return st;
     }
-    size_t nvd = (size_t)V * (size_t)D;
     run_state r;
-    memset(&r, 0, sizeof r);
-    r.p = p;
-    r.e = e;
-    r.st = stats;
-    r.vals = mem_calloc((size_t)V + 1, sizeof *r.vals);
-    r.owned = mem_calloc((size_t)V + 1, 1);
-    r.res = mem_calloc(nvd + 1, 1);
-    r.resb = mem_calloc(nvd + 1, sizeof *r.resb);
-    if (p->any_plugin)
-        r.pbuf = mem_calloc(nvd + 1, sizeof *r.pbuf);
-    const tdm_tensor **nin = mem_calloc((size_t)p->max_in + 1, sizeof *nin);
-    tdm_tensor **nout = mem_calloc((size_t)p->max_out + 1, sizeof *nout);
-    for (int k = 0; k < g->n_outputs; k++)
-        out[k] = NULL;
-    if (!r.vals || !r.owned || !r.res || !r.resb || (p->any_plugin && !r.pbuf) || !nin || !nout) {
-        st = err_set(e, TDM_E_NOMEM, "out of memory");
+    exec_scope scope;
+    if ((st = run_open(&r, p, e, stats, in, out)) != TDM_OK)
         goto done;
-    }
-    for (int v = 0; v < V; v++) {
-        if (g->values[v].init) {
-            r.vals[v] = g->values[v].init;
-            r.res[(size_t)v * (size_t)D + (size_t)p->cpu] = 1;
-        }
-    }
-    for (int k = 0; k < g->n_inputs; k++) {
-        int v = g->inputs[k];
-        if (in[k])
-            r.vals[v] = (tdm_tensor *)in[k];
-        else if (!g->values[v].init && !g->values[v].type.optional) {
-            st = err_set(e, TDM_E_INPUT, "input '%s' was not given", g->values[v].name);
-            goto done;
-        }
-        r.res[(size_t)v * (size_t)D + (size_t)p->cpu] = 1;
-    }
-    exec_scope scope = {g, r.vals, r.owned, NULL, e, threads, &rng};
+    exec_scope_init(&scope, g, r.vals, r.owned, NULL, e, threads, &rng);
     for (int pos = 0; pos <= N; pos++) {
-        for (int c = p->copy_start[pos]; c < p->copy_start[pos + 1]; c++) {
-            obs_mark om;
-            if (p->obs.fn)
-                obs_begin(&om, stats);
-            if ((st = do_copy(&r, &plan->copies[c])) != TDM_OK)
-                goto done;
-            if (p->obs.fn)
-                obs_copy(&p->obs, &plan->copies[c], &om, stats);
-        }
+        if ((st = run_copies(&r, pos)) != TDM_OK)
+            goto done;
         if (pos == N)
             break;
         int n = plan->order[pos], d = plan->nodes[n].device;
         uint64_t node_t0 = p->obs.fn ? obs_now_ns() : 0;
+        /* A device with its own timer (ABI version 2, last_run_ms; OpenCL's
+         * run() only enqueues) is waited for under an observer, so that
+         * profile and trace show the node's real duration. */
+        double dev_ms = -1;
         if (is_builtin(p, d))
-            st = run_builtin_node(&r, &scope, nin, nout, n, d, threads, &rng);
+            st = run_builtin_node(&r, &scope, r.nin, r.nout, n, d, threads, &rng);
         else
-            st = run_plugin_node(&r, n, d);
+            st = run_plugin_node(&r, n, d, p->obs.fn ? &dev_ms : NULL);
         if (st && st == TDM_E_DEVICE && p->obs.fn)
             obs_fault(&p->obs, n, d, node_t0, e->msg);
         if (st)
             goto done;
-        if (p->obs.fn) {
-            /* OpenCL's run() only enqueues: wait for the kernels and take the
-             * time its profiling events measured, so profile and trace show
-             * the node's real duration. */
-            double dev_ms = -1;
-            if (!is_builtin(p, d) && ocl_is_device(&devi(&r, d)->dev))
-                dev_ms = ocl_last_run_ms(&devi(&r, d)->dev);
+        if (p->obs.fn)
             obs_node_timed(&p->obs, n, d, node_t0, is_builtin(p, d) ? r.vals : NULL, dev_ms);
-        }
         if (stats) {
             stats->nodes++;
             stats->nodes_by_device[d]++;
         }
-        for (int f = p->free_start[pos]; f < p->free_start[pos + 1]; f++) {
-            int i = p->frees[f];
-            int v = i / D, dd = i % D;
-            if (dd == p->cpu && !r.res[i])
-                continue;
-            if (dd == p->cpu) {
-                r.res[i] = 0;
-                if (!has_builtin_residency(&r, v) && !g->values[v].is_output)
-                    drop_host(&r, v);
-            } else {
-                release_res(&r, v, dd);
-            }
-        }
+        run_frees(&r, pos);
     }
     st = exec_hand_outputs(e, g, r.vals, r.owned, out);
 done:
-    if (r.res) {
-        for (size_t i = 0; i < nvd; i++) {
-            int d = (int)(i % (size_t)D);
-            if (r.res[i] && d != p->cpu) {
-                const dev_instance *di = devi(&r, d);
-                if (di->ext) {
-                    if (r.resb[i] && di->ext->release)
-                        di->ext->release(di->dev.ctx, r.resb[i]);
-                } else if (r.pbuf && r.pbuf[i].buf) {
-                    di->dev.iface->buffer_free(di->dev.ctx, r.pbuf[i].buf);
-                }
-            }
-        }
-    }
-    if (r.vals)
-        for (int v = 0; v < V; v++)
-            if (r.owned[v])
-                tdm_tensor_destroy(r.vals[v]);
-    mem_free(r.vals);
-    mem_free(r.owned);
-    mem_free(r.res);
-    mem_free(r.resb);
-    mem_free(r.pbuf);
-    mem_free((void *)nin);
-    mem_free(nout);
+    run_close(&r);
     obs_run(&p->obs, obs_t0, st);
     return st;
 }

@@ -633,6 +633,8 @@ static void ocl_destroy(void *ctx)
     mem_free(c);
 }
 
+static double ocl_run_ms(void *ctx);
+
 static const tdm_device_iface ocl_iface = {
     .api_version = TDM_DEVICE_API_VERSION,
     .name = ocl_name,
@@ -648,6 +650,7 @@ static const tdm_device_iface ocl_iface = {
     .copy_ms = NULL,
     .take_fallbacks = NULL,
     .destroy = ocl_destroy,
+    .last_run_ms = ocl_run_ms,
 };
 
 tdm_status ocl_device_open(tdm_err *e, int index, tdm_device *out)
@@ -730,11 +733,11 @@ tdm_status ocl_device_open(tdm_err *e, int index, tdm_device *out)
 
 int ocl_is_device(const tdm_device *d) { return d && d->iface == &ocl_iface && d->ctx; }
 
-double ocl_last_run_ms(const tdm_device *d)
+/* The ABI's last_run_ms (version 2): the device time of what the last run()
+ * enqueued, waiting for it. */
+static double ocl_run_ms(void *ctx)
 {
-    if (!ocl_is_device(d))
-        return -1;
-    ocl_ctx *c = d->ctx;
+    ocl_ctx *c = ctx;
     double ms = -1;
     pthread_mutex_lock(&c->lock);
     if (c->n_ev) {
@@ -752,6 +755,8 @@ double ocl_last_run_ms(const tdm_device *d)
     pthread_mutex_unlock(&c->lock);
     return ms;
 }
+
+double ocl_last_run_ms(const tdm_device *d) { return ocl_is_device(d) ? ocl_run_ms(d->ctx) : -1; }
 
 double ocl_last_copy_ms(const tdm_device *d)
 {
