@@ -2,7 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "run/guard.h"
 #include "core/mem.h"
-#include "plan/calib.h"
+#include "run/calibrate.h"
 #include "run/exec.h"
 
 #include <cjson/cJSON.h>
