@@ -1,8 +1,9 @@
 /* Operators of the default domain added in opsets 24 to 28: BitCast (26),
  * SwiGLU (28), TensorScatter (24), CausalConvWithState (27) and
- * LinearAttention (27), as the ONNX 1.23 reference computes them
- * (onnx/reference/ops). Arithmetic is in double, rounded once to the
- * output's type. */
+ * LinearAttention (27); and FlexAttention of ai.onnx.preview 1. As the
+ * ONNX 1.23 reference computes them (onnx/reference/ops), in double,
+ * rounded to the output's type (FlexAttention rounds where the reference
+ * does). */
 #include "ops/opset24.h"
 #include "ops/reduce.h"
 #include "core/mem.h"
@@ -365,5 +366,151 @@ tdm_status op_infer_LinearAttention(op_infer_ctx *ctx)
         s->dims[2] = dk;
         s->dims[3] = dv;
     }
+    return TDM_OK;
+}
+
+/* ------------------------------------------ FlexAttention (ai.onnx.preview) */
+
+/* v rounded to element type dt (float, float16, bfloat16; double as is),
+ * as numpy rounds each operation in that type. */
+static double round_to(tdm_dtype dt, double v)
+{
+    if (dt == TDM_FLOAT)
+        return (double)(float)v;
+    if (dt == TDM_FLOAT16)
+        return (double)fp16_to_f32(f32_to_fp16((float)v));
+    if (dt == TDM_BFLOAT16)
+        return (double)bf16_to_f32(f32_to_bf16((float)v));
+    return v;
+}
+
+/* Runs the one-input, one-output graph attribute 'name' (if any) on t, in
+ * place: t's values become the graph's output, converted to t's type. */
+static tdm_status flex_mod(op_ctx *ctx, const char *name, tdm_tensor *t)
+{
+    const gr_attr *a = gr_attr_find(ctx->node, name);
+    if (!a)
+        return TDM_OK;
+    if (a->type != GA_GRAPH || !a->g)
+        return op_fail(ctx, TDM_E_MODEL, "attribute %s must be a graph", name);
+    int n_in = 0, n_out = 0;
+    tdm_status st = op_subgraph_io(ctx, a->g, &n_in, &n_out);
+    if (st)
+        return st;
+    if (n_in != 1 || n_out != 1)
+        return op_fail(ctx, TDM_E_MODEL, "graph attribute %s must have one input and one output, not %d and %d",
+                       name, n_in, n_out);
+    const tdm_tensor *in[1] = {t};
+    tdm_tensor *out[1] = {NULL};
+    if ((st = op_run_subgraph(ctx, a->g, 1, in, out)))
+        return st;
+    const tdm_tensor *r = out[0];
+    if (!r || r->kind != TDM_KIND_TENSOR || !shape_equal(r->rank, r->dims, t->rank, t->dims) ||
+        !(dtype_is_float(r->dtype) || dtype_is_int(r->dtype))) {
+        tdm_tensor_destroy(out[0]);
+        return op_fail(ctx, TDM_E_RUNTIME, "graph attribute %s must return a numeric tensor of its input's shape",
+                       name);
+    }
+    for (size_t i = 0; i < t->count; i++)
+        tensor_set_f64(t, i, tensor_get_f64(r, i));
+    tdm_tensor_destroy(out[0]);
+    return TDM_OK;
+}
+
+/* softmax(score_mod(Q K^T scale)) then prob_mod, times V, on [B, H, L, E]
+ * inputs (grouped heads repeat K and V). As the reference: Q and K are
+ * each multiplied by sqrt(scale) in their type, the scores are computed
+ * in that type and converted to the softmax precision (float for
+ * float16/bfloat16, or the attribute softmax_precision), where the mods,
+ * the softmax and the product with V are computed. */
+tdm_status op_run_FlexAttention(op_ctx *ctx)
+{
+    tdm_status st;
+    for (int i = 0; i < 3; i++)
+        if ((st = op_red_check(ctx, i, DT_FLOATS)))
+            return st;
+    const tdm_tensor *q = ctx->in[0], *k = ctx->in[1], *v = ctx->in[2];
+    if (q->rank != 4 || k->rank != 4 || v->rank != 4)
+        return op_fail(ctx, TDM_E_RUNTIME, "Q, K and V must have rank 4 [B, H, L, E]");
+    int64_t B = q->dims[0], Hq = q->dims[1], L = q->dims[2], E = q->dims[3];
+    int64_t Hkv = k->dims[1], S = k->dims[2], Ev = v->dims[3];
+    if (k->dims[0] != B || v->dims[0] != B || v->dims[1] != Hkv || v->dims[2] != S || k->dims[3] != E || Hkv <= 0 ||
+        Hq % Hkv)
+        return op_fail(ctx, TDM_E_RUNTIME, "K and V do not match Q (batch, heads a multiple of K's, head size)");
+    tdm_dtype T = q->dtype, CT = T == TDM_DOUBLE ? TDM_DOUBLE : TDM_FLOAT;
+    int64_t sp = gr_attr_int(ctx->node, "softmax_precision", 0);
+    if (sp) {
+        if (!dtype_valid((int)sp) || !dtype_is_float((tdm_dtype)sp))
+            return op_fail(ctx, TDM_E_MODEL, "attribute softmax_precision %lld is not a float type", (long long)sp);
+        CT = (tdm_dtype)sp;
+    }
+    const gr_attr *sa = gr_attr_find(ctx->node, "scale");
+    float scale = sa && sa->type == GA_FLOAT ? sa->f : (float)(1.0 / sqrt((double)E));
+    double ss = round_to(T, (double)sqrtf(scale));
+    int64_t sdims[4] = {B, Hq, L, S}, ydims[4] = {B, Hq, L, Ev};
+    tdm_tensor *sc = NULL;
+    if ((st = tensor_new(ctx->err, CT, 4, sdims, &sc)))
+        return st;
+    double *row = NULL;
+    if ((st = op_red_alloc_f64(ctx, (size_t)(S > Ev ? S : Ev), &row))) {
+        tdm_tensor_destroy(sc);
+        return st;
+    }
+    int64_t group = Hq / Hkv;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t l = 0; l < L; l++)
+                for (int64_t s = 0; s < S; s++) {
+                    double acc = 0.0;
+                    size_t qo = (size_t)(((b * Hq + h) * L + l) * E), ko = (size_t)(((b * Hkv + h / group) * S + s) * E);
+                    for (int64_t e = 0; e < E; e++)
+                        acc += round_to(T, tensor_get_f64(q, qo + (size_t)e) * ss) *
+                               round_to(T, tensor_get_f64(k, ko + (size_t)e) * ss);
+                    tensor_set_f64(sc, (size_t)(((b * Hq + h) * L + l) * S + s), round_to(T, acc));
+                }
+    if (!(st = flex_mod(ctx, "score_mod", sc))) {
+        for (size_t r = 0; r < sc->count; r += (size_t)S) {
+            double mx = -INFINITY, sum = 0.0;
+            for (int64_t s = 0; s < S; s++)
+                mx = fmax(mx, tensor_get_f64(sc, r + (size_t)s));
+            for (int64_t s = 0; s < S; s++)
+                sum += row[s] = exp(tensor_get_f64(sc, r + (size_t)s) - mx);
+            for (int64_t s = 0; s < S; s++)
+                tensor_set_f64(sc, r + (size_t)s, row[s] / sum);
+        }
+        st = flex_mod(ctx, "prob_mod", sc);
+    }
+    if (!st)
+        st = op_out(ctx, 0, v->dtype, 4, ydims);
+    for (int64_t b = 0; !st && b < B; b++)
+        for (int64_t h = 0; h < Hq; h++)
+            for (int64_t l = 0; l < L; l++) {
+                size_t po = (size_t)(((b * Hq + h) * L + l) * S);
+                for (int64_t e = 0; e < Ev; e++) {
+                    double acc = 0.0;
+                    for (int64_t s = 0; s < S; s++)
+                        acc += tensor_get_f64(sc, po + (size_t)s) *
+                               round_to(CT, tensor_get_f64(v, (size_t)(((b * Hkv + h / group) * S + s) * Ev + e)));
+                    tensor_set_f64(ctx->out[0], (size_t)(((b * Hq + h) * L + l) * Ev + e), round_to(CT, acc));
+                }
+            }
+    mem_free(row);
+    tdm_tensor_destroy(sc);
+    return st;
+}
+
+tdm_status op_infer_FlexAttention(op_infer_ctx *ctx)
+{
+    const gr_type *q = ctx->n_in > 0 ? ctx->in[0] : NULL, *v = ctx->n_in > 2 ? ctx->in[2] : NULL;
+    gr_type *y = &ctx->out[0];
+    y->kind = TDM_KIND_TENSOR;
+    y->dtype = v ? v->dtype : TDM_UNDEFINED;
+    if (!q || !v || q->rank != 4 || v->rank != 4)
+        return TDM_OK;
+    y->rank = 4;
+    y->dims[0] = q->dims[0];
+    y->dims[1] = q->dims[1];
+    y->dims[2] = q->dims[2];
+    y->dims[3] = v->dims[3];
     return TDM_OK;
 }

@@ -13,5 +13,7 @@ tdm_status op_run_CausalConvWithState(op_ctx *ctx);
 tdm_status op_infer_CausalConvWithState(op_infer_ctx *ctx);
 tdm_status op_run_LinearAttention(op_ctx *ctx);
 tdm_status op_infer_LinearAttention(op_infer_ctx *ctx);
+tdm_status op_run_FlexAttention(op_ctx *ctx);
+tdm_status op_infer_FlexAttention(op_infer_ctx *ctx);
 
 #endif
