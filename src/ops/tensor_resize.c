@@ -18,7 +18,7 @@ enum { CT_HALF_PIXEL, CT_PYTORCH_HALF_PIXEL, CT_ALIGN_CORNERS, CT_ASYMMETRIC, CT
 enum { NM_ROUND_PREFER_FLOOR, NM_ROUND_PREFER_CEIL, NM_FLOOR, NM_CEIL, NM_SIMPLE };
 
 typedef struct rz_params {
-    int mode, ctm, nearest, exclude_outside;
+    int mode, ctm, nearest, exclude_outside, antialias;
     double cubic_a, extrapolation;
 } rz_params;
 
@@ -71,15 +71,54 @@ static double rz_coord(const rz_params *p, double x, double scale, int64_t in, i
 
 static int64_t clampi(int64_t v, int64_t n) { return v < 0 ? 0 : v >= n ? n - 1 : v; }
 
+/* The cubic kernel of coefficient A at distance x. */
+static double rz_cubic(double A, double x)
+{
+    x = fabs(x);
+    if (x <= 1)
+        return ((A + 2) * x - (A + 3)) * x * x + 1;
+    return x < 2 ? ((A * x - 5 * A) * x + 8 * A) * x - 4 * A : 0.0;
+}
+
+/* Resize 18's antialias when downscaling (scale < 1): the linear or cubic
+ * kernel stretched by 1 / scale, over 2 - 2 start taps from tap 'start'
+ * (relative to the left neighbour), weights normalised to sum 1, as the
+ * reference's _linear_coeffs_antialias / _cubic_coeffs_antialias. */
+static int rz_aa_start(const rz_params *p, double scale)
+{
+    double s = scale < 1.0 ? scale : 1.0;
+    return (int)floor((p->mode == RZ_LINEAR ? -1.0 : -2.0) / s) + 1;
+}
+
+static void rz_aa_coeffs(const rz_params *p, double scale, double ratio, int start, int n, double *c)
+{
+    double s = scale < 1.0 ? scale : 1.0, sum = 0;
+    for (int t = 0; t < n; t++) {
+        double arg = ((double)(start + t) - ratio) * s;
+        c[t] = p->mode == RZ_LINEAR ? fmin(fmax(1 - fabs(arg), 0.0), 1.0) : rz_cubic(p->cubic_a, arg);
+        sum += c[t];
+    }
+    for (int t = 0; t < n; t++)
+        c[t] /= sum;
+}
+
 static tdm_status rz_axis_build(op_ctx *ctx, const rz_params *p, rz_axis *a, double scale, double roi0, double roi1)
 {
-    a->ntap = p->mode == RZ_NEAREST ? 1 : p->mode == RZ_LINEAR ? 2 : 4;
+    int aa = p->antialias && p->mode != RZ_NEAREST, aa_start = aa ? rz_aa_start(p, scale) : 0;
+    if (aa && (aa_start < -(1 << 20) || !(scale > 0)))
+        return op_fail(ctx, TDM_E_RUNTIME, "antialias at scale %g needs too many taps", scale);
+    a->ntap = aa ? 2 - 2 * aa_start : p->mode == RZ_NEAREST ? 1 : p->mode == RZ_LINEAR ? 2 : 4;
+    double *c = mem_calloc((size_t)a->ntap + 1, sizeof *c);
+    if (!c)
+        return op_fail(ctx, TDM_E_NOMEM, "out of memory");
     size_t n = (size_t)a->out * (size_t)a->ntap + 1;
     a->idx = mem_calloc(n, sizeof *a->idx);
     a->w = mem_calloc(n, sizeof *a->w);
     a->extra = mem_calloc((size_t)a->out + 1, 1);
-    if (!a->idx || !a->w || !a->extra)
+    if (!a->idx || !a->w || !a->extra) {
+        mem_free(c);
         return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+    }
     a->identity = a->in == a->out;
     double A = p->cubic_a;
     for (int64_t o = 0; o < a->out; o++) {
@@ -110,9 +149,11 @@ static tdm_status rz_axis_build(op_ctx *ctx, const rz_params *p, rz_axis *a, dou
             ix[0] = clampi(k, a->in);
             w[0] = 1;
         } else {
-            double c[4];
             int64_t first;
-            if (p->mode == RZ_LINEAR) {
+            if (aa) {
+                rz_aa_coeffs(p, scale, ratio, aa_start, a->ntap, c);
+                first = base + aa_start;
+            } else if (p->mode == RZ_LINEAR) {
                 c[0] = 1 - ratio;
                 c[1] = ratio;
                 first = base;
@@ -148,6 +189,7 @@ static tdm_status rz_axis_build(op_ctx *ctx, const rz_params *p, rz_axis *a, dou
                 a->identity = 0;
         }
     }
+    mem_free(c);
     return TDM_OK;
 }
 
@@ -469,14 +511,12 @@ static const char *const mode_names[] = {"nearest", "linear", "cubic"};
 /* Resize 18: 'axes' names the axes scales/sizes/roi cover (the others keep
  * their size; roi [0, 1]); keep_aspect_ratio_policy not_larger/not_smaller
  * resizes those axes by one scale, the smallest or largest of sizes / in,
- * to round_half_up(scale * in). 'antialias' is refused. Rewrites the
+ * to round_half_up(scale * in). Rewrites the
  * vectors to the input's full rank. */
 static tdm_status rz_v18(op_ctx *ctx, const tdm_tensor *x, double **scales, int64_t *nsc, int64_t **sizes,
                          int64_t *nsz, double **roi, int64_t *nroi)
 {
     int r = x->rank;
-    if (gr_attr_int(ctx->node, "antialias", 0) != 0)
-        return op_fail(ctx, TDM_E_UNSUPPORTED, "attribute 'antialias' is not supported");
     const int64_t *av;
     int na = gr_attr_ints(ctx->node, "axes", &av);
     int axes[TDM_MAX_RANK];
@@ -564,6 +604,9 @@ tdm_status op_run_Resize(op_ctx *ctx)
     if ((p.mode = parse_str(s, mode_names, ctx->version >= 11 ? 3 : 2)) < 0)
         return op_fail(ctx, TDM_E_UNSUPPORTED, "attribute 'mode' '%s' is not supported", s);
     p.cubic_a = gr_attr_float(ctx->node, "cubic_coeff_a", -0.75f);
+    p.antialias = ctx->version >= 18 && gr_attr_int(ctx->node, "antialias", 0) != 0;
+    if (p.antialias && p.mode == RZ_NEAREST)
+        return op_fail(ctx, TDM_E_MODEL, "attribute 'antialias' applies to modes linear and cubic, not nearest");
     p.exclude_outside = (int)gr_attr_int(ctx->node, "exclude_outside", 0);
     p.extrapolation = gr_attr_float(ctx->node, "extrapolation_value", 0.0f);
     double *scales = NULL, *roi = NULL;
@@ -615,7 +658,7 @@ tdm_status op_run_Upsample(op_ctx *ctx)
     tdm_status st = op_tensor_in(ctx, 0, "X", &x);
     if (st)
         return st;
-    rz_params p = {RZ_NEAREST, CT_ASYMMETRIC, NM_SIMPLE, 0, -0.75, 0.0};
+    rz_params p = {RZ_NEAREST, CT_ASYMMETRIC, NM_SIMPLE, 0, 0, -0.75, 0.0};
     const char *s = gr_attr_str(ctx->node, "mode", "nearest");
     if (!strcmp(s, "bilinear"))
         s = "linear";
