@@ -158,6 +158,17 @@ tdm_status op_infer_GridSample(op_infer_ctx *ctx)
 
 /* ------------------------------------------------------ NonMaxSuppression */
 
+/* Per class: the candidates above the score threshold are sorted once (score
+ * descending, index ascending on ties, as onnxruntime pops them), their
+ * corners and areas computed once, and each is tested only against the
+ * picked boxes that can overlap it, found through a uniform grid. The IoU
+ * test is onnxruntime's SuppressByIOU with the same float operations in the
+ * same order, so the selection is the one a test of every pair would make:
+ * two boxes whose intersection is empty cannot suppress each other, and two
+ * boxes with a common interior point share the grid cell of that point
+ * (the cell index is a monotonic function of the coordinate). Boxes with a
+ * non-finite coordinate make the class fall back to testing every pair. */
+
 typedef struct nms_cand {
     float score;
     int64_t index;
@@ -171,38 +182,192 @@ static int nms_cmp(const void *a, const void *b)
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
-/* Corners (ymin, xmin, ymax, xmax) of box i. */
-static void nms_corners(const float *bx, int center, float *c)
+/* Corners and area of a box. */
+typedef struct nms_box {
+    float y0, x0, y1, x1, area;
+} nms_box;
+
+/* Corners (ymin, xmin, ymax, xmax) and area of every candidate, in
+ * candidate order; returns 0 when some coordinate is not finite. */
+static int nms_geometry(const float *bp, const nms_cand *cand, size_t nc, int center, nms_box *g)
 {
-    if (center) {
-        float xc = bx[0], yc = bx[1], w = bx[2], h = bx[3];
-        c[0] = yc - h / 2;
-        c[2] = yc + h / 2;
-        c[1] = xc - w / 2;
-        c[3] = xc + w / 2;
-    } else {
-        c[0] = bx[0] < bx[2] ? bx[0] : bx[2];
-        c[2] = bx[0] < bx[2] ? bx[2] : bx[0];
-        c[1] = bx[1] < bx[3] ? bx[1] : bx[3];
-        c[3] = bx[1] < bx[3] ? bx[3] : bx[1];
+    int finite = 1;
+    for (size_t k = 0; k < nc; k++) {
+        const float *bx = bp + (size_t)cand[k].index * 4;
+        float c0, c1, c2, c3;
+        if (center) {
+            float xc = bx[0], yc = bx[1], w = bx[2], h = bx[3];
+            c0 = yc - h / 2;
+            c2 = yc + h / 2;
+            c1 = xc - w / 2;
+            c3 = xc + w / 2;
+        } else {
+            c0 = bx[0] < bx[2] ? bx[0] : bx[2];
+            c2 = bx[0] < bx[2] ? bx[2] : bx[0];
+            c1 = bx[1] < bx[3] ? bx[1] : bx[3];
+            c3 = bx[1] < bx[3] ? bx[3] : bx[1];
+        }
+        g[k] = (nms_box){c0, c1, c2, c3, (c2 - c0) * (c3 - c1)};
+        finite &= isfinite(c0) && isfinite(c1) && isfinite(c2) && isfinite(c3);
     }
+    return finite;
 }
 
-static int nms_suppress(const float *a, const float *b, int center, float thr)
+/* Whether picked box p suppresses candidate box k (IoU above thr). */
+static int nms_suppresses(const nms_box *k, const nms_box *p, float thr)
 {
-    float ca[4], cb[4];
-    nms_corners(a, center, ca);
-    nms_corners(b, center, cb);
-    float ymin = ca[0] > cb[0] ? ca[0] : cb[0], xmin = ca[1] > cb[1] ? ca[1] : cb[1];
-    float ymax = ca[2] < cb[2] ? ca[2] : cb[2], xmax = ca[3] < cb[3] ? ca[3] : cb[3];
+    float ymin = k->y0 > p->y0 ? k->y0 : p->y0, xmin = k->x0 > p->x0 ? k->x0 : p->x0;
+    float ymax = k->y1 < p->y1 ? k->y1 : p->y1, xmax = k->x1 < p->x1 ? k->x1 : p->x1;
     if (xmax <= xmin || ymax <= ymin)
         return 0;
     float inter = (xmax - xmin) * (ymax - ymin);
-    float aa = (ca[2] - ca[0]) * (ca[3] - ca[1]), ab = (cb[2] - cb[0]) * (cb[3] - cb[1]);
+    float aa = k->area, ab = p->area;
     float uni = aa + ab - inter;
     if (inter <= 0 || aa <= 0 || ab <= 0 || uni <= 0)
         return 0;
     return inter / uni > thr;
+}
+
+/* A box covering more cells than this is kept in a list every candidate
+ * checks (a picked one) or checks every picked box (a candidate). */
+#define NMS_MAX_CELLS 16
+
+/* A picked box in a cell's list: its geometry, copied so that a list is
+ * walked without an indirection, and the next node (-1: the end). */
+typedef struct nms_node {
+    nms_box b;
+    int32_t next;
+} nms_node;
+
+typedef struct nms_grid {
+    float ox, oy, inv;       /* origin and 1 / cell size */
+    int64_t gx, gy;          /* cells along x and y */
+    int32_t *head;           /* gx * gy list heads, -1: empty */
+    size_t cap_head;
+    nms_node *node;
+    size_t n_node, cap_node;
+    int32_t *big;            /* picked candidates on more than NMS_MAX_CELLS cells */
+    size_t n_big, cap_big;
+} nms_grid;
+
+static void nms_grid_free(nms_grid *gr)
+{
+    mem_free(gr->head);
+    mem_free(gr->node);
+    mem_free(gr->big);
+}
+
+static int64_t nms_cell(float v, float o, float inv, int64_t n)
+{
+    float f = (v - o) * inv;
+    if (!(f > 0))
+        return 0;
+    return f >= (float)(n - 1) ? n - 1 : (int64_t)f;
+}
+
+/* Sizes the grid over the candidates' extent: cells about the mean box
+ * size, at most 4 per candidate. Returns 0 when out of memory; sets gx = 0
+ * when no grid helps (every box empty). */
+static int nms_grid_init(nms_grid *gr, const nms_box *g, size_t nc)
+{
+    double lx = INFINITY, ly = INFINITY, hx = -INFINITY, hy = -INFINITY, ext = 0;
+    size_t nv = 0;
+    gr->gx = gr->gy = 0;
+    gr->n_node = gr->n_big = 0;
+    for (size_t k = 0; k < nc; k++) {
+        const nms_box *b = &g[k];
+        if (!(b->x1 > b->x0) || !(b->y1 > b->y0))
+            continue;
+        lx = b->x0 < lx ? b->x0 : lx;
+        ly = b->y0 < ly ? b->y0 : ly;
+        hx = b->x1 > hx ? b->x1 : hx;
+        hy = b->y1 > hy ? b->y1 : hy;
+        ext += ((double)b->x1 - b->x0 + (double)b->y1 - b->y0) / 2;
+        nv++;
+    }
+    if (!nv)
+        return 1;
+    double cell = ext / (double)nv, limit = 4.0 * (double)nv + 64;
+    double wx = hx - lx, wy = hy - ly;
+    if (!(cell > 0) || !isfinite(wx) || !isfinite(wy))
+        return 1;
+    while ((floor(wx / cell) + 1) * (floor(wy / cell) + 1) > limit)
+        cell *= 1.5;
+    float inv = (float)(1.0 / cell);
+    if (!(inv > 0) || !isfinite(inv))
+        return 1;
+    gr->ox = (float)lx;
+    gr->oy = (float)ly;
+    gr->inv = inv;
+    gr->gx = (int64_t)floor(wx / cell) + 1;
+    gr->gy = (int64_t)floor(wy / cell) + 1;
+    size_t cells = (size_t)(gr->gx * gr->gy);
+    if (mem_grow((void **)&gr->head, &gr->cap_head, cells, sizeof *gr->head))
+        return 0;
+    memset(gr->head, 0xff, cells * sizeof *gr->head);
+    return 1;
+}
+
+/* The cell range of box b; returns the number of cells (0: none). */
+static int64_t nms_cells(const nms_grid *gr, const nms_box *b, int64_t r[4])
+{
+    if (!(b->x1 > b->x0) || !(b->y1 > b->y0))
+        return 0;
+    r[0] = nms_cell(b->x0, gr->ox, gr->inv, gr->gx);
+    r[1] = nms_cell(b->x1, gr->ox, gr->inv, gr->gx);
+    r[2] = nms_cell(b->y0, gr->oy, gr->inv, gr->gy);
+    r[3] = nms_cell(b->y1, gr->oy, gr->inv, gr->gy);
+    return (r[1] - r[0] + 1) * (r[3] - r[2] + 1);
+}
+
+/* Whether a picked candidate suppresses candidate k. */
+static int nms_grid_hit(const nms_grid *gr, const nms_box *g, const int32_t *picked, size_t np, size_t k,
+                        float thr)
+{
+    int64_t r[4];
+    const nms_box *b = &g[k];
+    int64_t n = nms_cells(gr, b, r);
+    if (!n)
+        return 0; /* an empty box overlaps nothing */
+    if (n > NMS_MAX_CELLS) {
+        for (size_t j = 0; j < np; j++)
+            if (nms_suppresses(b, &g[picked[j]], thr))
+                return 1;
+        return 0;
+    }
+    for (size_t j = 0; j < gr->n_big; j++)
+        if (nms_suppresses(b, &g[gr->big[j]], thr))
+            return 1;
+    for (int64_t cy = r[2]; cy <= r[3]; cy++)
+        for (int64_t cx = r[0]; cx <= r[1]; cx++)
+            for (int32_t e = gr->head[cy * gr->gx + cx]; e >= 0; e = gr->node[e].next)
+                if (nms_suppresses(b, &gr->node[e].b, thr))
+                    return 1;
+    return 0;
+}
+
+/* Registers picked candidate k in its cells; returns 0 when out of memory. */
+static int nms_grid_add(nms_grid *gr, const nms_box *g, size_t k)
+{
+    int64_t r[4];
+    int64_t n = nms_cells(gr, &g[k], r);
+    if (!n)
+        return 1;
+    if (n > NMS_MAX_CELLS) {
+        if (mem_grow((void **)&gr->big, &gr->cap_big, gr->n_big + 1, sizeof *gr->big))
+            return 0;
+        gr->big[gr->n_big++] = (int32_t)k;
+        return 1;
+    }
+    if (mem_grow((void **)&gr->node, &gr->cap_node, gr->n_node + (size_t)n, sizeof *gr->node))
+        return 0;
+    for (int64_t cy = r[2]; cy <= r[3]; cy++)
+        for (int64_t cx = r[0]; cx <= r[1]; cx++) {
+            int32_t *h = &gr->head[cy * gr->gx + cx];
+            gr->node[gr->n_node] = (nms_node){g[k], *h};
+            *h = (int32_t)gr->n_node++;
+        }
+    return 1;
 }
 
 tdm_status op_run_NonMaxSuppression(op_ctx *ctx)
@@ -223,39 +388,52 @@ tdm_status op_run_NonMaxSuppression(op_ctx *ctx)
     if (iou < 0 || iou > 1)
         return op_fail(ctx, TDM_E_RUNTIME, "iou_threshold must be in [0, 1], not %g", (double)iou);
     int64_t NB = boxes->dims[0], NS = boxes->dims[1], NC = scores->dims[1];
+    if (NS > INT32_MAX / NMS_MAX_CELLS)
+        return op_fail(ctx, TDM_E_RUNTIME, "%lld boxes are more than NonMaxSuppression handles",
+                       (long long)NS);
     if (maxo < 0)
         maxo = 0;
     if (maxo > NS)
         maxo = NS;
     const float *bp = boxes->data, *sp = scores->data;
-    size_t cap = 0, n_sel = 0;
+    size_t cap = 0, n_sel = 0, ns = (size_t)NS;
     int64_t *sel = NULL;
-    nms_cand *cand = mem_alloc((size_t)NS * sizeof *cand + 1);
-    int64_t *picked = mem_alloc((size_t)NS * sizeof *picked + 1);
+    nms_cand *cand = mem_alloc(ns * sizeof *cand + 1);
+    int32_t *picked = mem_alloc(ns * sizeof *picked + 1);
+    nms_box *g = mem_alloc(ns * sizeof *g + 1);
+    nms_grid grid = {0};
     tdm_status st = TDM_OK;
-    if (!cand || !picked) {
+    if (!cand || !picked || !g) {
         st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
         goto done;
     }
     for (int64_t b = 0; b < NB && maxo > 0; b++)
         for (int64_t c = 0; c < NC; c++) {
             const float *sc = sp + (size_t)((b * NC + c) * NS);
+            const float *bb = bp + (size_t)(b * NS * 4);
             size_t nc = 0;
             for (int64_t i = 0; i < NS; i++)
                 if (!has_sc || sc[i] > sthr)
                     cand[nc++] = (nms_cand){sc[i], i};
             qsort(cand, nc, sizeof *cand, nms_cmp);
-            int64_t np = 0;
-            for (size_t k = 0; k < nc && np < maxo; k++) {
-                const float *bx = bp + (size_t)((b * NS + cand[k].index) * 4);
-                int keep = 1;
-                for (int64_t j = 0; j < np && keep; j++)
-                    if (nms_suppress(bx, bp + (size_t)((b * NS + picked[j]) * 4), center, iou))
-                        keep = 0;
-                if (!keep)
+            int use_grid = nms_geometry(bb, cand, nc, center, g);
+            if (use_grid && !nms_grid_init(&grid, g, nc)) {
+                st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
+                goto done;
+            }
+            size_t np = 0;
+            for (size_t k = 0; k < nc && (int64_t)np < maxo; k++) {
+                int hit = 0;
+                if (use_grid && grid.gx)
+                    hit = nms_grid_hit(&grid, g, picked, np, k, iou);
+                else if (!use_grid)
+                    for (size_t j = 0; j < np && !hit; j++)
+                        hit = nms_suppresses(&g[k], &g[picked[j]], iou);
+                if (hit)
                     continue;
-                picked[np++] = cand[k].index;
-                if (mem_grow((void **)&sel, &cap, (n_sel + 1) * 3, sizeof *sel)) {
+                picked[np++] = (int32_t)k;
+                if ((use_grid && grid.gx && !nms_grid_add(&grid, g, k)) ||
+                    mem_grow((void **)&sel, &cap, (n_sel + 1) * 3, sizeof *sel)) {
                     st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
                     goto done;
                 }
@@ -274,6 +452,8 @@ tdm_status op_run_NonMaxSuppression(op_ctx *ctx)
 done:
     mem_free(cand);
     mem_free(picked);
+    mem_free(g);
+    nms_grid_free(&grid);
     mem_free(sel);
     return st;
 }

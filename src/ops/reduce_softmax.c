@@ -311,53 +311,68 @@ tdm_status op_run_CumProd(op_ctx *ctx) { return cum_run(ctx, 1); }
 
 /* ---- TopK ---- */
 
-typedef struct topk_f {
-    double v;
-    int64_t i;
-} topk_f;
-
-typedef struct topk_i {
+/* Every element becomes an int64 key whose order is the order TopK wants
+ * (floats: NaN above every number as numpy sorts, -0 tied with +0; the
+ * smallest: the key's complement), and the k best (key descending, index
+ * ascending on ties: a total order, so the result is unique) are selected
+ * with a heap of k, then sorted: O(n log k) with the comparison inline. */
+typedef struct topk_e {
     int64_t v;
     int64_t i;
-} topk_i;
+} topk_e;
 
-/* NaN sorts above every number (as numpy's sort). */
-static int cmp_f_desc(const void *pa, const void *pb)
+static int64_t topk_f64_key(double v)
 {
-    const topk_f *a = pa, *b = pb;
-    int an = a->v != a->v, bn = b->v != b->v;
-    if (an != bn)
-        return an ? -1 : 1;
-    if (!an && a->v != b->v)
-        return a->v > b->v ? -1 : 1;
-    return a->i < b->i ? -1 : a->i > b->i;
+    if (v != v)
+        return INT64_MAX;
+    if (v == 0)
+        v = 0.0;
+    int64_t b;
+    memcpy(&b, &v, sizeof b);
+    return b >= 0 ? b : b ^ INT64_MAX;
 }
 
-static int cmp_f_asc(const void *pa, const void *pb)
+static int topk_before(const topk_e *a, const topk_e *b)
 {
-    const topk_f *a = pa, *b = pb;
-    int an = a->v != a->v, bn = b->v != b->v;
-    if (an != bn)
-        return an ? 1 : -1;
-    if (!an && a->v != b->v)
-        return a->v < b->v ? -1 : 1;
-    return a->i < b->i ? -1 : a->i > b->i;
+    return a->v > b->v || (a->v == b->v && a->i < b->i);
 }
 
-static int cmp_i_desc(const void *pa, const void *pb)
+/* Restores the heap below node r of h[0 .. n): the worst element at the root. */
+static void topk_sift(topk_e *h, size_t n, size_t r)
 {
-    const topk_i *a = pa, *b = pb;
-    if (a->v != b->v)
-        return a->v > b->v ? -1 : 1;
-    return a->i < b->i ? -1 : a->i > b->i;
+    topk_e x = h[r];
+    for (;;) {
+        size_t c = 2 * r + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && topk_before(&h[c], &h[c + 1]))
+            c++;
+        if (!topk_before(&x, &h[c]))
+            break;
+        h[r] = h[c];
+        r = c;
+    }
+    h[r] = x;
 }
 
-static int cmp_i_asc(const void *pa, const void *pb)
+/* Leaves the k best of p[0 .. n) in p[0 .. k), best first. */
+static void topk_select(topk_e *p, size_t n, size_t k)
 {
-    const topk_i *a = pa, *b = pb;
-    if (a->v != b->v)
-        return a->v < b->v ? -1 : 1;
-    return a->i < b->i ? -1 : a->i > b->i;
+    if (k == 0)
+        return;
+    for (size_t r = k / 2; r-- > 0;)
+        topk_sift(p, k, r);
+    for (size_t i = k; i < n; i++)
+        if (topk_before(&p[i], &p[0])) {
+            p[0] = p[i];
+            topk_sift(p, k, 0);
+        }
+    for (size_t end = k - 1; end > 0; end--) {
+        topk_e t = p[0];
+        p[0] = p[end];
+        p[end] = t;
+        topk_sift(p, end, 0);
+    }
 }
 
 tdm_status op_run_TopK(op_ctx *ctx)
@@ -401,22 +416,19 @@ tdm_status op_run_TopK(op_ctx *ctx)
         return TDM_OK;
     size_t es = tdm_dtype_size(x->dtype);
     int is_f = dtype_is_float(x->dtype);
-    topk_f *pf = NULL;
-    topk_i *pi = NULL;
+    topk_e *pe = mem_calloc(n, sizeof *pe);
     double *rowf = NULL;
     int64_t *rowi = NULL;
     if (is_f) {
-        pf = mem_calloc(n, sizeof *pf);
         rowf = mem_calloc(x->count, sizeof *rowf);
         if (rowf)
             op_red_row_f64(x, 0, x->count, rowf);
     } else {
-        pi = mem_calloc(n, sizeof *pi);
         rowi = mem_calloc(x->count, sizeof *rowi);
         if (rowi)
             op_red_row_key(x, 0, x->count, rowi);
     }
-    if (is_f ? (!pf || !rowf) : (!pi || !rowi)) {
+    if (!pe || (is_f ? !rowf : !rowi)) {
         st = op_fail(ctx, TDM_E_NOMEM, "out of memory");
         goto done;
     }
@@ -428,21 +440,14 @@ tdm_status op_run_TopK(op_ctx *ctx)
         for (size_t j = 0; j < inner; j++) {
             size_t base = a * n * inner + j;
             for (size_t i = 0; i < n; i++) {
-                if (is_f) {
-                    pf[i].v = rowf[base + i * inner];
-                    pf[i].i = (int64_t)i;
-                } else {
-                    pi[i].v = rowi[base + i * inner];
-                    pi[i].i = (int64_t)i;
-                }
+                int64_t key = is_f ? topk_f64_key(rowf[base + i * inner]) : rowi[base + i * inner];
+                pe[i].v = largest ? key : ~key;
+                pe[i].i = (int64_t)i;
             }
-            if (is_f)
-                qsort(pf, n, sizeof *pf, largest ? cmp_f_desc : cmp_f_asc);
-            else
-                qsort(pi, n, sizeof *pi, largest ? cmp_i_desc : cmp_i_asc);
+            topk_select(pe, n, kk);
             size_t obase = a * kk * inner + j;
             for (size_t i = 0; i < kk; i++) {
-                int64_t idx = is_f ? pf[i].i : pi[i].i;
+                int64_t idx = pe[i].i;
                 size_t o = obase + i * inner;
                 memcpy(vo + o * es, src + (base + (size_t)idx * inner) * es, es);
                 if (io)
@@ -451,8 +456,7 @@ tdm_status op_run_TopK(op_ctx *ctx)
         }
     }
 done:
-    mem_free(pf);
-    mem_free(pi);
+    mem_free(pe);
     mem_free(rowf);
     mem_free(rowi);
     return st;

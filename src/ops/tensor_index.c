@@ -79,8 +79,10 @@ tdm_status op_run_Gather(op_ctx *ctx)
     }
     for (size_t a = 0; a < outer; a++)
         for (size_t i = 0; i < ni; i++) {
-            size_t src = (a * (size_t)dim + (size_t)index_at(ind, i, dim)) * inner;
-            if ((st = op_tensor_copy(ctx, o, (a * ni + i) * inner, x, src, inner)) != TDM_OK)
+            size_t src = (a * (size_t)dim + (size_t)index_at(ind, i, dim)) * inner, dst = (a * ni + i) * inner;
+            if (x->dtype != TDM_STRING)
+                memcpy((char *)o->data + dst * es, (const char *)x->data + src * es, inner * es);
+            else if ((st = op_tensor_copy(ctx, o, dst, x, src, inner)) != TDM_OK)
                 return st;
         }
     return TDM_OK;
@@ -160,6 +162,11 @@ tdm_status op_run_GatherND(op_ctx *ctx)
     size_t ntup = ind->count / (size_t)k; /* tuples in all */
     size_t per_batch = nbatch ? ntup / nbatch : 0;
     size_t batch_stride = b > 0 ? (size_t)xs[b - 1] : 0;
+    /* Plain values are copied here (a block of one or a few elements per
+     * tuple in detection heads: a call per tuple would cost more than it). */
+    size_t es = op_tensor_esize(x->dtype), bytes = block * es;
+    const char *xd = x->data;
+    char *od = ctx->out[0]->data;
     for (size_t t = 0; t < ntup; t++) {
         size_t bi = per_batch ? t / per_batch : 0;
         int64_t off = (int64_t)(bi * batch_stride);
@@ -170,8 +177,16 @@ tdm_status op_run_GatherND(op_ctx *ctx)
                 return bad_index(ctx, ind, t * (size_t)k + (size_t)j, dim);
             off += v * xs[b + j];
         }
-        if ((st = op_tensor_copy(ctx, ctx->out[0], t * block, x, (size_t)off, block)) != TDM_OK)
-            return st;
+        if (x->dtype == TDM_STRING) {
+            if ((st = op_tensor_copy(ctx, ctx->out[0], t * block, x, (size_t)off, block)) != TDM_OK)
+                return st;
+        } else if (bytes == 4) {
+            memcpy(od + t * 4, xd + (size_t)off * es, 4);
+        } else if (bytes == 8) {
+            memcpy(od + t * 8, xd + (size_t)off * es, 8);
+        } else {
+            memcpy(od + t * bytes, xd + (size_t)off * es, bytes);
+        }
     }
     return TDM_OK;
 }
