@@ -1,5 +1,6 @@
 /* GridSample (opset 16: bilinear, nearest, bicubic; zeros, border,
- * reflection padding; align_corners) and NonMaxSuppression. */
+ * reflection padding; align_corners; 20: also volumes, nearest and
+ * trilinear) and NonMaxSuppression. */
 #include "ops/nn.h"
 #include "core/mem.h"
 
@@ -61,16 +62,68 @@ static double gs_bounded(const double *pl, int64_t H, int64_t W, double y, doubl
     return gs_at(pl, H, W, (int64_t)py, (int64_t)px);
 }
 
+static double gs_at3(const double *pl, const int64_t *d, int64_t z, int64_t y, int64_t x)
+{
+    return z >= 0 && z < d[0] && y >= 0 && y < d[1] && x >= 0 && x < d[2] ? pl[(z * d[1] + y) * d[2] + x] : 0.0;
+}
+
+/* GridSample 20 on volumes: X N x C x D x H x W, grid N x Do x Ho x Wo x 3
+ * of (x, y, z); nearest or trilinear (cubic is 2-D only), as the 2-D path
+ * with a third axis. px and pg hold X and grid as doubles. */
+static void gs_volume(const tdm_tensor *x, const tdm_tensor *grid, const double *px, const double *pg, int mode,
+                      int pad, int align, tdm_tensor *y)
+{
+    int64_t N = x->dims[0], C = x->dims[1], d[3] = {x->dims[2], x->dims[3], x->dims[4]};
+    int64_t P = grid->dims[1] * grid->dims[2] * grid->dims[3];
+    size_t o = 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++) {
+            const double *pl = px + (size_t)((n * C + c) * d[0] * d[1] * d[2]);
+            const double *gp = pg + (size_t)(n * P * 3);
+            for (int64_t k = 0; k < P; k++, o++) {
+                double u[3]; /* z, y, x */
+                int bad = 0;
+                for (int a = 0; a < 3; a++) {
+                    u[a] = gs_pad(gs_unnormalize(gp[3 * k + 2 - a], d[a], align), d[a], pad, align);
+                    bad |= !isfinite(u[a]) || fabs(u[a]) > 1e15;
+                }
+                double v = 0.0;
+                if (bad) {
+                    v = 0.0;
+                } else if (mode == 1) {
+                    v = gs_at3(pl, d, (int64_t)nearbyint(u[0]), (int64_t)nearbyint(u[1]), (int64_t)nearbyint(u[2]));
+                } else {
+                    double f[3] = {floor(u[0]), floor(u[1]), floor(u[2])};
+                    for (int corner = 0; corner < 8; corner++) {
+                        double w = 1.0;
+                        int64_t at[3];
+                        for (int a = 0; a < 3; a++) {
+                            int hi = (corner >> (2 - a)) & 1;
+                            double t = u[a] - f[a];
+                            w *= hi ? t : 1 - t;
+                            at[a] = (int64_t)f[a] + hi;
+                        }
+                        v += w * gs_at3(pl, d, at[0], at[1], at[2]);
+                    }
+                }
+                tensor_set_f64(y, o, v);
+            }
+        }
+}
+
 tdm_status op_run_GridSample(op_ctx *ctx)
 {
     const tdm_tensor *x = op_nn_in(ctx, 0), *grid = op_nn_in(ctx, 1);
     if (!x || !grid)
         return op_fail(ctx, TDM_E_MODEL, "inputs X and grid are required");
-    if (x->rank != 4 || grid->rank != 4 || grid->dims[0] != x->dims[0] || grid->dims[3] != 2)
-        return op_fail(ctx, TDM_E_RUNTIME, "X must be NxCxHxW and grid NxHoutxWoutx2");
+    int vol = x->rank == 5 && ctx->version >= 20;
+    if (vol ? grid->rank != 5 || grid->dims[0] != x->dims[0] || grid->dims[4] != 3
+            : x->rank != 4 || grid->rank != 4 || grid->dims[0] != x->dims[0] || grid->dims[3] != 2)
+        return op_fail(ctx, TDM_E_RUNTIME, "X must be NxCxHxW and grid NxHoutxWoutx2%s",
+                       ctx->version >= 20 ? ", or X NxCxDxHxW and grid NxDoutxHoutxWoutx3" : "");
     if (!(DT_BIT(x->dtype) & DT_FLOATS) || !(DT_BIT(grid->dtype) & DT_FLOATS))
         return op_fail(ctx, TDM_E_UNSUPPORTED, "X and grid must be floating-point");
-    /* version 20 renamed the modes linear / nearest / cubic (and took N-d inputs: 2-d here) */
+    /* version 20 renamed the modes linear / nearest / cubic (and took N-d inputs: 2-d and 3-d here) */
     int v20 = ctx->version >= 20;
     const char *ms = gr_attr_str(ctx->node, "mode", v20 ? "linear" : "bilinear");
     const char *ps = gr_attr_str(ctx->node, "padding_mode", "zeros");
@@ -82,10 +135,12 @@ tdm_status op_run_GridSample(op_ctx *ctx)
         return op_fail(ctx, TDM_E_MODEL, "attribute mode has the unknown value '%s'", ms);
     if (pad < 0)
         return op_fail(ctx, TDM_E_MODEL, "attribute padding_mode has the unknown value '%s'", ps);
+    if (vol && mode == 2)
+        return op_fail(ctx, TDM_E_UNSUPPORTED, "GridSample mode cubic takes 4-D input only");
     int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
     int64_t OH = grid->dims[1], OW = grid->dims[2];
-    int64_t dims[4] = {N, C, OH, OW};
-    tdm_status st = op_out(ctx, 0, x->dtype, 4, dims);
+    int64_t dims[5] = {N, C, OH, OW, vol ? grid->dims[3] : 0};
+    tdm_status st = op_out(ctx, 0, x->dtype, vol ? 5 : 4, dims);
     if (st)
         return st;
     tdm_tensor *y = ctx->out[0];
@@ -99,6 +154,12 @@ tdm_status op_run_GridSample(op_ctx *ctx)
         px[i] = tensor_get_f64(x, i);
     for (size_t i = 0; i < grid->count; i++)
         pg[i] = tensor_get_f64(grid, i);
+    if (vol) {
+        gs_volume(x, grid, px, pg, mode, pad, align, y);
+        mem_free(px);
+        mem_free(pg);
+        return TDM_OK;
+    }
     size_t o = 0;
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++) {
@@ -146,13 +207,13 @@ tdm_status op_infer_GridSample(op_infer_ctx *ctx)
     gr_type *o = &ctx->out[0];
     o->kind = TDM_KIND_TENSOR;
     o->dtype = x ? x->dtype : TDM_UNDEFINED;
-    if (!x || x->rank != 4)
+    if (!x || (x->rank != 4 && x->rank != 5))
         return TDM_OK;
-    o->rank = 4;
+    o->rank = x->rank;
     o->dims[0] = x->dims[0];
     o->dims[1] = x->dims[1];
-    o->dims[2] = g && g->rank == 4 ? g->dims[1] : (gr_dim){-1, NULL};
-    o->dims[3] = g && g->rank == 4 ? g->dims[2] : (gr_dim){-1, NULL};
+    for (int k = 2; k < x->rank; k++)
+        o->dims[k] = g && g->rank == x->rank ? g->dims[k - 1] : (gr_dim){-1, NULL};
     return TDM_OK;
 }
 
