@@ -477,7 +477,10 @@ typedef enum tdm_event_kind {
     TDM_EVENT_COPY = 1,   /* a tensor was copied between devices */
     TDM_EVENT_FAULT = 2,  /* a device failed on a node (message in detail) */
     TDM_EVENT_RUN = 3,    /* a run ended (status in status; wall time start..end) */
-    TDM_EVENT_REPLAN = 4  /* the session re-planned (emitted by the runtime when it does) */
+    TDM_EVENT_REPLAN = 4, /* the session re-planned (emitted by the runtime when it does) */
+    TDM_EVENT_ADMIT = 5   /* a run waited for device memory (start..end: the wait; device: the device;
+                           * bytes_in: the run's need there) or was refused by a full queue
+                           * (status TDM_E_DEVICE, detail the sentence): tdm_session_options_set_max_queue */
 } tdm_event_kind;
 
 typedef struct tdm_event {
@@ -535,6 +538,11 @@ TDM_API tdm_status tdm_metrics_get(const tdm_metrics *metrics, tdm_metrics_summa
 TDM_API size_t tdm_metrics_device_count(const tdm_metrics *metrics);
 TDM_API tdm_status tdm_metrics_device(const tdm_metrics *metrics, size_t i, const char **name, uint64_t *busy_ns,
                                       uint64_t *nodes);
+/* Admission (TDM_EVENT_ADMIT): runs that waited for device memory, the
+ * total and the longest wait in nanoseconds, runs refused by a full queue.
+ * Any out pointer may be NULL. */
+TDM_API tdm_status tdm_metrics_admission(const tdm_metrics *metrics, uint64_t *waits, uint64_t *wait_ns,
+                                         uint64_t *max_wait_ns, uint64_t *refused);
 /* The dataflow of node i of a plan (tdm_plan_node order), for drawing
  * it: how many inputs and outputs it has, and the value name of each ("" for
  * an absent optional input). NULL when out of range. */
@@ -641,6 +649,16 @@ TDM_API tdm_status tdm_session_options_set_adaptation(tdm_session_options *opts,
  * which device, why) in the adaptation JSON and as TDM_EVENT_REPLAN. Needs
  * a model loaded from a file. */
 TDM_API tdm_status tdm_session_options_set_plan_cache(tdm_session_options *opts, int size);
+/* Admission of concurrent runs (a session run from several threads): a
+ * run starts only when what it may hold on each device with a memory
+ * capacity (a vnpu profile's memory_bytes, ...) fits beside the runs
+ * already running; otherwise it waits its turn, first come first served,
+ * so no run fails for lack of memory that would succeed alone. max_queue
+ * (0 to 1000000; default 64) bounds the runs waiting at once: one more is
+ * refused at once with TDM_E_DEVICE ("vnpu:edge-npu is busy: 64 runs
+ * already wait for its memory, ..."); 0: none waits. Each wait and refusal
+ * is a TDM_EVENT_ADMIT (tdm_metrics_admission). */
+TDM_API tdm_status tdm_session_options_set_max_queue(tdm_session_options *opts, int max_queue);
 /* The breaker's state and counters (runs, faults, re-executed runs, opens,
  * probes) and the cpu plan's ledger once built, the re-planning decisions
  * and the plan cache (entries, hits, shape-dependent fallbacks), as JSON;

@@ -187,6 +187,7 @@ struct tdm_metrics {
     metrics_dev *devs;
     size_t n_devs, cap_devs;
     int oom;
+    uint64_t admit_waits, admit_wait_ns, admit_max_wait_ns, admit_refused; /* TDM_EVENT_ADMIT */
 };
 
 tdm_status tdm_metrics_create(tdm_metrics **out)
@@ -273,6 +274,16 @@ void tdm_metrics_observe(void *user, const tdm_event *ev)
     case TDM_EVENT_REPLAN:
         m->s.replans++;
         break;
+    case TDM_EVENT_ADMIT:
+        if (ev->status) {
+            m->admit_refused++;
+            break;
+        }
+        m->admit_waits++;
+        m->admit_wait_ns += dt;
+        if (dt > m->admit_max_wait_ns)
+            m->admit_max_wait_ns = dt;
+        break;
     }
     if (ev->kind == TDM_EVENT_NODE) {
         metrics_dev *d = metrics_device(m, ev->device);
@@ -293,6 +304,24 @@ tdm_status tdm_metrics_get(const tdm_metrics *m, tdm_metrics_summary *out)
         return TDM_E_USAGE;
     pthread_mutex_lock((pthread_mutex_t *)&m->lock);
     *out = m->s;
+    pthread_mutex_unlock((pthread_mutex_t *)&m->lock);
+    return TDM_OK;
+}
+
+tdm_status tdm_metrics_admission(const tdm_metrics *m, uint64_t *waits, uint64_t *wait_ns, uint64_t *max_wait_ns,
+                                 uint64_t *refused)
+{
+    if (!m)
+        return TDM_E_USAGE;
+    pthread_mutex_lock((pthread_mutex_t *)&m->lock);
+    if (waits)
+        *waits = m->admit_waits;
+    if (wait_ns)
+        *wait_ns = m->admit_wait_ns;
+    if (max_wait_ns)
+        *max_wait_ns = m->admit_max_wait_ns;
+    if (refused)
+        *refused = m->admit_refused;
     pthread_mutex_unlock((pthread_mutex_t *)&m->lock);
     return TDM_OK;
 }
@@ -388,6 +417,14 @@ tdm_status tdm_metrics_prometheus(const tdm_metrics *mc, char **text)
     sb_metric(&b, "fallback_ratio", "gauge", "Fallback node time over all node time.", s->fallback_ratio);
     sb_metric(&b, "device_faults_total", "counter", "Device failures at run time.", (double)s->faults);
     sb_metric(&b, "replans_total", "counter", "Re-plans of the session.", (double)s->replans);
+    sb_metric(&b, "run_admission_waits_total", "counter", "Runs that waited for device memory (admission).",
+              (double)m->admit_waits);
+    sb_metric(&b, "run_admission_wait_seconds_total", "counter", "Time runs waited for device memory.",
+              (double)m->admit_wait_ns / 1e9);
+    sb_metric(&b, "run_admission_wait_seconds_max", "gauge", "The longest wait of a run for device memory.",
+              (double)m->admit_max_wait_ns / 1e9);
+    sb_metric(&b, "run_admission_refused_total", "counter", "Runs refused because the admission queue was full.",
+              (double)m->admit_refused);
     sb_printf(&b, "# HELP tandem_device_busy_seconds_total Time nodes ran on each device.\n"
                   "# TYPE tandem_device_busy_seconds_total counter\n");
     for (size_t i = 0; i < m->n_devs; i++) {

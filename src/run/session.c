@@ -7,6 +7,7 @@
 #include "run/hexec.h"
 #include "run/observe.h"
 #include "run/adapt.h"
+#include "run/admit.h"
 #include "run/guard.h"
 
 #include <cjson/cJSON.h>
@@ -29,6 +30,7 @@ struct tdm_session_options {
     int fusion;               /* TDM_FUSION_* (tdm_session_options_set_fusion) */
     adapt_opts breaker;       /* run-time adaptation (run/adapt.h): breaker, re-planning, plan cache */
     guard_opts guard;         /* the precision guard (run/guard.h) */
+    int max_queue;            /* admission (run/admit.h); < 0: ADMIT_DEFAULT_QUEUE */
 };
 
 struct tdm_session {
@@ -45,6 +47,7 @@ struct tdm_session {
     int have_last;
     adapt_state adapt;        /* the circuit breaker (run/adapt.h) */
     guard_state guard;        /* the precision guard (run/guard.h) */
+    admit_ctl *admit;         /* admission to the devices' memory (run/admit.h); NULL: none needed */
 };
 
 tdm_status tdm_session_options_create(tdm_session_options **out)
@@ -56,6 +59,7 @@ tdm_status tdm_session_options_create(tdm_session_options **out)
         return TDM_E_NOMEM;
     plan_options_init(&(*out)->po);
     (*out)->fusion = TDM_FUSION_ON;
+    (*out)->max_queue = -1;
     guard_opts_init(&(*out)->guard);
     return TDM_OK;
 }
@@ -186,6 +190,14 @@ tdm_status tdm_session_options_set_plan_cache(tdm_session_options *opts, int siz
     if (!opts || size < 0 || size > 4096)
         return TDM_E_USAGE;
     opts->breaker.cache_size = size;
+    return TDM_OK;
+}
+
+tdm_status tdm_session_options_set_max_queue(tdm_session_options *opts, int max_queue)
+{
+    if (!opts || max_queue < 0 || max_queue > 1000000)
+        return TDM_E_USAGE;
+    opts->max_queue = max_queue;
     return TDM_OK;
 }
 
@@ -520,7 +532,8 @@ tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_se
         tdm_session_destroy(s);
         return TDM_E_POLICY;
     }
-    if ((st = exec_prog_build(e, s->plan, &s->prog)) != TDM_OK) {
+    if ((st = exec_prog_build(e, s->plan, &s->prog)) != TDM_OK ||
+        (st = admit_create(e, s->plan, opts ? opts->max_queue : -1, &s->admit)) != TDM_OK) {
         tdm_session_destroy(s);
         return st;
     }
@@ -556,6 +569,7 @@ void tdm_session_destroy(tdm_session *s)
     mem_free(s->shapes);
     guard_free(&s->guard);
     adapt_free(&s->adapt);
+    admit_free(s->admit);
     exec_prog_free(s->prog);
     plan_free(s->plan);
     tdm_model_destroy(s->own_model);
@@ -708,10 +722,17 @@ static tdm_status run_inner(tdm_session *s, tdm_err *e, const tdm_tensor *const 
         for (size_t j = 0; j < rm->n_inputs; j++)
             if (rm->inputs[j].value == g->inputs[k])
                 gin[k] = inputs[j];
-    if (guard_due(&s->guard))
+    /* admission to the devices' memory (run/admit.h), then the run */
+    admit_ticket ticket;
+    tdm_observer_fn ofn;
+    void *ouser;
+    exec_prog_get_observer(s->prog, &ofn, &ouser);
+    st = admit_enter(e, s->admit, adapt_variant_plan(&s->adapt, var), ofn, ouser, &ticket);
+    if (!st && guard_due(&s->guard))
         st = guard_run(e, &s->guard, &s->adapt, var, gin, outputs, s->threads, stats);
-    else
+    else if (!st)
         st = adapt_run(e, &s->adapt, var, gin, outputs, s->threads, stats);
+    admit_leave(s->admit, &ticket);
     adapt_release(&s->adapt, var);
     mem_free(gin);
     return st;
