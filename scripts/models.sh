@@ -13,10 +13,15 @@
 #   silero_vad
 #       pretrained Silero VAD v5 (opset 16, an If on the sample rate, LSTM)
 #       from the PyPI wheel silero-vad
+#   ssdlite320
+#       torchvision SSDlite320-MobileNetV3 detector, random weights (fixed
+#       seed), opset 13, with its post-processing (TopK, NonZero, GatherND,
+#       NonMaxSuppression inside an If); input "images" 3x320x320 in [0, 1],
+#       outputs "boxes", "scores", "labels" (scripts/models/export_detection.py)
 # The torch models are exported with Debian's python3-torch; the pretrained
 # ones are taken out of their wheels (scripts/py/models.txt pins them),
 # downloaded with pip into $TANDEM_CACHE/wheels without installing anything.
-# usage: scripts/models.sh [MODEL ...]   (default: all 11)
+# usage: scripts/models.sh [MODEL ...]   (default: all 12)
 # Idempotent: prints nothing and does nothing when the files exist.
 set -eu
 
@@ -28,24 +33,34 @@ OUT=$CACHE/models
 PY=/usr/bin/python3
 
 TORCH_MODELS="resnet18 mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0 efficientnet_b0 transformer_op13 transformer_op17"
+DETECTION_MODELS="ssdlite320"
 # name : wheel (as pinned in scripts/py/models.txt) : file inside the wheel
 WHEEL_MODELS="ppocr_det:rapidocr-onnxruntime:rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx
 ppocr_rec:rapidocr-onnxruntime:rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx
 ppocr_cls:rapidocr-onnxruntime:rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx
 silero_vad:silero-vad:silero_vad/data/silero_vad.onnx"
 
-want=${*:-$TORCH_MODELS ppocr_det ppocr_rec ppocr_cls silero_vad}
+want=${*:-$TORCH_MODELS ppocr_det ppocr_rec ppocr_cls silero_vad $DETECTION_MODELS}
 missing=""
+missing_det=""
 for m in $want; do
     case " $TORCH_MODELS " in
-        *" $m "*) [ -f "$OUT/$m.onnx" ] || missing="$missing $m" ;;
-        *) echo "$WHEEL_MODELS" | grep -q "^$m:" || { echo "models: unknown model '$m'." >&2; exit 2; } ;;
+        *" $m "*) [ -f "$OUT/$m.onnx" ] || missing="$missing $m"; continue ;;
     esac
+    case " $DETECTION_MODELS " in
+        *" $m "*) [ -f "$OUT/$m.onnx" ] || missing_det="$missing_det $m"; continue ;;
+    esac
+    echo "$WHEEL_MODELS" | grep -q "^$m:" || { echo "models: unknown model '$m'." >&2; exit 2; }
 done
 if [ -n "$missing" ]; then
     mkdir -p "$OUT"
     # shellcheck disable=SC2086
     "$PY" "$ROOT/scripts/models/export_torchvision.py" "$OUT" $missing
+fi
+if [ -n "$missing_det" ]; then
+    mkdir -p "$OUT"
+    # shellcheck disable=SC2086
+    "$PY" "$ROOT/scripts/models/export_detection.py" "$OUT" $missing_det
 fi
 
 for m in $want; do

@@ -24,7 +24,7 @@ IMAGE_MODELS = ("resnet18", "mobilenet_v2", "squeezenet1_1",
 TRANSFORMERS = {"transformer_op13": 13, "transformer_op17": 17}
 
 
-def calibrate_batchnorm(model):
+def calibrate_batchnorm(model, forward=None):
     """Give BatchNorm layers realistic running statistics.
 
     Freshly initialised BatchNorm layers hold mean 0 / var 1, so with
@@ -34,9 +34,12 @@ def calibrate_batchnorm(model):
     mode with a cumulative average (momentum=None) sets the statistics a
     trained net would have: unit-scale activations and non-trivial BN
     parameters. Only running_mean / running_var change; weights stay as
-    initialised.
+    initialised. forward(batch), default model(batch), runs the part of the
+    model that holds the BatchNorm layers on an 8x3x224x224 batch
+    (scripts/models/export_detection.py passes its backbone and head).
     """
     import torch
+    forward = forward or model
     bns = [m for m in model.modules()
            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     if not bns:
@@ -49,14 +52,14 @@ def calibrate_batchnorm(model):
     gen = torch.Generator().manual_seed(SEED + 2)
     with torch.no_grad():
         for _ in range(4):
-            model(torch.rand(8, 3, 224, 224, generator=gen) * 2 - 1)
+            forward(torch.rand(8, 3, 224, 224, generator=gen) * 2 - 1)
         # Rendered scenes too (the model tests' realistic inputs come from the
         # same renderer, other seeds): calibrated on noise alone,
         # efficientnet_b0's activations reach 1e4 on a natural image, where
         # float32 rounding alone moves its logits by 1e-5 of their range
         # (onnxruntime's approximate Sigmoid by 7e-2).
         for b in range(4):
-            model(scene_batch(8, SEED + 100 + 8 * b))
+            forward(scene_batch(8, SEED + 100 + 8 * b))
     for m, mom in zip(bns, saved):
         m.momentum = mom
 

@@ -8,6 +8,8 @@ KIND says what the inputs look like:
   imagenet   a rendered scene (sky gradient, shapes, a word of text, sensor
              noise), resized to the input's HxW, RGB, normalised with
              ImageNet's mean/std as torchvision's classifiers expect
+  detect     a rendered scene as RGB in [0, 1], CxHxW or NxCxHxW (torchvision's
+             detection models normalise inside)
   ocr-det    a rendered page of text lines in DejaVu fonts (black and
              coloured text, a table rule, a stamp), PaddleOCR det's
              normalisation: BGR, /255, ImageNet mean/std
@@ -186,6 +188,8 @@ def make(kind, v, shape, dtype, k, outdir, first_float):
         if len(shape) != 3:
             die("embedding inputs are BxTxD, not %s." % (shape,))
         return embedding(shape, rng).astype(dtype)
+    if kind == "detect" and len(shape) == 3 and shape[0] == 3:
+        return np.transpose(scene(shape[1], shape[2], rng) / 255.0, (2, 0, 1)).astype(dtype)
     if len(shape) != 4 or shape[1] != 3:
         die("%s inputs are Nx3xHxW, not %s." % (kind, shape))
     n, _, h, w = shape
@@ -193,6 +197,8 @@ def make(kind, v, shape, dtype, k, outdir, first_float):
     for i in range(n):
         if kind == "imagenet":
             a = (scene(h, w, rng) / 255.0 - IMAGENET_MEAN) / IMAGENET_STD
+        elif kind == "detect":
+            a = scene(h, w, rng) / 255.0
         elif kind == "ocr-det":
             a = (page(h, w, rng)[:, :, ::-1] / 255.0 - IMAGENET_MEAN) / IMAGENET_STD
         elif kind == "ocr-line":
