@@ -49,7 +49,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.path.abspath(os.environ.get("TANDEM_CACHE") or os.path.join(ROOT, ".cache"))
 ALL_MODELS = ["resnet18", "mobilenet_v2", "squeezenet1_1", "efficientnet_b0", "shufflenet_v2_x1_0",
-              "transformer_op17", "ppocr_det", "ppocr_rec", "ppocr_cls"]
+              "transformer_op17", "ppocr_det", "ppocr_rec", "ppocr_cls", "ssdlite320"]
 
 
 def die(msg, code=2):
