@@ -24,6 +24,7 @@ const char *tdm_reason_str(tdm_reason reason)
     case TDM_REASON_GRANULARITY: return "GRANULARITY";
     case TDM_REASON_USER: return "USER";
     case TDM_REASON_DEVICE_FAULT: return "DEVICE_FAULT";
+    case TDM_REASON_RESCUED: return "RESCUED";
     }
     return "UNKNOWN";
 }

@@ -1,6 +1,7 @@
 /* The ledger (DESIGN.md "The ledger") and the readable plan report. */
 #include "plan/plan.h"
 #include "core/mem.h"
+#include "plan/rescue.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -239,6 +240,7 @@ tdm_status plan_ledger_json_adapt(tdm_err *e, const tdm_plan *p, const char *run
     mem_free(dev_est);
     CHK(ok);
     cJSON *pol;
+    CHK(plan_rescue_json(p, root) == 0);
     CHK(pol = cJSON_AddObjectToObject(root, "policy"));
     CHK(cJSON_AddStringToObject(pol, "fallback", plan_fallback_str(p->fallback)));
     if (p->opts.max_fallback_ratio >= 0)
@@ -458,6 +460,12 @@ tdm_status plan_report(tdm_err *e, const tdm_plan *p, char **text)
     sb_printf(&b, "  %-24s %10.3f ms%s\n", "copies", p->est_copies, cmod ? " (modeled)" : "");
     sb_printf(&b, "  %-24s %10.3f ms%s%s\n", "total", p->est_total, p->est_modeled ? " (modeled)" : "",
               p->est_complete ? "" : " (incomplete: some nodes have no estimate)");
+    {
+        char *rs = plan_rescue_report(p);
+        if (rs)
+            sb_printf(&b, "%s", rs);
+        mem_free(rs);
+    }
     sb_printf(&b, "\nsummary: %d node%s, %zu fallback, %d partition%s, %llu boundary bytes\n", p->n_nodes,
               p->n_nodes == 1 ? "" : "s", p->fallback_nodes, p->n_parts, p->n_parts == 1 ? "" : "s",
               (unsigned long long)p->boundary_bytes);

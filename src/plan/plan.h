@@ -132,6 +132,10 @@ typedef struct plan_options {
     struct plan_measured *measured;
     size_t n_measured, cap_measured;
     char *replan_reason;    /* NULL: not a re-plan */
+    /* the rescue pass (plan/rescue.h): PLAN_RESCUE_* (0: default, safe),
+     * and the run layer's verification (NULL: nothing is rescued) */
+    int rescue;
+    const struct plan_rescue_hooks *rescue_hooks;
 } plan_options;
 
 /* A measured node time (node and device by name; ms per run). est_ms is
@@ -253,6 +257,7 @@ struct tdm_plan {
     size_t calib_matched;       /* of those, entries some node of the model matched */
     size_t calib_measured;      /* (node, device) estimates replaced by measured times */
     size_t adapt_measured;      /* of those, from run-time measurements (opts.measured) */
+    struct plan_rescue *rescue; /* owned: the rescue pass's record (plan/rescue.h) */
 };
 
 /* A node refused by a device for its calibrated error. */

@@ -4,6 +4,7 @@
  * so that a typo never silently widens or narrows what the device runs. */
 #include "devices/vnpu/vnpu.h"
 #include "core/mem.h"
+#include "graph/rewrite.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -426,6 +427,9 @@ void vnpu_ctx_free(struct vnpu_ctx *c)
     for (size_t i = 0; i < c->n_sensitive; i++)
         mem_free(c->sensitive[i]);
     mem_free(c->sensitive);
+    for (size_t i = 0; i < c->n_rescue; i++)
+        mem_free(c->rescue[i]);
+    mem_free(c->rescue);
     pthread_mutex_destroy(&c->lock);
     mem_free(c);
 }
@@ -494,13 +498,43 @@ static tdm_dtype float_type(const cJSON *v)
     return TDM_UNDEFINED;
 }
 
+/* "rescue": the names of the rewrite rules (graph/rewrite.h) the device
+ * wants tried on the nodes it rejects; absent: every rule. */
+static tdm_status parse_rescue(pctx *p, const cJSON *root, struct vnpu_ctx *c)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "rescue");
+    char sub[256];
+    size_t nr;
+    const gr_rw_rule *rules = gr_rw_rules(&nr);
+    if (!v)
+        return TDM_OK;
+    if (!cJSON_IsArray(v))
+        return bad(p, "rescue", "an array of rescue rule names", v);
+    size_t n = (size_t)cJSON_GetArraySize(v);
+    if (!(c->rescue = mem_calloc(n ? n : 1, sizeof *c->rescue)))
+        return err_set(p->e, TDM_E_NOMEM, "out of memory");
+    c->has_rescue = 1;
+    int idx = 0;
+    for (const cJSON *it = v->child; it; it = it->next, idx++) {
+        int known = 0;
+        path_index(sub, sizeof sub, "rescue", idx);
+        for (size_t k = 0; cJSON_IsString(it) && k < nr; k++)
+            known |= strcmp(rules[k].name, it->valuestring) == 0;
+        if (!known)
+            return bad(p, sub, "the name of a rescue rule (layernorm, gelu, pad, ...: README \"Rescue\")", it);
+        if (!(c->rescue[c->n_rescue++] = mem_strdup(it->valuestring)))
+            return err_set(p->e, TDM_E_NOMEM, "out of memory");
+    }
+    return TDM_OK;
+}
+
 static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
 {
     static const char *const keys[] = {"name", "description", "precision", "memory_bytes", "peak_tops",
                                        "peak_gflops", "launch_overhead_us", "memory_bandwidth_gbps",
                                        "host_bandwidth_gbps", "host_latency_us", "static_shapes", "defaults",
                                        "ops", "exclude", "precision_sensitive", "comment", "storage", "partition_overhead_us",
-                                       "source", NULL};
+                                       "source", "rescue", NULL};
     static const char *const dkeys[] = {"dtypes", "max_rank", "max_dim", NULL};
     tdm_status st = TDM_OK;
     const cJSON *v;
@@ -694,6 +728,9 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
                 return err_set(p->e, TDM_E_NOMEM, "out of memory");
         }
     }
+
+    if ((st = parse_rescue(p, root, c)) != TDM_OK)
+        return st;
 
     char mem[32], line[512];
     const char *prec = c->precision == TDM_FLOAT16 ? "fp16" : c->precision == TDM_BFLOAT16 ? "bf16" : "fp32";

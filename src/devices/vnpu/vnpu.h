@@ -69,6 +69,9 @@ struct vnpu_ctx {
     size_t n_exclude;
     char **sensitive;       /* "precision_sensitive": op types */
     size_t n_sensitive;
+    char **rescue;          /* "rescue": rewrite rules it wants (graph/rewrite.h) */
+    size_t n_rescue;
+    int has_rescue;         /* the key is present (absent: every rule) */
     /* memory accounting */
     pthread_mutex_t lock;
     uint64_t used;

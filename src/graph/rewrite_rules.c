@@ -1,0 +1,642 @@
+/* The rewrite rules (rewrite.h): each builds, from one node of a built
+ * model, nodes that compute the same values. Exact rules
+ * (decompositions, fusions) compute the same function in real arithmetic;
+ * approximations (GR_RW_APPROX) do not and are used only under
+ * `--rescue all` once verified. A rule returns 0 when the node is outside
+ * what it handles (a dynamic dimension it needs, a non-constant pad, an
+ * optional output that is read, …). */
+#include "graph/rewrite.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define NAME 200
+#define TDM_PI 3.14159265358979323846
+
+typedef struct rwb {
+    gr_rw *r;
+    const gr_graph *g;
+    const gr_node *n;
+    int64_t opset;
+    tdm_dtype dt;        /* the element type of input 0 */
+    tdm_dtype ct;        /* the type constants are made in (float32 for a widened normalisation) */
+    int fail;            /* out of memory */
+    char tmp[48][NAME];
+    int nt;
+} rwb;
+
+static void rwb_init(rwb *b, gr_rw *r, const gr_graph *g, int node)
+{
+    memset(b, 0, sizeof *b);
+    b->r = r;
+    b->g = g;
+    b->n = &g->nodes[node];
+    b->opset = b->n->opset;
+    r->n_orig = 1;
+    r->orig[0] = node;
+    b->dt = b->n->n_inputs > 0 && b->n->inputs[0] >= 0 ? g->values[b->n->inputs[0]].type.dtype : TDM_UNDEFINED;
+    b->ct = b->dt;
+}
+
+/* A fresh intermediate name. */
+static const char *T(rwb *b)
+{
+    if (b->nt >= 48) {
+        b->fail = 1;
+        return "";
+    }
+    return gr_rw_tmp(b->r, b->g, b->tmp[b->nt++], NAME);
+}
+
+static const char *in_name(const rwb *b, int i)
+{
+    return i < b->n->n_inputs && b->n->inputs[i] >= 0 ? b->g->values[b->n->inputs[i]].name : "";
+}
+
+static const char *out_name(const rwb *b, int i)
+{
+    return i < b->n->n_outputs && b->n->outputs[i] >= 0 ? b->g->values[b->n->outputs[i]].name : "";
+}
+
+static const gr_type *in_type(const rwb *b, int i)
+{
+    static const gr_type none = {TDM_KIND_TENSOR, TDM_UNDEFINED, -1, {{0, NULL}}, 0};
+    return i < b->n->n_inputs && b->n->inputs[i] >= 0 ? &b->g->values[b->n->inputs[i]].type : &none;
+}
+
+static const tdm_tensor *in_const(const rwb *b, int i)
+{
+    return i < b->n->n_inputs && b->n->inputs[i] >= 0 ? b->g->values[b->n->inputs[i]].init : NULL;
+}
+
+/* Output i is produced and read (by a node or as a graph output). */
+static int out_used(const rwb *b, int i)
+{
+    if (i >= b->n->n_outputs || b->n->outputs[i] < 0)
+        return 0;
+    const gr_value *v = &b->g->values[b->n->outputs[i]];
+    return v->is_output || v->n_consumers > 0;
+}
+
+static int is_float(tdm_dtype dt)
+{
+    return dt == TDM_FLOAT || dt == TDM_FLOAT16 || dt == TDM_BFLOAT16 || dt == TDM_DOUBLE;
+}
+
+static gr_rw_node *op(rwb *b, const char *type, int n_in, const char *a, const char *c, const char *out)
+{
+    const char *in[2] = {a, c};
+    gr_rw_node *n = gr_rw_node_add(b->r, type, n_in, in, 1, &out);
+    if (!n)
+        b->fail = 1;
+    return n;
+}
+
+/* A scalar constant of the input's float type. */
+static const char *scalar(rwb *b, double v)
+{
+    if (b->nt >= 48) {
+        b->fail = 1;
+        return "";
+    }
+    char *name = b->tmp[b->nt++];
+    if (gr_rw_const(b->r, b->g, b->ct, 0, NULL, &v, name, NAME))
+        b->fail = 1;
+    return name;
+}
+
+static const char *ints(rwb *b, int n, const int64_t *v)
+{
+    if (b->nt >= 48) {
+        b->fail = 1;
+        return "";
+    }
+    char *name = b->tmp[b->nt++];
+    if (gr_rw_const_i64(b->r, b->g, n, v, name, NAME))
+        b->fail = 1;
+    return name;
+}
+
+/* ReduceMean over axes, keepdims (axes an attribute before opset 18, an
+ * input from 18). */
+static void reduce_mean(rwb *b, const char *x, int n_axes, const int64_t *axes, const char *out)
+{
+    gr_rw_node *n;
+    if (b->opset >= 18)
+        n = op(b, "ReduceMean", 2, x, ints(b, n_axes, axes), out);
+    else if ((n = op(b, "ReduceMean", 1, x, NULL, out)) != NULL)
+        gr_rw_attr_ints(n, "axes", n_axes, axes);
+    if (n)
+        gr_rw_attr_int(n, "keepdims", 1);
+}
+
+/* Clip(x, lo, hi): bounds as inputs from opset 11, attributes before. */
+static void clip(rwb *b, const char *x, double lo, double hi, const char *out)
+{
+    if (b->opset >= 11) {
+        const char *in[3] = {x, scalar(b, lo), scalar(b, hi)};
+        if (!gr_rw_node_add(b->r, "Clip", 3, in, 1, &out))
+            b->fail = 1;
+        return;
+    }
+    gr_rw_node *n = op(b, "Clip", 1, x, NULL, out);
+    if (n) {
+        gr_rw_attr_float(n, "min", (float)lo);
+        gr_rw_attr_float(n, "max", (float)hi);
+    }
+}
+
+/* (x - mean(x)) / sqrt(var(x) + eps) over axes, into out. */
+static void normalize(rwb *b, const char *x, int n_axes, const int64_t *axes, double eps, const char *out)
+{
+    const char *mean = T(b), *d = T(b), *sq = T(b), *var = T(b), *ve = T(b), *sd = T(b);
+    reduce_mean(b, x, n_axes, axes, mean);
+    op(b, "Sub", 2, x, mean, d);
+    op(b, "Mul", 2, d, d, sq);
+    reduce_mean(b, sq, n_axes, axes, var);
+    op(b, "Add", 2, var, scalar(b, eps), ve);
+    op(b, "Sqrt", 1, ve, NULL, sd);
+    op(b, "Div", 2, d, sd, out);
+}
+
+static int done(rwb *b) { return b->fail ? -1 : 1; }
+
+static int narrow(tdm_dtype dt) { return dt == TDM_FLOAT16 || dt == TDM_BFLOAT16; }
+
+/* x as float32 when the node's type is float16/bfloat16 (the
+ * normalisations compute in float32: LayerNormalization's stash_type, the
+ * kernels), else x itself. */
+static const char *widen(rwb *b, const char *x)
+{
+    if (!narrow(b->dt) || !*x)
+        return x;
+    const char *w = T(b);
+    gr_rw_node *n = op(b, "Cast", 1, x, NULL, w);
+    if (n)
+        gr_rw_attr_int(n, "to", TDM_FLOAT);
+    return w;
+}
+
+/* The output name of a normalisation: a float32 temporary that narrow()
+ * casts back into out when the node's type is narrow. */
+static const char *wide_out(rwb *b, const char *out) { return narrow(b->dt) ? T(b) : out; }
+
+static void narrow_back(rwb *b, const char *w, const char *out)
+{
+    if (!narrow(b->dt))
+        return;
+    gr_rw_node *n = op(b, "Cast", 1, w, NULL, out);
+    if (n)
+        gr_rw_attr_int(n, "to", b->dt);
+}
+
+/* ---- normalisations ---- */
+
+static int rule_layernorm(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    const gr_type *xt = in_type(&b, 0);
+    int rank = xt->rank;
+    if (rank < 1 || !is_float(b.dt) || out_used(&b, 1) || out_used(&b, 2))
+        return 0;
+    int64_t axis = gr_attr_int(b.n, "axis", -1);
+    if (axis < 0)
+        axis += rank;
+    if (axis < 0 || axis >= rank)
+        return 0;
+    double eps = gr_attr_float(b.n, "epsilon", 1e-5f);
+    int64_t axes[TDM_MAX_RANK];
+    int na = 0;
+    for (int64_t a = axis; a < rank; a++)
+        axes[na++] = a;
+    if (narrow(b.dt))
+        b.ct = TDM_FLOAT;
+    const char *nr = T(&b), *has_b = in_name(&b, 2), *out = wide_out(&b, out_name(&b, 0));
+    normalize(&b, widen(&b, in_name(&b, 0)), na, axes, eps, nr);
+    if (*has_b) {
+        const char *y = T(&b);
+        op(&b, "Mul", 2, nr, widen(&b, in_name(&b, 1)), y);
+        op(&b, "Add", 2, y, widen(&b, has_b), out);
+    } else {
+        op(&b, "Mul", 2, nr, widen(&b, in_name(&b, 1)), out);
+    }
+    narrow_back(&b, out, out_name(&b, 0));
+    return done(&b);
+}
+
+/* A per-channel vector v (shape [C]) as [C, 1, …] (rank - 1 entries) for
+ * broadcasting against [N, C, …]. */
+static const char *per_channel(rwb *b, const char *v, int rank)
+{
+    int64_t shape[TDM_MAX_RANK];
+    shape[0] = -1;
+    for (int k = 1; k < rank - 1; k++)
+        shape[k] = 1;
+    const char *out = T(b);
+    op(b, "Reshape", 2, v, ints(b, rank - 1, shape), out);
+    return out;
+}
+
+static int rule_instancenorm(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    int rank = in_type(&b, 0)->rank;
+    if (rank < 3 || !is_float(b.dt))
+        return 0;
+    int64_t axes[TDM_MAX_RANK];
+    for (int a = 2; a < rank; a++)
+        axes[a - 2] = a;
+    if (narrow(b.dt))
+        b.ct = TDM_FLOAT;
+    const char *nr = T(&b), *y = T(&b), *out = wide_out(&b, out_name(&b, 0));
+    normalize(&b, widen(&b, in_name(&b, 0)), rank - 2, axes, gr_attr_float(b.n, "epsilon", 1e-5f), nr);
+    op(&b, "Mul", 2, nr, per_channel(&b, widen(&b, in_name(&b, 1)), rank), y);
+    op(&b, "Add", 2, y, per_channel(&b, widen(&b, in_name(&b, 2)), rank), out);
+    narrow_back(&b, out, out_name(&b, 0));
+    return done(&b);
+}
+
+static int rule_groupnorm(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    const gr_type *xt = in_type(&b, 0);
+    int rank = xt->rank;
+    int64_t G = gr_attr_int(b.n, "num_groups", 0);
+    if (rank < 3 || !is_float(b.dt) || G < 1)
+        return 0;
+    for (int d = 1; d < rank; d++)
+        if (xt->dims[d].v < 0)
+            return 0;
+    if (xt->dims[1].v % G)
+        return 0;
+    int per_channel_scale = b.n->version >= 21;
+    int64_t grouped[3] = {0, G, -1}, back[TDM_MAX_RANK], ax[1] = {2}, g3[3] = {1, G, 1};
+    back[0] = 0;
+    for (int d = 1; d < rank; d++)
+        back[d] = xt->dims[d].v;
+    if (narrow(b.dt))
+        b.ct = TDM_FLOAT;
+    const char *xr = T(&b), *nr = T(&b), *y = T(&b), *z = T(&b), *out = wide_out(&b, out_name(&b, 0));
+    op(&b, "Reshape", 2, widen(&b, in_name(&b, 0)), ints(&b, 3, grouped), xr);
+    normalize(&b, xr, 1, ax, gr_attr_float(b.n, "epsilon", 1e-5f), nr);
+    if (per_channel_scale) {
+        op(&b, "Reshape", 2, nr, ints(&b, rank, back), y);
+        op(&b, "Mul", 2, y, per_channel(&b, widen(&b, in_name(&b, 1)), rank), z);
+        op(&b, "Add", 2, z, per_channel(&b, widen(&b, in_name(&b, 2)), rank), out);
+    } else {
+        const char *s = T(&b), *c = T(&b), *w = T(&b);
+        op(&b, "Reshape", 2, widen(&b, in_name(&b, 1)), ints(&b, 3, g3), s);
+        op(&b, "Reshape", 2, widen(&b, in_name(&b, 2)), ints(&b, 3, g3), c);
+        op(&b, "Mul", 2, nr, s, y);
+        op(&b, "Add", 2, y, c, w);
+        op(&b, "Reshape", 2, w, ints(&b, rank, back), out);
+    }
+    narrow_back(&b, out, out_name(&b, 0));
+    return done(&b);
+}
+
+/* ---- activations ---- */
+
+/* 0.5 * x * (1 + erf(x / sqrt 2)) */
+static void gelu_erf(rwb *b, const char *x, const char *out)
+{
+    const char *a = T(b), *e = T(b), *c = T(b), *d = T(b);
+    op(b, "Mul", 2, x, scalar(b, 1.0 / sqrt(2.0)), a);
+    op(b, "Erf", 1, a, NULL, e);
+    op(b, "Add", 2, e, scalar(b, 1.0), c);
+    op(b, "Mul", 2, x, c, d);
+    op(b, "Mul", 2, d, scalar(b, 0.5), out);
+}
+
+/* 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) */
+static void gelu_tanh(rwb *b, const char *x, const char *out)
+{
+    const char *x2 = T(b), *x3 = T(b), *k = T(b), *s = T(b), *u = T(b), *t = T(b), *c = T(b), *d = T(b);
+    op(b, "Mul", 2, x, x, x2);
+    op(b, "Mul", 2, x2, x, x3);
+    op(b, "Mul", 2, x3, scalar(b, 0.044715), k);
+    op(b, "Add", 2, x, k, s);
+    op(b, "Mul", 2, s, scalar(b, sqrt(2.0 / TDM_PI)), u);
+    op(b, "Tanh", 1, u, NULL, t);
+    op(b, "Add", 2, t, scalar(b, 1.0), c);
+    op(b, "Mul", 2, x, c, d);
+    op(b, "Mul", 2, d, scalar(b, 0.5), out);
+}
+
+static int rule_gelu(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    if (!is_float(b.dt))
+        return 0;
+    if (strcmp(gr_attr_str(b.n, "approximate", "none"), "tanh") == 0)
+        gelu_tanh(&b, in_name(&b, 0), out_name(&b, 0));
+    else
+        gelu_erf(&b, in_name(&b, 0), out_name(&b, 0));
+    return done(&b);
+}
+
+static int rule_gelu_tanh(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    if (!is_float(b.dt) || strcmp(gr_attr_str(b.n, "approximate", "none"), "none") != 0)
+        return 0;
+    gelu_tanh(&b, in_name(&b, 0), out_name(&b, 0));
+    return done(&b);
+}
+
+/* erf(z) ~ tanh(2/sqrt(pi) * (z + 0.044715 * 2 * z^3)): GELU's tanh form
+ * written for erf (z = x / sqrt 2). */
+static int rule_erf_tanh(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    if (!is_float(b.dt))
+        return 0;
+    const char *z = in_name(&b, 0), *z2 = T(&b), *z3 = T(&b), *k = T(&b), *s = T(&b), *u = T(&b);
+    op(&b, "Mul", 2, z, z, z2);
+    op(&b, "Mul", 2, z2, z, z3);
+    op(&b, "Mul", 2, z3, scalar(&b, 0.044715 * 2.0), k);
+    op(&b, "Add", 2, z, k, s);
+    op(&b, "Mul", 2, s, scalar(&b, 2.0 / sqrt(TDM_PI)), u);
+    op(&b, "Tanh", 1, u, NULL, out_name(&b, 0));
+    return done(&b);
+}
+
+static int rule_hardsigmoid(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    if (!is_float(b.dt))
+        return 0;
+    const char *a = T(&b), *s = T(&b);
+    op(&b, "Mul", 2, in_name(&b, 0), scalar(&b, gr_attr_float(b.n, "alpha", 0.2f)), a);
+    op(&b, "Add", 2, a, scalar(&b, gr_attr_float(b.n, "beta", 0.5f)), s);
+    clip(&b, s, 0.0, 1.0, out_name(&b, 0));
+    return done(&b);
+}
+
+static int rule_hardswish(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    if (!is_float(b.dt))
+        return 0;
+    const char *x = in_name(&b, 0), *a = T(&b), *s = T(&b), *c = T(&b);
+    op(&b, "Mul", 2, x, scalar(&b, 1.0 / 6.0), a);
+    op(&b, "Add", 2, a, scalar(&b, 0.5), s);
+    clip(&b, s, 0.0, 1.0, c);
+    op(&b, "Mul", 2, x, c, out_name(&b, 0));
+    return done(&b);
+}
+
+/* softplus(x) = relu(x) + log(1 + exp(-|x|)): no overflow for large x. */
+static void softplus(rwb *b, const char *x, const char *out)
+{
+    const char *a = T(b), *n = T(b), *e = T(b), *p = T(b), *l = T(b), *rl = T(b);
+    op(b, "Abs", 1, x, NULL, a);
+    op(b, "Neg", 1, a, NULL, n);
+    op(b, "Exp", 1, n, NULL, e);
+    op(b, "Add", 2, e, scalar(b, 1.0), p);
+    op(b, "Log", 1, p, NULL, l);
+    op(b, "Relu", 1, x, NULL, rl);
+    op(b, "Add", 2, rl, l, out);
+}
+
+static int rule_softplus(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    if (!is_float(b.dt))
+        return 0;
+    softplus(&b, in_name(&b, 0), out_name(&b, 0));
+    return done(&b);
+}
+
+static int rule_mish(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    if (!is_float(b.dt))
+        return 0;
+    const char *sp = T(&b), *t = T(&b);
+    softplus(&b, in_name(&b, 0), sp);
+    op(&b, "Tanh", 1, sp, NULL, t);
+    op(&b, "Mul", 2, in_name(&b, 0), t, out_name(&b, 0));
+    return done(&b);
+}
+
+/* ---- data movement ---- */
+
+/* Slice(x, [start], [end], [axis], [step]) into out (opset >= 10). */
+static void slice1(rwb *b, const char *x, int64_t start, int64_t end, int64_t axis, int64_t step, const char *out)
+{
+    const char *in[5] = {x, ints(b, 1, &start), ints(b, 1, &end), ints(b, 1, &axis), ints(b, 1, &step)};
+    if (!gr_rw_node_add(b->r, "Slice", 5, in, 1, &out))
+        b->fail = 1;
+}
+
+/* The node's constant int64 list input i (or attribute name when the
+ * input is absent): count, or -1 when neither is constant. */
+static int const_ints(const rwb *b, int i, const char *attr, int64_t *v, int cap)
+{
+    const tdm_tensor *t = in_const(b, i);
+    if (t) {
+        size_t n = tdm_tensor_count(t);
+        if (n > (size_t)cap || (t->dtype != TDM_INT64 && t->dtype != TDM_INT32))
+            return -1;
+        for (size_t k = 0; k < n; k++)
+            v[k] = tensor_get_i64(t, k);
+        return (int)n;
+    }
+    if (*in_name(b, i))
+        return -1;
+    const int64_t *a;
+    int n = attr ? gr_attr_ints(b->n, attr, &a) : -1;
+    if (n < 0 || n > cap)
+        return -1;
+    for (int k = 0; k < n; k++)
+        v[k] = a[k];
+    return n;
+}
+
+static int rule_pad(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    const char *mode = gr_attr_str(b.n, "mode", "constant");
+    int reflect = strcmp(mode, "reflect") == 0, edge = strcmp(mode, "edge") == 0;
+    const gr_type *xt = in_type(&b, 0);
+    int rank = xt->rank;
+    int64_t pads[2 * TDM_MAX_RANK], axes[TDM_MAX_RANK];
+    if ((!reflect && !edge) || rank < 1 || b.opset < 10)
+        return 0;
+    int np = const_ints(&b, 1, b.opset < 11 ? "pads" : NULL, pads, 2 * TDM_MAX_RANK);
+    int na = *in_name(&b, 3) ? const_ints(&b, 3, NULL, axes, TDM_MAX_RANK) : rank;
+    if (np < 0 || na < 0 || np != 2 * na)
+        return 0;
+    if (!*in_name(&b, 3))
+        for (int k = 0; k < rank; k++)
+            axes[k] = k;
+    const char *cur = in_name(&b, 0);
+    int last = -1;
+    for (int k = 0; k < na; k++) {
+        if (axes[k] < 0)
+            axes[k] += rank;
+        if (axes[k] < 0 || axes[k] >= rank || pads[k] < 0 || pads[k + na] < 0)
+            return 0;
+        if (pads[k] || pads[k + na])
+            last = k;
+    }
+    if (last < 0)
+        return 0;
+    for (int k = 0; k <= last; k++) {
+        int64_t a = axes[k], lo = pads[k], hi = pads[k + na], n = xt->dims[a].v;
+        if (!lo && !hi)
+            continue;
+        if (n < 1 || (reflect && (lo > n - 1 || hi > n - 1)) || (edge && lo + hi + 1 > GR_RW_MAX_IO))
+            return 0;
+        const char *in[GR_RW_MAX_IO];
+        int m = 0;
+        const char *left = lo ? T(&b) : NULL, *right = hi ? T(&b) : NULL;
+        if (reflect) {
+            if (lo)
+                slice1(&b, cur, lo, 0, a, -1, left);
+            if (hi)
+                slice1(&b, cur, n - 2, n - 2 - hi >= 0 ? n - 2 - hi : -(n + 1), a, -1, right);
+            if (lo)
+                in[m++] = left;
+            in[m++] = cur;
+            if (hi)
+                in[m++] = right;
+        } else {
+            if (lo)
+                slice1(&b, cur, 0, 1, a, 1, left);
+            if (hi)
+                slice1(&b, cur, n - 1, n, a, 1, right);
+            for (int64_t i = 0; i < lo; i++)
+                in[m++] = left;
+            in[m++] = cur;
+            for (int64_t i = 0; i < hi; i++)
+                in[m++] = right;
+        }
+        const char *out = k == last ? out_name(&b, 0) : T(&b);
+        gr_rw_node *c = gr_rw_node_add(b.r, "Concat", m, in, 1, &out);
+        if (!c)
+            return -1;
+        gr_rw_attr_int(c, "axis", a);
+        cur = out;
+    }
+    return done(&b);
+}
+
+static int rule_split(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    const gr_type *xt = in_type(&b, 0);
+    int rank = xt->rank, nout = b.n->n_outputs;
+    int64_t axis = gr_attr_int(b.n, "axis", 0), sizes[GR_RW_MAX_IO];
+    if (rank < 1 || b.opset < 10 || nout < 1 || nout > GR_RW_MAX_IO)
+        return 0;
+    if (axis < 0)
+        axis += rank;
+    if (axis < 0 || axis >= rank || xt->dims[axis].v < 0)
+        return 0;
+    int64_t n = xt->dims[axis].v;
+    int ns = const_ints(&b, 1, b.opset < 13 ? "split" : NULL, sizes, GR_RW_MAX_IO);
+    if (ns < 0 && *in_name(&b, 1))
+        return 0;
+    if (ns <= 0) {
+        /* equal parts; the last smaller (opset 18 num_outputs) */
+        int64_t part = (n + nout - 1) / nout;
+        for (int k = 0; k < nout; k++)
+            sizes[k] = k < nout - 1 ? part : n - part * (nout - 1);
+        if (n % nout && b.opset < 18)
+            return 0;
+        ns = nout;
+    }
+    if (ns != nout)
+        return 0;
+    int64_t off = 0;
+    for (int k = 0; k < nout; k++) {
+        if (sizes[k] < 0)
+            return 0;
+        if (*out_name(&b, k))
+            slice1(&b, in_name(&b, 0), off, off + sizes[k], axis, 1, out_name(&b, k));
+        off += sizes[k];
+    }
+    if (off != n)
+        return 0;
+    return done(&b);
+}
+
+/* ---- fusions ---- */
+
+/* MatMul(A[M,K], B[K,N]) whose only reader is Add(·, C) with C of shape
+ * [N], [1,N] or [M,N] → Gemm(A, B, C). */
+static int rule_gemm(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    const gr_type *at = in_type(&b, 0), *bt = in_type(&b, 1);
+    if (at->rank != 2 || bt->rank != 2 || !is_float(b.dt) || b.n->outputs[0] < 0)
+        return 0;
+    int v = b.n->outputs[0];
+    if (g->values[v].is_output || g->values[v].n_consumers != 1)
+        return 0;
+    int add = -1;
+    for (int k = 0; k < g->n_nodes && add < 0; k++)
+        for (int i = 0; i < g->nodes[k].n_inputs; i++)
+            if (g->nodes[k].inputs[i] == v)
+                add = k;
+    if (add < 0 || strcmp(g->nodes[add].op_type, "Add") != 0 || *g->nodes[add].domain || g->nodes[add].n_inputs != 2)
+        return 0;
+    const gr_node *an = &g->nodes[add];
+    int cv = an->inputs[0] == v ? an->inputs[1] : an->inputs[0];
+    if (cv < 0 || cv == v)
+        return 0;
+    const gr_type *ct = &g->values[cv].type;
+    int64_t M = at->dims[0].v, N = bt->dims[1].v;
+    int ok = N >= 0 && ct->dtype == b.dt &&
+             ((ct->rank == 1 && ct->dims[0].v == N) ||
+              (ct->rank == 2 && ct->dims[1].v == N && (ct->dims[0].v == 1 || (M >= 0 && ct->dims[0].v == M))));
+    if (!ok || an->outputs[0] < 0)
+        return 0;
+    r->orig[r->n_orig++] = add;
+    const char *in[3] = {in_name(&b, 0), in_name(&b, 1), g->values[cv].name};
+    const char *out = g->values[an->outputs[0]].name;
+    if (!gr_rw_node_add(r, "Gemm", 3, in, 1, &out))
+        return -1;
+    return done(&b);
+}
+
+static const gr_rw_rule rules[] = {
+    {"layernorm", "LayerNormalization", GR_RW_DECOMPOSE, rule_layernorm,
+     "ReduceMean, Sub, Mul, Add, Sqrt, Div (+ Mul, Add for scale and bias)"},
+    {"groupnorm", "GroupNormalization", GR_RW_DECOMPOSE, rule_groupnorm,
+     "Reshape to groups, ReduceMean, Sub, Mul, Add, Sqrt, Div, Reshape back, Mul, Add"},
+    {"instancenorm", "InstanceNormalization", GR_RW_DECOMPOSE, rule_instancenorm,
+     "ReduceMean over the spatial axes, Sub, Mul, Add, Sqrt, Div, Mul, Add"},
+    {"gelu", "Gelu", GR_RW_DECOMPOSE, rule_gelu, "0.5 x (1 + erf(x / sqrt 2)) with Mul, Erf, Add (its tanh form with Tanh)"},
+    {"gelu-tanh", "Gelu", GR_RW_APPROX, rule_gelu_tanh, "the tanh approximation of GELU with Mul, Add, Tanh"},
+    {"erf-tanh", "Erf", GR_RW_APPROX, rule_erf_tanh, "tanh(2/sqrt(pi) (z + 0.0894 z^3)) with Mul, Add, Tanh"},
+    {"hardsigmoid", "HardSigmoid", GR_RW_DECOMPOSE, rule_hardsigmoid, "Clip(alpha x + beta, 0, 1)"},
+    {"hardswish", "HardSwish", GR_RW_DECOMPOSE, rule_hardswish, "x Clip(x / 6 + 0.5, 0, 1)"},
+    {"softplus", "Softplus", GR_RW_DECOMPOSE, rule_softplus, "Relu(x) + Log(1 + Exp(-|x|))"},
+    {"mish", "Mish", GR_RW_DECOMPOSE, rule_mish, "x Tanh(softplus(x)), softplus as Relu, Abs, Neg, Exp, Add, Log"},
+    {"pad", "Pad", GR_RW_DECOMPOSE, rule_pad, "reflect and edge padding as Slice + Concat per axis"},
+    {"split", "Split", GR_RW_DECOMPOSE, rule_split, "one Slice per output"},
+    {"gemm", "MatMul", GR_RW_FUSE, rule_gemm, "MatMul + Add of a row or matrix bias as one Gemm"},
+};
+
+const gr_rw_rule *gr_rw_rules(size_t *n)
+{
+    *n = sizeof rules / sizeof rules[0];
+    return rules;
+}

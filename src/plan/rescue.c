@@ -1,0 +1,478 @@
+/* The rescue pass (rules in rescue.h). */
+#include "plan/rescue.h"
+#include "core/mem.h"
+#include "devices/rescue.h"
+#include "graph/rewrite.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *plan_rescue_mode_str(int mode)
+{
+    switch (mode) {
+    case PLAN_RESCUE_OFF:
+        return "off";
+    case PLAN_RESCUE_ALL:
+        return "all";
+    default:
+        return "safe";
+    }
+}
+
+int plan_rescue_mode_parse(const char *word)
+{
+    if (!word)
+        return -1;
+    if (strcmp(word, "off") == 0)
+        return PLAN_RESCUE_OFF;
+    if (strcmp(word, "safe") == 0)
+        return PLAN_RESCUE_SAFE;
+    if (strcmp(word, "all") == 0)
+        return PLAN_RESCUE_ALL;
+    return -1;
+}
+
+void plan_rescue_free(plan_rescue *r)
+{
+    if (!r)
+        return;
+    tdm_model_destroy(r->model);
+    mem_free(r->entries);
+    mem_free(r->entry_of);
+    mem_free(r);
+}
+
+static int has_subgraphs(const gr_node *n)
+{
+    for (int a = 0; a < n->n_attrs; a++)
+        if (n->attrs[a].type == GA_GRAPH || n->attrs[a].type == GA_GRAPHS)
+            return 1;
+    return 0;
+}
+
+static plan_rescue_entry *add_entry(plan_rescue *r)
+{
+    if (mem_grow((void **)&r->entries, &r->cap, r->n + 1, sizeof *r->entries))
+        return NULL;
+    plan_rescue_entry *x = &r->entries[r->n++];
+    memset(x, 0, sizeof *x);
+    x->device = -1;
+    return x;
+}
+
+/* A model from a raw rewrite model (takes gm). */
+static tdm_status build(tdm_err *e, gr_model *gm, const tdm_model *src, tdm_model **out)
+{
+    return model_build(e, gm, src->path ? src->path : "rescue", out);
+}
+
+/* Every node of m supported by device di: 1, or 0 with why. */
+static tdm_status all_supported(tdm_err *e, const dev_instance *di, const tdm_model *m, int *ok, char *why, size_t n)
+{
+    plan_arena a;
+    const gr_graph *g = m->gm->main;
+    tdm_status st = TDM_OK;
+    plan_arena_init(&a);
+    *ok = 1;
+    for (int k = 0; k < g->n_nodes && *ok; k++) {
+        tdm_node_desc d;
+        tdm_verdict v;
+        if ((st = plan_desc_build(e, &a, g, &g->nodes[k], &d)) != TDM_OK)
+            break;
+        memset(&v, 0, sizeof v);
+        if (has_subgraphs(&g->nodes[k]) ||
+            di->dev.iface->supports(di->dev.ctx, &d, &v) != TDM_REASON_OK) {
+            v.detail[sizeof v.detail - 1] = '\0';
+            snprintf(why, n, "its %s node is not supported there (%s%s%s)", g->nodes[k].op_type,
+                     tdm_reason_str(v.reason), v.detail[0] ? ": " : "", v.detail);
+            *ok = 0;
+        }
+    }
+    plan_arena_free(&a);
+    return st;
+}
+
+/* Tries rw on device d for the node: fills x; *kept when it is. */
+static tdm_status try_rewrite(tdm_err *e, tdm_plan *p, const gr_rw *rw, int d, plan_rescue_entry *x)
+{
+    const dev_instance *di = &p->devs->items[d];
+    const plan_rescue_hooks *h = p->opts.rescue_hooks;
+    tdm_model *rwm = NULL, *orm = NULL;
+    gr_model *gm = NULL;
+    char why[400];
+    int ok = 0;
+    tdm_status st;
+    tdm_err local;
+    err_clear(&local);
+    /* a rewrite that does not build is refused, not an error */
+    if ((st = gr_rw_extract(&local, p->model->gm, rw, 0, &gm)) != TDM_OK ||
+        (st = build(&local, gm, p->model, &rwm)) != TDM_OK) {
+        if (st == TDM_E_NOMEM)
+            return err_set(e, st, "out of memory");
+        snprintf(why, sizeof why, "the rewrite does not build: %.300s", local.msg);
+        goto refuse;
+    }
+    if ((st = all_supported(e, di, rwm, &ok, why, sizeof why)) != TDM_OK)
+        goto done;
+    if (!ok)
+        goto refuse;
+    if (!h || !h->verify) {
+        snprintf(why, sizeof why, "nothing can verify it here (plans made through the public API verify rescues)");
+        goto refuse;
+    }
+    if ((st = gr_rw_extract(&local, p->model->gm, rw, 1, &gm)) != TDM_OK ||
+        (st = build(&local, gm, p->model, &orm)) != TDM_OK) {
+        if (st == TDM_E_NOMEM)
+            return err_set(e, st, "out of memory");
+        snprintf(why, sizeof why, "the original node alone does not build: %.300s", local.msg);
+        goto refuse;
+    }
+    if ((st = h->verify(e, orm, rwm, rw->kind == GR_RW_APPROX, &x->figs)) != TDM_OK)
+        goto done;
+    x->verified = 1;
+    if (!x->figs.pass) {
+        snprintf(why, sizeof why, "verification on cpu fp32 failed: %s", x->figs.why);
+        goto refuse;
+    }
+    x->kept = 1;
+    {
+        const gr_graph *g = rwm->gm->main;
+        x->n_nodes = g->n_nodes;
+        x->nodes = plan_arena_array(&p->arena, (size_t)g->n_nodes + 1, sizeof *x->nodes);
+        x->ops = plan_arena_array(&p->arena, (size_t)g->n_nodes + 1, sizeof *x->ops);
+        if (!x->nodes || !x->ops) {
+            st = err_set(e, TDM_E_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int k = 0; k < g->n_nodes; k++) {
+            int n = g->order ? g->order[k] : k;
+            if (!(x->nodes[k] = plan_arena_strdup(&p->arena, g->nodes[n].name)) ||
+                !(x->ops[k] = plan_arena_strdup(&p->arena, g->nodes[n].op_type))) {
+                st = err_set(e, TDM_E_NOMEM, "out of memory");
+                goto done;
+            }
+        }
+    }
+    goto done;
+refuse:
+    st = TDM_OK;
+    if (!(x->why = plan_arena_strdup(&p->arena, why)))
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+done:
+    tdm_model_destroy(rwm);
+    tdm_model_destroy(orm);
+    return st;
+}
+
+static int rescuable(tdm_reason r)
+{
+    return r == TDM_REASON_OP_UNSUPPORTED || r == TDM_REASON_DTYPE_UNSUPPORTED || r == TDM_REASON_ATTR_UNSUPPORTED;
+}
+
+static int overlaps(const unsigned char *taken, const gr_rw *rw)
+{
+    for (int k = 0; k < rw->n_orig; k++)
+        if (taken[rw->orig[k]])
+            return 1;
+    return 0;
+}
+
+/* Tries the rules for node n on the devices before the first one that
+ * supports it; appends entries to r and, when one is kept, moves the
+ * rewrite into kept[*n_kept]. */
+static tdm_status rescue_node(tdm_err *e, tdm_plan *p, plan_rescue *r, int n, unsigned char *taken, gr_rw *kept,
+                              int *n_kept)
+{
+    const gr_graph *g = p->model->gm->main;
+    const gr_node *node = &g->nodes[n];
+    size_t nr;
+    const gr_rw_rule *rules = gr_rw_rules(&nr);
+    tdm_node_desc desc;
+    tdm_status st;
+    int any = 0;
+    for (size_t k = 0; k < nr; k++)
+        any |= strcmp(rules[k].op, node->op_type) == 0;
+    if (!any || *node->domain || has_subgraphs(node) || taken[n])
+        return TDM_OK;
+    if ((st = plan_desc_build(e, &p->arena, g, node, &desc)) != TDM_OK)
+        return st;
+    for (int d = 0; d + 1 < (int)p->devs->n; d++) {
+        const dev_instance *di = &p->devs->items[d];
+        tdm_verdict v;
+        memset(&v, 0, sizeof v);
+        tdm_reason why = di->dev.iface->supports(di->dev.ctx, &desc, &v);
+        if (why == TDM_REASON_OK)
+            return TDM_OK;
+        if (!rescuable(why))
+            continue;
+        for (size_t k = 0; k < nr; k++) {
+            const gr_rw_rule *rule = &rules[k];
+            if (strcmp(rule->op, node->op_type) != 0 || !dev_rescue_wants(di, rule->name) ||
+                (rule->kind == GR_RW_APPROX && r->mode != PLAN_RESCUE_ALL))
+                continue;
+            gr_rw rw;
+            gr_rw_init(&rw, rule->name, rule->kind);
+            int b = rule->build(g, n, &rw);
+            if (b < 0) {
+                gr_rw_free(&rw);
+                return err_set(e, TDM_E_NOMEM, "out of memory");
+            }
+            if (b == 0 || overlaps(taken, &rw)) {
+                gr_rw_free(&rw);
+                continue;
+            }
+            plan_rescue_entry *x = add_entry(r);
+            if (!x || !(x->node = plan_arena_strdup(&p->arena, node->name)) ||
+                !(x->op = plan_arena_strdup(&p->arena, node->op_type))) {
+                gr_rw_free(&rw);
+                return err_set(e, TDM_E_NOMEM, "out of memory");
+            }
+            x->rule = rule->name;
+            x->kind = gr_rw_kind_str(rule->kind);
+            x->device = d;
+            if ((st = try_rewrite(e, p, &rw, d, x)) != TDM_OK) {
+                gr_rw_free(&rw);
+                return st;
+            }
+            if (x->kept) {
+                for (int j = 0; j < rw.n_orig; j++)
+                    taken[rw.orig[j]] = 1;
+                kept[(*n_kept)++] = rw;
+                return TDM_OK;
+            }
+            gr_rw_free(&rw);
+        }
+    }
+    return TDM_OK;
+}
+
+tdm_status plan_rescue_run(tdm_err *e, tdm_plan *p)
+{
+    const gr_graph *g = p->model->gm->main;
+    plan_rescue *r = mem_calloc(1, sizeof *r);
+    gr_rw *kept = NULL;
+    unsigned char *taken = NULL;
+    int n_kept = 0;
+    tdm_status st = TDM_OK;
+    if (!r)
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    p->rescue = r;
+    r->mode = p->opts.rescue ? p->opts.rescue : PLAN_RESCUE_SAFE;
+    if (r->mode == PLAN_RESCUE_OFF)
+        return TDM_OK;
+    if (p->opts.device_fault) {
+        r->note = "the devices are out of service (circuit breaker)";
+        return TDM_OK;
+    }
+    if (p->devs->n < 2 || g->n_nodes == 0)
+        return TDM_OK;
+    kept = mem_calloc((size_t)g->n_nodes, sizeof *kept);
+    taken = mem_calloc((size_t)g->n_nodes, 1);
+    if (!kept || !taken) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int k = 0; k < g->n_nodes; k++) {
+        int n = g->order ? g->order[k] : k;
+        if ((st = rescue_node(e, p, r, n, taken, kept, &n_kept)) != TDM_OK)
+            goto done;
+    }
+    if (n_kept) {
+        const gr_rw **list = mem_calloc((size_t)n_kept, sizeof *list);
+        gr_model *gm = NULL;
+        tdm_err local;
+        err_clear(&local);
+        if (!list) {
+            st = err_set(e, TDM_E_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int k = 0; k < n_kept; k++)
+            list[k] = &kept[k];
+        st = gr_rw_apply(&local, p->model->gm, list, n_kept, &gm);
+        mem_free(list);
+        if (!st)
+            st = build(&local, gm, p->model, &r->model);
+        if (st == TDM_E_NOMEM) {
+            st = err_set(e, st, "out of memory");
+            goto done;
+        }
+        if (st) {
+            /* never a half-applied rescue: the plan runs the model as written */
+            char note[400];
+            snprintf(note, sizeof note, "the model with the rewrites did not build (%.300s); nothing was rescued",
+                     local.msg);
+            r->note = plan_arena_strdup(&p->arena, note);
+            for (size_t k = 0; k < r->n; k++)
+                r->entries[k].kept = 0;
+            st = TDM_OK;
+            goto done;
+        }
+        p->g = r->model->gm->main;
+        const gr_graph *ng = p->g;
+        r->n_graph = ng->n_nodes;
+        if (!(r->entry_of = mem_calloc((size_t)ng->n_nodes + 1, sizeof *r->entry_of))) {
+            st = err_set(e, TDM_E_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int n = 0; n < ng->n_nodes; n++) {
+            r->entry_of[n] = -1;
+            for (size_t k = 0; k < r->n && r->entry_of[n] < 0; k++) {
+                const plan_rescue_entry *x = &r->entries[k];
+                size_t len = strlen(x->node);
+                if (x->kept && strncmp(ng->nodes[n].name, x->node, len) == 0 &&
+                    strncmp(ng->nodes[n].name + len, "/rescue/", 8) == 0)
+                    r->entry_of[n] = (int)k;
+            }
+        }
+    }
+done:
+    for (int k = 0; kept && k < n_kept; k++)
+        gr_rw_free(&kept[k]);
+    mem_free(kept);
+    mem_free(taken);
+    return st;
+}
+
+void plan_rescue_mark(tdm_plan *p)
+{
+    const plan_rescue *r = p->rescue;
+    if (!r || !r->entry_of)
+        return;
+    for (int n = 0; n < p->n_nodes && n < r->n_graph; n++) {
+        int k = r->entry_of[n];
+        plan_node *pn = &p->nodes[n];
+        if (k < 0 || pn->device != r->entries[k].device || pn->reason == TDM_REASON_USER)
+            continue;
+        const plan_rescue_entry *x = &r->entries[k];
+        char buf[400];
+        snprintf(buf, sizeof buf, "%s '%s' rewritten by rule %s (%s) for %s; verified on cpu fp32: max |diff| %.3g, cosine %.7f",
+                 x->op, x->node, x->rule, x->kind, plan_device_name(p, x->device), x->figs.max_abs, x->figs.cosine);
+        const char *d = plan_arena_strdup(&p->arena, buf);
+        pn->reason = TDM_REASON_RESCUED;
+        pn->detail = d ? d : "";
+    }
+}
+
+size_t plan_rescue_kept(const tdm_plan *p)
+{
+    size_t n = 0;
+    for (size_t k = 0; p->rescue && k < p->rescue->n; k++)
+        n += p->rescue->entries[k].kept != 0;
+    return n;
+}
+
+/* Where the new nodes of entry k run: "vnpu:x" when all on one device,
+ * else "mixed". */
+static const char *placed(const tdm_plan *p, size_t k, int *on_target)
+{
+    int dev = -2;
+    *on_target = 0;
+    for (int n = 0; n < p->n_nodes && n < p->rescue->n_graph; n++) {
+        if (p->rescue->entry_of[n] != (int)k)
+            continue;
+        int d = p->nodes[n].device;
+        *on_target += d == p->rescue->entries[k].device;
+        dev = dev == -2 ? d : dev == d ? d : -1;
+    }
+    return dev == -1 ? "mixed" : dev < 0 ? "-" : plan_device_name(p, dev);
+}
+
+int plan_rescue_json(const tdm_plan *p, cJSON *root)
+{
+    const plan_rescue *r = p->rescue;
+    cJSON *o, *a;
+    /* only when something was tried, or the mode is not the default */
+    if (!r || (!r->n && !r->note && r->mode == PLAN_RESCUE_SAFE))
+        return 0;
+    if (!(o = cJSON_AddObjectToObject(root, "rescue")) ||
+        !cJSON_AddStringToObject(o, "mode", plan_rescue_mode_str(r->mode)) ||
+        !cJSON_AddNumberToObject(o, "kept", (double)plan_rescue_kept(p)) ||
+        (r->note && !cJSON_AddStringToObject(o, "note", r->note)) || !(a = cJSON_AddArrayToObject(o, "attempts")))
+        return -1;
+    for (size_t k = 0; k < r->n; k++) {
+        const plan_rescue_entry *x = &r->entries[k];
+        cJSON *it = cJSON_CreateObject(), *nodes;
+        if (!it || !cJSON_AddItemToArray(a, it))
+            return -1;
+        cJSON_AddStringToObject(it, "node", x->node);
+        cJSON_AddStringToObject(it, "op", x->op);
+        cJSON_AddStringToObject(it, "rule", x->rule);
+        cJSON_AddStringToObject(it, "kind", x->kind);
+        cJSON_AddStringToObject(it, "device", plan_device_name(p, x->device));
+        cJSON_AddBoolToObject(it, "kept", x->kept);
+        if (!x->kept && x->why)
+            cJSON_AddStringToObject(it, "why", x->why);
+        if (x->kept && r->entry_of && (nodes = cJSON_AddArrayToObject(it, "became"))) {
+            for (int n = 0; n < p->n_nodes && n < r->n_graph; n++) {
+                if (r->entry_of[n] != (int)k)
+                    continue;
+                cJSON *y = cJSON_CreateObject();
+                if (!y || !cJSON_AddItemToArray(nodes, y))
+                    return -1;
+                cJSON_AddStringToObject(y, "name", p->g->nodes[n].name);
+                cJSON_AddStringToObject(y, "op", p->g->nodes[n].op_type);
+                cJSON_AddStringToObject(y, "device", plan_device_name(p, p->nodes[n].device));
+                cJSON_AddStringToObject(y, "reason", tdm_reason_str(p->nodes[n].reason));
+            }
+        }
+        if (x->verified) {
+            cJSON *v = cJSON_AddObjectToObject(it, "verification");
+            if (!v)
+                return -1;
+            cJSON_AddStringToObject(v, "reference", "the original node on cpu fp32");
+            cJSON_AddBoolToObject(v, "pass", x->figs.pass);
+            if (isfinite(x->figs.max_abs))
+                cJSON_AddNumberToObject(v, "max_abs", x->figs.max_abs);
+            else
+                cJSON_AddNullToObject(v, "max_abs");
+            cJSON_AddNumberToObject(v, "cosine", x->figs.cosine);
+            cJSON_AddNumberToObject(v, "tolerance", x->figs.tolerance);
+            cJSON_AddNumberToObject(v, "ref_max_abs", x->figs.ref_max);
+            cJSON_AddNumberToObject(v, "values", (double)x->figs.values);
+            cJSON_AddNumberToObject(v, "input_sets", x->figs.inputs);
+        }
+    }
+    return 0;
+}
+
+char *plan_rescue_report(const tdm_plan *p)
+{
+    const plan_rescue *r = p->rescue;
+    size_t cap = 512, len = 0;
+    char *s;
+    if (!r || (!r->n && !r->note))
+        return NULL;
+    for (size_t k = 0; k < r->n; k++)
+        cap += 512 + (r->entries[k].kept ? (size_t)r->entries[k].n_nodes * 40 : 0);
+    if (!(s = mem_alloc(cap)))
+        return NULL;
+#define ADD(...)                                                                                                     \
+    do {                                                                                                             \
+        int w_ = snprintf(s + len, cap - len, __VA_ARGS__);                                                          \
+        if (w_ > 0)                                                                                                  \
+            len += (size_t)w_ < cap - len ? (size_t)w_ : cap - len - 1;                                              \
+    } while (0)
+    ADD("\nrescued (%zu of %zu tried, --rescue %s):\n", plan_rescue_kept(p), r->n, plan_rescue_mode_str(r->mode));
+    if (r->note)
+        ADD("  %s\n", r->note);
+    for (size_t k = 0; k < r->n; k++) {
+        const plan_rescue_entry *x = &r->entries[k];
+        if (x->kept) {
+            int on = 0;
+            const char *where = placed(p, k, &on);
+            ADD("  %-40s %-20s RESCUED %s (%s) for %s: %d nodes (", x->node, x->op, x->rule, x->kind,
+                plan_device_name(p, x->device), x->n_nodes);
+            for (int j = 0; j < x->n_nodes && j < 12; j++)
+                ADD("%s%s", j ? " " : "", x->ops[j]);
+            ADD("%s) -> %s; max |diff| %.3g, cosine %.7f on cpu fp32\n", x->n_nodes > 12 ? " ..." : "", where,
+                x->figs.max_abs, x->figs.cosine);
+        } else {
+            ADD("  %-40s %-20s not rescued by %s for %s: %s\n", x->node, x->op, x->rule, plan_device_name(p, x->device),
+                x->why ? x->why : "");
+        }
+    }
+#undef ADD
+    return s;
+}

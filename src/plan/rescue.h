@@ -1,0 +1,110 @@
+/* The rescue pass: before placement, what a device rejects is rewritten
+ * into nodes it supports, when the rewrite is verified (DESIGN.md
+ * "Placement", reason RESCUED).
+ *
+ * Rules (plan_rescue_run, called by plan_build before the devices are
+ * asked about the plan's graph):
+ *   which nodes  every node of the main graph without subgraphs that a
+ *                device placed before the first device supporting it
+ *                (cpu excluded) rejects with OP_UNSUPPORTED,
+ *                DTYPE_UNSUPPORTED or ATTR_UNSUPPORTED.
+ *   which rules  the rewrite rules (graph/rewrite.h) for the node's op
+ *                type that the device wants (devices/rescue.h: a vnpu
+ *                profile's "rescue" list, every rule when absent), in the
+ *                rule table's order; approximations (gelu-tanh, erf-tanh)
+ *                only with mode all. The devices are tried in priority
+ *                order and the first rewrite kept wins.
+ *   kept when    every node of the rewrite (after constant folding) is
+ *                supported by that device (its supports() answer), and
+ *                the verification hook (plan_rescue_hooks, set by the run
+ *                layer: run/rescue_check.h) passes: the rewrite and the
+ *                original node run on cpu in float32 on the same inputs,
+ *                the rewrite's outputs within the tolerance of the
+ *                original's. Without a hook nothing is kept (never an
+ *                unverified rewrite). A rewrite that fails either test is
+ *                recorded with the sentence and the figures, and the node
+ *                is placed as it would have been.
+ *   the graph    the plan's graph (tdm_plan.g) becomes a copy of the
+ *                model's with every kept rewrite in place (its nodes are
+ *                named "<original>/rescue/<Op>_<k>"); p->model stays the
+ *                user's model.
+ *   ledger       a new node placed on the device it was made for gets
+ *                reason RESCUED (plan_rescue_mark) with the rule and the
+ *                figures; "rescue" lists every attempt (kept or not).
+ * Modes (--rescue, tdm_session_options_set_rescue): off, safe (exact
+ * rewrites: decompositions and fusions; the default), all (also
+ * approximations). */
+#ifndef TDM_PLAN_RESCUE_H
+#define TDM_PLAN_RESCUE_H
+
+#include "plan/plan.h"
+
+enum { PLAN_RESCUE_DEFAULT = 0, PLAN_RESCUE_OFF = 1, PLAN_RESCUE_SAFE = 2, PLAN_RESCUE_ALL = 3 };
+
+/* "off", "safe", "all" (DEFAULT is "safe"). */
+const char *plan_rescue_mode_str(int mode);
+/* PLAN_RESCUE_OFF/SAFE/ALL, or -1 for another word. */
+int plan_rescue_mode_parse(const char *word);
+
+/* What verification found. */
+typedef struct plan_rescue_figs {
+    int pass;
+    double max_abs;        /* max |rewrite - original| over every output */
+    double cosine;         /* worst cosine over the outputs */
+    double ref_max;        /* max |original| */
+    double tolerance;      /* the max_abs allowed */
+    size_t values;         /* elements compared */
+    int inputs;            /* input sets run */
+    char why[240];         /* failed: one sentence */
+} plan_rescue_figs;
+
+/* Set by the run layer (run/rescue_check.h) in the plan options. */
+typedef struct plan_rescue_hooks {
+    /* Runs orig and rw (models with the same graph inputs and outputs) on
+     * cpu in float32 on the same inputs and fills *f; approx: 1 for an
+     * approximation (its wider tolerance). A rewrite that fails to run is a
+     * failed verification (pass 0 and why), not an error; a status only for
+     * out of memory. */
+    tdm_status (*verify)(tdm_err *e, const tdm_model *orig, const tdm_model *rw, int approx, plan_rescue_figs *f);
+} plan_rescue_hooks;
+
+typedef struct plan_rescue_entry {
+    const char *node, *op;     /* the original node (the first one, for a fusion) */
+    const char *rule, *kind;   /* "layernorm", "decompose" */
+    int device;                /* index in the plan's device list */
+    int kept;
+    const char *why;           /* not kept: why */
+    const char **nodes;        /* kept: the new nodes' names in the plan's graph */
+    int n_nodes;
+    const char **ops;          /* their op types */
+    int verified;              /* figs are set */
+    plan_rescue_figs figs;
+} plan_rescue_entry;
+
+typedef struct plan_rescue {
+    int mode;
+    tdm_model *model;          /* owned: the model with the kept rewrites, NULL when none */
+    plan_rescue_entry *entries;
+    size_t n, cap;
+    int *entry_of;             /* per node of the plan's graph: kept entry, or -1 */
+    int n_graph;
+    const char *note;          /* why the pass did not run, or NULL */
+} plan_rescue;
+
+/* The pass (rules above): fills p->rescue and may replace p->g. Fails
+ * only on out of memory. */
+tdm_status plan_rescue_run(tdm_err *e, tdm_plan *p);
+/* After placement: RESCUED on the new nodes placed where they were made for. */
+void plan_rescue_mark(tdm_plan *p);
+void plan_rescue_free(plan_rescue *r);
+
+/* The ledger's "rescue" section (a cJSON object added to root) and the
+ * plan report's lines (appended text, mem_alloc'ed; NULL when nothing was
+ * tried). */
+struct cJSON;
+int plan_rescue_json(const tdm_plan *p, struct cJSON *root);
+char *plan_rescue_report(const tdm_plan *p);
+/* Kept rescues and new nodes of the plan (for summaries). */
+size_t plan_rescue_kept(const tdm_plan *p);
+
+#endif

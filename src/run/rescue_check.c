@@ -1,0 +1,169 @@
+/* Verification of rescues (run/rescue_check.h). */
+#include "run/rescue_check.h"
+#include "core/mem.h"
+#include "plan/calib.h"
+#include "run/calibrate.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define SETS 2
+
+static double tolerance(tdm_dtype dt, int approx)
+{
+    double t = dt == TDM_FLOAT16 ? 4e-3 : dt == TDM_BFLOAT16 ? 3e-2 : 1e-5;
+    return approx && t < 1e-3 ? 1e-3 : t;
+}
+
+/* Input set k for a value of type t: a new tensor, or NULL (out of memory). */
+static tdm_tensor *make_input(const gr_type *t, int set, uint64_t seed)
+{
+    static const double edge[] = {0.0, -0.0, 1e-4, -1e-4, 1.0, -1.0, 8.0, -8.0, 40.0, -40.0, 300.0, -300.0, 0.5, -2.5};
+    int64_t dims[TDM_MAX_RANK];
+    int rank = t->rank < 0 ? 1 : t->rank;
+    tdm_tensor *x = NULL;
+    for (int d = 0; d < rank; d++)
+        dims[d] = t->rank < 0 || t->dims[d].v < 0 ? 2 : t->dims[d].v;
+    if (tensor_new(NULL, t->dtype == TDM_UNDEFINED ? TDM_FLOAT : t->dtype, rank, dims, &x))
+        return NULL;
+    size_t n = tdm_tensor_count(x);
+    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+    int fl = x->dtype == TDM_FLOAT || x->dtype == TDM_FLOAT16 || x->dtype == TDM_BFLOAT16 || x->dtype == TDM_DOUBLE;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        double u = (double)(s >> 11) / 9007199254740992.0;
+        if (!fl)
+            tensor_set_i64(x, i, (int64_t)(u * 5));
+        else if (set == 0)
+            tensor_set_f64(x, i, -3.0 + 6.0 * u);
+        else
+            tensor_set_f64(x, i, edge[(i + (size_t)(u * 3)) % (sizeof edge / sizeof edge[0])]);
+    }
+    return x;
+}
+
+/* Runs m on cpu in float32 on in[]: outs[] (graph outputs) new tensors. */
+static tdm_status run_cpu(tdm_err *e, const tdm_model *m, const tdm_tensor *const *in, tdm_tensor **outs)
+{
+    dev_list *devs = NULL;
+    tdm_plan *p = NULL;
+    plan_options po;
+    tdm_status st;
+    plan_options_init(&po);
+    po.rescue = PLAN_RESCUE_OFF;
+    if ((st = dev_list_open(e, "cpu", NULL, 0, &devs)) != TDM_OK || (st = plan_build(e, m, &po, devs, &p)) != TDM_OK)
+        return st;
+    st = plan_run_mixed(e, p, in, -1, 1, outs);
+    plan_free(p);
+    return st;
+}
+
+static void compare(const tdm_tensor *ref, const tdm_tensor *got, plan_rescue_figs *f, int *nan_mismatch)
+{
+    calib_metrics m;
+    calib_compare(ref, got, &m);
+    if (!m.valid)
+        return;
+    if (m.cosine < f->cosine)
+        f->cosine = m.cosine;
+    if (!(m.max_abs <= f->max_abs))
+        f->max_abs = m.max_abs;
+    if (ref->count == got->count && ref->kind == TDM_KIND_TENSOR)
+        for (size_t i = 0; i < ref->count; i++) {
+            double a = tensor_get_f64(ref, i), b = tensor_get_f64(got, i);
+            *nan_mismatch += isnan(a) != isnan(b);
+            if (isfinite(a) && fabs(a) > f->ref_max)
+                f->ref_max = fabs(a);
+        }
+    f->values += ref->count;
+}
+
+static tdm_status verify(tdm_err *e, const tdm_model *orig, const tdm_model *rw, int approx, plan_rescue_figs *f)
+{
+    const gr_graph *g = orig->gm->main;
+    int ni = g->n_inputs, no = g->n_outputs, nan_mismatch = 0;
+    tdm_tensor **in = mem_calloc((size_t)ni + 1, sizeof *in), **ref = mem_calloc((size_t)no + 1, sizeof *ref),
+               **got = mem_calloc((size_t)no + 1, sizeof *got);
+    tdm_status st = TDM_OK;
+    tdm_dtype dt = TDM_FLOAT;
+    memset(f, 0, sizeof *f);
+    f->cosine = 1;
+    if (!in || !ref || !got) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int k = 0; k < no; k++)
+        if (g->values[g->outputs[k]].type.dtype != TDM_UNDEFINED)
+            dt = g->values[g->outputs[k]].type.dtype;
+    f->tolerance = tolerance(dt, approx);
+    if (rw->gm->main->n_outputs != no) {
+        snprintf(f->why, sizeof f->why, "the rewrite has %d outputs, the original %d", rw->gm->main->n_outputs, no);
+        goto done;
+    }
+    for (int set = 0; set < SETS; set++) {
+        tdm_err local;
+        err_clear(&local);
+        for (int k = 0; k < ni; k++)
+            if (!(in[k] = make_input(&g->values[g->inputs[k]].type, set, (uint64_t)(k + 1) * 7919u + (uint64_t)set))) {
+                st = err_set(e, TDM_E_NOMEM, "out of memory");
+                goto done;
+            }
+        if ((st = run_cpu(&local, orig, (const tdm_tensor *const *)in, ref)) != TDM_OK) {
+            if (st == TDM_E_NOMEM)
+                goto nomem;
+            snprintf(f->why, sizeof f->why, "the original node does not run on the verification inputs: %.180s",
+                     local.msg);
+            st = TDM_OK;
+            goto done;
+        }
+        if ((st = run_cpu(&local, rw, (const tdm_tensor *const *)in, got)) != TDM_OK) {
+            if (st == TDM_E_NOMEM)
+                goto nomem;
+            snprintf(f->why, sizeof f->why, "the rewrite does not run: %.200s", local.msg);
+            st = TDM_OK;
+            goto done;
+        }
+        for (int k = 0; k < no; k++) {
+            compare(ref[k], got[k], f, &nan_mismatch);
+            tdm_tensor_destroy(ref[k]);
+            tdm_tensor_destroy(got[k]);
+            ref[k] = got[k] = NULL;
+        }
+        for (int k = 0; k < ni; k++) {
+            tdm_tensor_destroy(in[k]);
+            in[k] = NULL;
+        }
+        f->inputs++;
+    }
+    {
+        double allowed = f->tolerance * (f->ref_max > 1 ? f->ref_max : 1), min_cos = approx ? 0.9999 : 0.99999;
+        if (nan_mismatch)
+            snprintf(f->why, sizeof f->why, "NaN at %d positions where the original has none (or the reverse)",
+                     nan_mismatch);
+        else if (!(f->max_abs <= allowed))
+            snprintf(f->why, sizeof f->why, "max |diff| %.3g over the allowed %.3g", f->max_abs, allowed);
+        else if (!(f->cosine >= min_cos))
+            snprintf(f->why, sizeof f->why, "cosine %.7f under %g", f->cosine, min_cos);
+        else
+            f->pass = 1;
+    }
+    goto done;
+nomem:
+    st = err_set(e, TDM_E_NOMEM, "out of memory");
+done:
+    for (int k = 0; in && k < ni; k++)
+        tdm_tensor_destroy(in[k]);
+    for (int k = 0; ref && got && k < no; k++) {
+        tdm_tensor_destroy(ref[k]);
+        tdm_tensor_destroy(got[k]);
+    }
+    mem_free(in);
+    mem_free(ref);
+    mem_free(got);
+    return st;
+}
+
+const plan_rescue_hooks rescue_check_hooks = {.verify = verify};

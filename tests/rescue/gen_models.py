@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Models for the rescue tests (tests/rescue), written into OUTDIR.
+
+One model per rewrite rule and element type (the node alone, its inputs
+graph inputs, its weights initializers), and pad_conv: Pad(reflect)
+between convolutions, which tests/rescue/rescue-npu.json (Pad constant
+only) splits into several partitions unless the pads are rescued.
+Needs onnx >= 1.15 (Gelu is opset 20): the PyPI venv's python.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OUT = sys.argv[1]
+os.makedirs(OUT, exist_ok=True)
+rng = np.random.default_rng(18)
+T = {"f32": (TensorProto.FLOAT, np.float32), "f16": (TensorProto.FLOAT16, np.float16),
+     "f64": (TensorProto.DOUBLE, np.float64)}
+
+
+def save(name, nodes, inputs, outputs, inits=(), opset=17, check=True):
+    g = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    if check:  # onnx 1.23's checker refuses GroupNormalization-18 (deprecated), which models still use
+        onnx.checker.check_model(m)
+    onnx.save(m, os.path.join(OUT, name + ".onnx"))
+
+
+def vi(name, t, shape):
+    """A value's type; an int shape is a rank of unknown dimensions."""
+    if isinstance(shape, int):
+        shape = [None] * shape
+    return helper.make_tensor_value_info(name, t, shape)
+
+
+def init(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name)
+
+
+def unary(name, op, t, shape, opset, **attrs):
+    et, _ = T[t]
+    save(f"{name}_{t}", [helper.make_node(op, ["x"], ["y"], name="n", **attrs)], [vi("x", et, shape)],
+         [vi("y", et, len(shape))], opset=opset)
+
+
+for t in ("f32", "f16", "f64"):
+    et, nt = T[t]
+    # LayerNormalization over the last axis (scale, bias) and over axes 1.. (no bias)
+    save(f"layernorm_{t}", [helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], name="n", epsilon=1e-5)],
+         [vi("x", et, [2, 3, 8])], [vi("y", et, 3)],
+         [init("s", (1 + 0.1 * rng.standard_normal(8)).astype(nt)), init("b", (0.1 * rng.standard_normal(8)).astype(nt))])
+    save(f"layernorm_axis1_{t}", [helper.make_node("LayerNormalization", ["x", "s"], ["y"], name="n", axis=1)],
+         [vi("x", et, ["N", 4, 5])], [vi("y", et, 3)], [init("s", (1 + 0.1 * rng.standard_normal((4, 5))).astype(nt))])
+    save(f"instancenorm_{t}", [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], name="n", epsilon=1e-4)],
+         [vi("x", et, [2, 3, 4, 5])], [vi("y", et, 4)],
+         [init("s", (1 + 0.1 * rng.standard_normal(3)).astype(nt)), init("b", (0.1 * rng.standard_normal(3)).astype(nt))])
+    save(f"groupnorm18_{t}", [helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], name="n", num_groups=3)],
+         [vi("x", et, [2, 6, 4, 4])], [vi("y", et, 4)],
+         [init("s", (1 + 0.1 * rng.standard_normal(3)).astype(nt)), init("b", (0.1 * rng.standard_normal(3)).astype(nt))],
+         opset=18, check=False)
+    save(f"groupnorm21_{t}", [helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], name="n", num_groups=2)],
+         [vi("x", et, [2, 6, 3, 3])], [vi("y", et, 4)],
+         [init("s", (1 + 0.1 * rng.standard_normal(6)).astype(nt)), init("b", (0.1 * rng.standard_normal(6)).astype(nt))],
+         opset=21)
+    unary("gelu", "Gelu", t, [3, 40], 20)
+    unary("gelu_tanh", "Gelu", t, [3, 40], 20, approximate="tanh")
+    unary("erf", "Erf", t, [3, 40], 13)
+    unary("hardsigmoid", "HardSigmoid", t, [3, 40], 17, alpha=0.25, beta=0.4)
+    unary("hardswish", "HardSwish", t, [3, 40], 17)
+    unary("softplus", "Softplus", t, [3, 40], 17)
+    unary("mish", "Mish", t, [3, 40], 18)
+    for mode in ("reflect", "edge"):
+        save(f"pad_{mode}_{t}", [helper.make_node("Pad", ["x", "p"], ["y"], name="n", mode=mode)],
+             [vi("x", et, [1, 2, 5, 6])], [vi("y", et, 4)], [init("p", np.array([0, 0, 2, 1, 0, 0, 1, 3], np.int64))],
+             opset=13)
+    save(f"pad_reflect_axes_{t}", [helper.make_node("Pad", ["x", "p", "", "a"], ["y"], name="n", mode="reflect")],
+         [vi("x", et, [2, 7])], [vi("y", et, 2)],
+         [init("p", np.array([6, 6], np.int64)), init("a", np.array([-1], np.int64))], opset=18)
+    save(f"split_{t}", [helper.make_node("Split", ["x", "s"], ["y0", "y1", "y2"], name="n", axis=1)],
+         [vi("x", et, [2, 9, 3])], [vi("y0", et, 3), vi("y1", et, 3), vi("y2", et, 3)],
+         [init("s", np.array([2, 3, 4], np.int64))], opset=13)
+    save(f"split18_{t}", [helper.make_node("Split", ["x"], ["y0", "y1", "y2"], name="n", axis=-1, num_outputs=3)],
+         [vi("x", et, [2, 8])], [vi("y0", et, 2), vi("y1", et, 2), vi("y2", et, 2)], opset=18)
+    save(f"matmul_add_{t}",
+         [helper.make_node("MatMul", ["x", "w"], ["m"], name="n"), helper.make_node("Add", ["m", "c"], ["a"], name="add"),
+          helper.make_node("Relu", ["a"], ["y"], name="relu")],
+         [vi("x", et, [4, 8])], [vi("y", et, 2)],
+         [init("w", (0.3 * rng.standard_normal((8, 5))).astype(nt)), init("c", (0.1 * rng.standard_normal(5)).astype(nt))],
+         opset=13)
+
+# Pad(reflect) between convolutions: three partitions without rescue, one with.
+w1 = (0.2 * rng.standard_normal((4, 3, 3, 3))).astype(np.float32)
+w2 = (0.2 * rng.standard_normal((4, 4, 3, 3))).astype(np.float32)
+w3 = (0.2 * rng.standard_normal((2, 4, 3, 3))).astype(np.float32)
+pads = np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64)
+save("pad_conv",
+     [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1"), helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+      helper.make_node("Pad", ["r1", "p"], ["p1"], name="pad1", mode="reflect"),
+      helper.make_node("Conv", ["p1", "w2"], ["c2"], name="conv2"), helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+      helper.make_node("Pad", ["r2", "p"], ["p2"], name="pad2", mode="reflect"),
+      helper.make_node("Conv", ["p2", "w3"], ["y"], name="conv3")],
+     [vi("x", TensorProto.FLOAT, [1, 3, 16, 16])], [vi("y", TensorProto.FLOAT, 4)],
+     [init("w1", w1), init("w2", w2), init("w3", w3), init("p", pads)], opset=13)
+print("rescue models in", OUT)
