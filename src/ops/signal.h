@@ -10,6 +10,10 @@ tdm_status op_infer_DFT(op_infer_ctx *ctx);
 tdm_status op_run_STFT(op_ctx *ctx);
 tdm_status op_infer_STFT(op_infer_ctx *ctx);
 
+/* RegexFullMatch (signal_regex.c) */
+tdm_status op_run_RegexFullMatch(op_ctx *ctx);
+tdm_status op_infer_RegexFullMatch(op_infer_ctx *ctx);
+
 /* Windows and the mel filter bank (signal_window.c) */
 tdm_status op_run_HannWindow(op_ctx *ctx);
 tdm_status op_run_HammingWindow(op_ctx *ctx);
