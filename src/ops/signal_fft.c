@@ -255,7 +255,12 @@ tdm_status op_run_DFT(op_ctx *ctx)
         axis += r;
     if (axis < 0 || axis > r - 2)
         return op_fail(ctx, TDM_E_RUNTIME, "axis %lld is out of range for an input of rank %d", (long long)axis0, r);
-    int64_t n_in = x->dims[axis], n = n_in;
+    /* inverse and onesided (an inverse real FFT): the input holds the
+     * n / 2 + 1 bins of a Hermitian spectrum, the output n real values */
+    int irfft = inverse && onesided;
+    int64_t n_in = x->dims[axis], n = irfft ? 2 * (n_in - 1) : n_in;
+    if (irfft && n < 1 && !(ctx->n_in > 1 && ctx->in[1]))
+        return op_fail(ctx, TDM_E_RUNTIME, "an inverse onesided DFT of %lld bins needs dft_length", (long long)n_in);
     if (ctx->n_in > 1 && ctx->in[1]) {
         tdm_status st = sig_scalar_int(ctx, 1, "dft_length", &n);
         if (st)
@@ -263,11 +268,11 @@ tdm_status op_run_DFT(op_ctx *ctx)
         if (n < 1)
             return op_fail(ctx, TDM_E_RUNTIME, "input dft_length must be positive, not %lld", (long long)n);
     }
-    int64_t n_out = onesided ? n / 2 + 1 : n;
+    int64_t n_out = onesided && !irfft ? n / 2 + 1 : n;
     int64_t dims[TDM_MAX_RANK];
     memcpy(dims, x->dims, sizeof(int64_t) * (size_t)r);
     dims[axis] = n_out;
-    dims[r - 1] = 2;
+    dims[r - 1] = irfft ? 1 : 2;
     tdm_status st = op_out(ctx, 0, x->dtype, r, dims);
     if (st)
         return st;
@@ -280,6 +285,8 @@ tdm_status op_run_DFT(op_ctx *ctx)
     for (int d = (int)axis + 1; d < r - 1; d++)
         inner *= (size_t)x->dims[d];
     size_t cnt = (size_t)(n_in < n ? n_in : n);
+    if (irfft && cnt > (size_t)(n / 2 + 1))
+        cnt = (size_t)(n / 2 + 1);
     fft_plan p;
     st = fft_plan_init(ctx, &p, (size_t)n);
     if (st)
@@ -295,6 +302,22 @@ tdm_status op_run_DFT(op_ctx *ctx)
             size_t at_in = ((o * (size_t)n_in) * inner + i) * (size_t)c;
             size_t at_out = ((o * (size_t)n_out) * inner + i) * 2;
             load_line(x, at_in, inner * (size_t)c, cnt, (int)c, (size_t)n, buf, tmp);
+            if (irfft) {
+                /* numpy's irfft: the imaginary parts of bin 0 and (n even) bin n / 2 are dropped, the
+                 * upper half is the conjugate mirror of the lower */
+                size_t h = (size_t)n / 2;
+                buf[1] = 0.0;
+                if ((size_t)n % 2 == 0)
+                    buf[2 * h + 1] = 0.0;
+                for (size_t k = h + 1; k < (size_t)n; k++) {
+                    buf[2 * k] = buf[2 * ((size_t)n - k)];
+                    buf[2 * k + 1] = -buf[2 * ((size_t)n - k) + 1];
+                }
+                fft_run(&p, buf, 1);
+                for (size_t k = 0; k < (size_t)n; k++)
+                    tensor_set_f64(y, ((o * (size_t)n + k) * inner + i), buf[2 * k]);
+                continue;
+            }
             fft_run(&p, buf, inverse);
             store_pairs(y, at_out, inner * 2, (size_t)n_out, buf);
         }
@@ -335,6 +358,14 @@ tdm_status op_infer_DFT(op_infer_ctx *ctx)
     int known = n >= 0, given = ctx->n_in > 1 && ctx->in[1];
     if (given)
         known = sig_infer_scalar_int(ctx, 1, &n) && n > 0;
+    if (gr_attr_int(ctx->node, "inverse", 0) && gr_attr_int(ctx->node, "onesided", 0)) {
+        /* an inverse real FFT: n real values, by default 2 (bins - 1) */
+        o->dims[r - 1] = (gr_dim){1, NULL};
+        if (!given && known)
+            n = 2 * (n - 1);
+        o->dims[axis] = known && n > 0 ? (gr_dim){n, NULL} : (gr_dim){-1, NULL};
+        return TDM_OK;
+    }
     if (!known) {
         if (given || gr_attr_int(ctx->node, "onesided", 0))
             o->dims[axis] = (gr_dim){-1, NULL}; /* else: the input's (symbolic) dim */
