@@ -110,6 +110,8 @@ TRITONSERVER_Error *TRITONSERVER_LogMessage(TRITONSERVER_LogLevel level, const c
 TRITONSERVER_Error *TRITONSERVER_MessageSerializeToJson(TRITONSERVER_Message *message, const char **base,
                                                         size_t *byte_size);
 TRITONSERVER_Error *TRITONSERVER_MessageDelete(TRITONSERVER_Message *message);
+TRITONSERVER_Error *TRITONSERVER_MessageNewFromSerializedJson(TRITONSERVER_Message **message, const char *base,
+                                                              size_t byte_size);
 TRITONSERVER_Parameter *TRITONSERVER_ParameterNew(const char *name, const TRITONSERVER_ParameterType type,
                                                   const void *value);
 void TRITONSERVER_ParameterDelete(TRITONSERVER_Parameter *parameter);
@@ -134,6 +136,11 @@ TRITONSERVER_Error *TRITONBACKEND_ModelRepository(TRITONBACKEND_Model *model, TR
 TRITONSERVER_Error *TRITONBACKEND_ModelConfig(TRITONBACKEND_Model *model, const uint32_t config_version,
                                               TRITONSERVER_Message **model_config);
 TRITONSERVER_Error *TRITONBACKEND_ModelBackend(TRITONBACKEND_Model *model, TRITONBACKEND_Backend **backend);
+/* Auto-complete (backend API 1.9 on): whether the server lets the backend
+ * fill the configuration, and the filled configuration handed back. */
+TRITONSERVER_Error *TRITONBACKEND_ModelAutoCompleteConfig(TRITONBACKEND_Model *model, bool *auto_complete_config);
+TRITONSERVER_Error *TRITONBACKEND_ModelSetConfig(TRITONBACKEND_Model *model, const uint32_t config_version,
+                                                 TRITONSERVER_Message *model_config);
 TRITONSERVER_Error *TRITONBACKEND_ModelState(TRITONBACKEND_Model *model, void **state);
 TRITONSERVER_Error *TRITONBACKEND_ModelSetState(TRITONBACKEND_Model *model, void *state);
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceName(TRITONBACKEND_ModelInstance *instance, const char **name);

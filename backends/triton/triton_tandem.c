@@ -19,7 +19,15 @@
  * tandem_runs_total, tandem_run_failures_total,
  * tandem_fallback_node_runs_total{reason} (node executions on a fallback
  * device), tandem_device_busy_seconds_total{device},
- * tandem_copy_bytes_total, tandem_device_faults_total. */
+ * tandem_copy_bytes_total, tandem_device_faults_total, and admission
+ * (runs of one session waiting for a device's memory, src/run/admit.h):
+ * tandem_run_admission_waits_total, tandem_run_admission_wait_seconds_total,
+ * tandem_run_admission_refused_total.
+ *
+ * String tensors travel as Triton's BYTES: each element a 4-byte
+ * little-endian length and that many bytes. A config.pbtxt may leave out
+ * `input` and `output` (Triton's auto-complete, --strict-model-config=false,
+ * the default): the backend fills them from the ONNX model. */
 #define _POSIX_C_SOURCE 200809L
 #include "triton_api.h"
 
@@ -119,6 +127,7 @@ static TRITONSERVER_DataType tt_triton_type(tdm_dtype t)
     case TDM_UINT32: return TRITONSERVER_TYPE_UINT32;
     case TDM_UINT64: return TRITONSERVER_TYPE_UINT64;
     case TDM_BFLOAT16: return TRITONSERVER_TYPE_BF16;
+    case TDM_STRING: return TRITONSERVER_TYPE_BYTES;
     default: return TRITONSERVER_TYPE_INVALID;
     }
 }
@@ -157,6 +166,9 @@ enum {
     TT_FAM_DEVICE_SECONDS,
     TT_FAM_COPY_BYTES,
     TT_FAM_FAULTS,
+    TT_FAM_ADMIT_WAITS,
+    TT_FAM_ADMIT_WAIT_SECONDS,
+    TT_FAM_ADMIT_REFUSED,
     TT_FAM_COUNT
 };
 
@@ -179,6 +191,12 @@ static const struct {
     {"tandem_copy_bytes_total", TRITONSERVER_METRIC_KIND_COUNTER, "Bytes copied between devices"},
     {"tandem_device_faults_total", TRITONSERVER_METRIC_KIND_COUNTER,
      "Device faults during runs (with the breaker on, each such run is re-executed on cpu)"},
+    {"tandem_run_admission_waits_total", TRITONSERVER_METRIC_KIND_COUNTER,
+     "Runs that waited for a device's memory (admission: concurrent runs of one session)"},
+    {"tandem_run_admission_wait_seconds_total", TRITONSERVER_METRIC_KIND_COUNTER,
+     "Time runs waited for a device's memory"},
+    {"tandem_run_admission_refused_total", TRITONSERVER_METRIC_KIND_COUNTER,
+     "Runs refused because the admission queue was full (max_queue)"},
 };
 
 typedef struct tt_backend {
@@ -216,6 +234,8 @@ typedef struct tt_model {
     tdm_metrics *metrics;
     tdm_metrics_summary last;
     TRITONSERVER_Metric *m_runs, *m_failures, *m_copy_bytes, *m_faults, *m_boundary;
+    TRITONSERVER_Metric *m_admit_waits, *m_admit_seconds, *m_admit_refused;
+    uint64_t admit_last[3]; /* waits, wait ns, refused already added */
     tt_labelled_set plan_nodes, plan_fallback, fallback_runs, device_seconds;
 } tt_model;
 
@@ -361,6 +381,13 @@ static void tt_metrics_sync(tt_model *m)
         tt_metric_add(m->m_copy_bytes, (double)(s.copy_bytes - m->last.copy_bytes));
         tt_metric_add(m->m_faults, (double)(s.faults - m->last.faults));
         m->last = s;
+        uint64_t a[3] = {0, 0, 0};
+        if (tdm_metrics_admission(m->metrics, &a[0], &a[1], NULL, &a[2]) == TDM_OK) {
+            tt_metric_add(m->m_admit_waits, (double)(a[0] - m->admit_last[0]));
+            tt_metric_add(m->m_admit_seconds, (double)(a[1] - m->admit_last[1]) / 1e9);
+            tt_metric_add(m->m_admit_refused, (double)(a[2] - m->admit_last[2]));
+            memcpy(m->admit_last, a, sizeof a);
+        }
         size_t nd = tdm_metrics_device_count(m->metrics);
         for (size_t i = 0; i < nd; i++) {
             const char *name = NULL;
@@ -392,7 +419,7 @@ static const char *tt_param(const cJSON *params, const char *key)
 static const char *const tt_known_params[] = {
     "devices", "granularity", "fallback", "max_fallback_ratio", "max_boundary_bytes", "pins", "plugins",
     "threads", "shapes", "calibration", "fusion", "breaker", "plan_cache", "verify", "ledger_file", "model_filename",
-    NULL};
+    "max_queue", NULL};
 
 /* Parses "a,b,c" number lists; returns how many were read. */
 static int tt_numbers(const char *s, double *out, int max)
@@ -496,7 +523,7 @@ static TRITONSERVER_Error *tt_options(const cJSON *params, const char *dir, tdm_
             return tt_error(TRITONSERVER_ERROR_INVALID_ARG,
                             "config.pbtxt parameter '%s' is not a tandem option (devices, granularity, fallback, "
                             "max_fallback_ratio, max_boundary_bytes, pins, plugins, threads, shapes, calibration, "
-                            "fusion, breaker, plan_cache, verify, ledger_file, model_filename)",
+                            "fusion, breaker, plan_cache, verify, ledger_file, model_filename, max_queue)",
                             it->string);
     }
     const char *v;
@@ -535,6 +562,10 @@ static TRITONSERVER_Error *tt_options(const cJSON *params, const char *dir, tdm_
         if (tt_numbers(v, b, 3) != 3 || tdm_session_options_set_breaker(o, (int)b[0], b[1], b[2]) != TDM_OK)
             return tt_error(TRITONSERVER_ERROR_INVALID_ARG,
                             "parameter 'breaker': '%s' is not FAULTS,WINDOW_MS,COOLDOWN_MS", v);
+    }
+    if ((v = tt_param(params, "max_queue"))) {
+        if (!tt_integer(v, 0, 1000000, &n) || tdm_session_options_set_max_queue(o, (int)n) != TDM_OK)
+            return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'max_queue': '%s' is not 0..1000000", v);
     }
     if ((v = tt_param(params, "plan_cache"))) {
         if (!tt_integer(v, 0, 1 << 20, &n) || tdm_session_options_set_plan_cache(o, (int)n) != TDM_OK)
@@ -626,6 +657,9 @@ static void tt_model_free(tt_model *m)
     tt_metric_delete(m->m_copy_bytes);
     tt_metric_delete(m->m_faults);
     tt_metric_delete(m->m_boundary);
+    tt_metric_delete(m->m_admit_waits);
+    tt_metric_delete(m->m_admit_seconds);
+    tt_metric_delete(m->m_admit_refused);
     tt_labelled_free(&m->plan_nodes);
     tt_labelled_free(&m->plan_fallback);
     tt_labelled_free(&m->fallback_runs);
@@ -722,6 +756,83 @@ static TRITONSERVER_Error *tt_model_io(tt_model *m, const tdm_model *tm, const c
                             m->name, nm->valuestring, m->path, m->n_in ? m->in_names[0] : "");
     }
     return NULL;
+}
+
+/* The type's name in a model configuration (TYPE_FP32, TYPE_STRING for
+ * BYTES); NULL when Triton has none for it. */
+static const char *tt_config_type(tdm_dtype t)
+{
+    static const char *const names[] = {NULL, "TYPE_BOOL", "TYPE_UINT8", "TYPE_UINT16", "TYPE_UINT32",
+                                        "TYPE_UINT64", "TYPE_INT8", "TYPE_INT16", "TYPE_INT32", "TYPE_INT64",
+                                        "TYPE_FP16", "TYPE_FP32", "TYPE_FP64", "TYPE_STRING", "TYPE_BF16"};
+    unsigned k = (unsigned)tt_triton_type(t);
+    return k < sizeof names / sizeof names[0] ? names[k] : NULL;
+}
+
+/* Triton's auto-complete: when the server allows it, a configuration
+ * without `input` or `output` gets them from the ONNX model (name, type,
+ * dims; the batch dimension left out when max_batch_size > 0; -1 for a
+ * dynamic one) and is handed back (TRITONBACKEND_ModelSetConfig); config
+ * is updated in place. */
+static TRITONSERVER_Error *tt_autocomplete(TRITONBACKEND_Model *model, tt_model *m, const tdm_model *tm, cJSON *config)
+{
+    bool allowed = false;
+    TRITONSERVER_Error *err = TRITONBACKEND_ModelAutoCompleteConfig(model, &allowed);
+    if (err) {
+        TRITONSERVER_ErrorDelete(err);
+        return NULL;
+    }
+    if (!allowed)
+        return NULL;
+    int filled = 0;
+    for (int io = 0; io < 2; io++) {
+        const char *key = io ? "output" : "input";
+        if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(config, key)) > 0)
+            continue;
+        cJSON_DeleteItemFromObjectCaseSensitive(config, key);
+        cJSON *arr = cJSON_AddArrayToObject(config, key);
+        if (!arr)
+            return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+        size_t n = io ? tdm_model_output_count(tm) : tdm_model_input_count(tm);
+        for (size_t i = 0; i < n; i++) {
+            tdm_value_info vi;
+            if ((io ? tdm_model_output(tm, i, &vi) : tdm_model_input(tm, i, &vi)) != TDM_OK)
+                return tt_error(TRITONSERVER_ERROR_INTERNAL, "model '%s': cannot read its inputs and outputs", m->name);
+            const char *type = tt_config_type(vi.dtype);
+            int d0 = m->max_batch > 0 ? 1 : 0;
+            if (vi.kind != TDM_KIND_TENSOR || !type || vi.rank < d0)
+                return tt_error(TRITONSERVER_ERROR_UNSUPPORTED,
+                                "model '%s': config.pbtxt has no %s list and %s '%s' (%s of rank %d) cannot be "
+                                "described to Triton; list the %ss in config.pbtxt",
+                                m->name, key, key, vi.name, tdm_dtype_name(vi.dtype), vi.rank, key);
+            cJSON *e = cJSON_CreateObject(), *dims;
+            if (!e || !cJSON_AddItemToArray(arr, e) || !cJSON_AddStringToObject(e, "name", vi.name) ||
+                !cJSON_AddStringToObject(e, "data_type", type) || !(dims = cJSON_AddArrayToObject(e, "dims")))
+                return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+            for (int d = d0; d < vi.rank; d++) {
+                char num[32];
+                snprintf(num, sizeof num, "%lld", (long long)(vi.dims[d].value >= 0 ? vi.dims[d].value : -1));
+                if (!cJSON_AddItemToArray(dims, cJSON_CreateString(num)))
+                    return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+            }
+        }
+        filled = 1;
+    }
+    if (!filled)
+        return NULL;
+    char *text = cJSON_PrintUnformatted(config);
+    if (!text)
+        return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    TRITONSERVER_Message *msg = NULL;
+    err = TRITONSERVER_MessageNewFromSerializedJson(&msg, text, strlen(text));
+    if (!err)
+        err = TRITONBACKEND_ModelSetConfig(model, 1, msg);
+    if (msg)
+        TRITONSERVER_MessageDelete(msg);
+    if (!err)
+        TT_LOG(TRITONSERVER_LOG_INFO, "tandem: model '%s': inputs and outputs filled from %s", m->name, m->path);
+    cJSON_free(text);
+    return err;
 }
 
 /* The plan at load: summary to the log, policy enforced, plan metrics,
@@ -895,7 +1006,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model)
         err = tt_error(tt_code(st), "model '%s': %s", m->name, tdm_ctx_error(ctx));
         goto fail;
     }
-    if ((err = tt_model_io(m, tm, config)))
+    if ((err = tt_autocomplete(model, m, tm, config)) || (err = tt_model_io(m, tm, config)))
         goto fail;
     const char *ledger_file = tt_param(params, "ledger_file");
     if ((err = tt_model_plan(m, tm, ctx, ledger_file)))
@@ -904,6 +1015,9 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model)
     m->m_failures = tt_metric_new(m, TT_FAM_RUN_FAILURES, NULL, NULL);
     m->m_copy_bytes = tt_metric_new(m, TT_FAM_COPY_BYTES, NULL, NULL);
     m->m_faults = tt_metric_new(m, TT_FAM_FAULTS, NULL, NULL);
+    m->m_admit_waits = tt_metric_new(m, TT_FAM_ADMIT_WAITS, NULL, NULL);
+    m->m_admit_seconds = tt_metric_new(m, TT_FAM_ADMIT_WAIT_SECONDS, NULL, NULL);
+    m->m_admit_refused = tt_metric_new(m, TT_FAM_ADMIT_REFUSED, NULL, NULL);
     if ((err = TRITONBACKEND_ModelSetState(model, m)))
         goto fail;
     TT_LOG(TRITONSERVER_LOG_INFO, "tandem: model '%s' version %llu loaded from %s (max_batch_size %lld, batch %s)",
@@ -997,7 +1111,41 @@ typedef struct tt_in {
     const unsigned char *data;
     unsigned char *owned; /* data gathered from several buffers */
     size_t bytes;
+    size_t *eoff;         /* BYTES: where each element's 4-byte length starts (count + 1 entries) */
+    size_t count;         /* BYTES: elements */
 } tt_in;
+
+/* A 4-byte little-endian length (Triton's BYTES element header). */
+static uint32_t tt_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Indexes a BYTES input's count elements; a sentence when the data is not
+ * count length-prefixed elements exactly. */
+static TRITONSERVER_Error *tt_index_bytes(const char *model, const char *name, tt_in *in, size_t count)
+{
+    in->count = count;
+    in->eoff = malloc((count + 1) * sizeof *in->eoff);
+    if (!in->eoff)
+        return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    size_t off = 0;
+    for (size_t i = 0; i < count; i++) {
+        in->eoff[i] = off;
+        if (in->bytes - off < 4 || tt_le32(in->data + off) > in->bytes - off - 4)
+            return tt_error(TRITONSERVER_ERROR_INVALID_ARG,
+                            "model '%s': BYTES input '%s' ends inside element %zu of %zu (each element is a 4-byte "
+                            "little-endian length and that many bytes)",
+                            model, name, i, count);
+        off += 4 + (size_t)tt_le32(in->data + off);
+    }
+    in->eoff[count] = off;
+    if (off != in->bytes)
+        return tt_error(TRITONSERVER_ERROR_INVALID_ARG,
+                        "model '%s': BYTES input '%s' has %zu bytes after its %zu elements", model, name,
+                        in->bytes - off, count);
+    return NULL;
+}
 
 typedef struct tt_out {
     int64_t *dims;
@@ -1046,7 +1194,8 @@ static TRITONSERVER_Error *tt_read_inputs(const tt_model *m, tt_req *r)
         int ok;
         size_t count = tt_count(shape, rank, &ok);
         size_t esize = tdm_dtype_size(m->in_types[k]);
-        if (!ok || (esize && count > SIZE_MAX / esize) || byte_size != (uint64_t)(count * esize))
+        int strings = m->in_types[k] == TDM_STRING;
+        if (!ok || (!strings && ((esize && count > SIZE_MAX / esize) || byte_size != (uint64_t)(count * esize))))
             return tt_error(TRITONSERVER_ERROR_INVALID_ARG,
                             "model '%s': input '%s' holds %llu bytes, which is not what its shape and type need",
                             m->name, m->in_names[k], (unsigned long long)byte_size);
@@ -1091,6 +1240,8 @@ static TRITONSERVER_Error *tt_read_inputs(const tt_model *m, tt_req *r)
         if (off != in->bytes)
             return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "model '%s': input '%s' has fewer bytes than its shape",
                             m->name, m->in_names[k]);
+        if (strings && (err = tt_index_bytes(m->name, m->in_names[k], in, count)))
+            return err;
     }
     return NULL;
 }
@@ -1104,8 +1255,36 @@ static TRITONSERVER_Error *tt_append(const tt_model *m, tt_out *out, const tdm_t
     const int64_t *dims = tdm_tensor_dims(t);
     size_t bytes = tdm_tensor_nbytes(t);
     const unsigned char *data = tdm_tensor_cdata(t);
+    int strings = tdm_tensor_dtype(t) == TDM_STRING;
+    unsigned char *ser = NULL; /* strings: the rows taken, as BYTES */
+    if (strings) {
+        /* the elements of rows row0 .. row0 + rows - 1, serialized */
+        size_t count = tdm_tensor_count(t), per = count, first = 0;
+        if (m->max_batch > 0 && rank >= 1 && dims[0] == total && total > 0) {
+            per = count / (size_t)total * (size_t)rows;
+            first = count / (size_t)total * (size_t)row0;
+        }
+        const char *const *s = (const char *const *)(const void *)data;
+        size_t n = 0;
+        for (size_t i = first; i < first + per; i++)
+            n += 4 + strlen(s[i] ? s[i] : "");
+        if (!(ser = malloc(n ? n : 1)))
+            return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+        size_t at = 0;
+        for (size_t i = first; i < first + per; i++) {
+            size_t len = strlen(s[i] ? s[i] : "");
+            unsigned char h[4] = {(unsigned char)len, (unsigned char)(len >> 8), (unsigned char)(len >> 16),
+                                  (unsigned char)(len >> 24)};
+            memcpy(ser + at, h, 4);
+            if (len)
+                memcpy(ser + at + 4, s[i], len);
+            at += 4 + len;
+        }
+        data = ser;
+        bytes = n;
+    }
     size_t take = bytes, from = 0;
-    if (m->max_batch > 0) {
+    if (m->max_batch > 0 && !strings) {
         if (rank < 1 || dims[0] != total)
             return tt_error(TRITONSERVER_ERROR_INTERNAL,
                             "model '%s': output '%s' has %lld rows for a batch of %lld; it cannot be split by request",
@@ -1124,6 +1303,7 @@ static TRITONSERVER_Error *tt_append(const tt_model *m, tt_out *out, const tdm_t
         if (m->max_batch > 0)
             out->dims[0] = 0;
     } else if (out->rank != rank || (rank > 1 && memcmp(out->dims + 1, dims + 1, sizeof *dims * (size_t)(rank - 1)))) {
+        free(ser);
         return tt_error(TRITONSERVER_ERROR_INTERNAL, "model '%s': output '%s' changed shape between the runs of one request",
                         m->name, m->out_names[o]);
     }
@@ -1132,14 +1312,17 @@ static TRITONSERVER_Error *tt_append(const tt_model *m, tt_out *out, const tdm_t
     if (take > out->cap - out->size) {
         size_t cap = out->size + take;
         unsigned char *b = realloc(out->buf, cap ? cap : 1);
-        if (!b)
+        if (!b) {
+            free(ser);
             return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+        }
         out->buf = b;
         out->cap = cap;
     }
     if (take)
         memcpy(out->buf + out->size, data + from, take);
     out->size += take;
+    free(ser);
     return NULL;
 }
 
@@ -1176,7 +1359,24 @@ static TRITONSERVER_Error *tt_run(tt_instance *inst, tt_seg *segs, size_t nseg)
         }
         unsigned char *dst = tdm_tensor_data(ins[k]);
         size_t off = 0;
-        for (size_t s = 0; s < nseg; s++) {
+        for (size_t s = 0; s < nseg && m->in_types[k] == TDM_STRING; s++) {
+            /* BYTES: the segment's elements, one string each */
+            const tt_in *in = &segs[s].r->in[k];
+            size_t per = in->count, e0 = 0;
+            if (m->max_batch > 0 && segs[s].r->rows > 0) {
+                per = in->count / (size_t)segs[s].r->rows * (size_t)segs[s].rows;
+                e0 = in->count / (size_t)segs[s].r->rows * (size_t)segs[s].row0;
+            }
+            for (size_t i = e0; i < e0 + per && !err; i++) {
+                const unsigned char *p = in->data + in->eoff[i];
+                if ((st = tdm_tensor_set_string(ins[k], off++, (const char *)p + 4, tt_le32(p))) != TDM_OK)
+                    err = tt_error(tt_code(st), "model '%s': input '%s': %s", m->name, m->in_names[k],
+                                   tdm_status_str(st));
+            }
+            if (err)
+                goto done;
+        }
+        for (size_t s = 0; s < nseg && m->in_types[k] != TDM_STRING; s++) {
             const tt_in *in = &segs[s].r->in[k];
             size_t take = in->bytes, from = 0;
             if (m->max_batch > 0 && segs[s].r->rows > 0) {
@@ -1394,8 +1594,10 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstan
         }
         if (r->err)
             TRITONSERVER_ErrorDelete(r->err);
-        for (size_t k = 0; k < m->n_in; k++)
+        for (size_t k = 0; k < m->n_in; k++) {
             free(r->in[k].owned);
+            free(r->in[k].eoff);
+        }
         for (size_t o = 0; o < m->n_out; o++) {
             free(r->out[o].dims);
             free(r->out[o].buf);

@@ -88,6 +88,7 @@ TRITONSERVER_Error *TRITONSERVER_LogMessage(TRITONSERVER_LogLevel level, const c
 
 struct TRITONSERVER_Message {
     const char *json;
+    char *owned; /* made by MessageNewFromSerializedJson */
 };
 
 TRITONSERVER_Error *TRITONSERVER_MessageSerializeToJson(TRITONSERVER_Message *message, const char **base,
@@ -100,7 +101,22 @@ TRITONSERVER_Error *TRITONSERVER_MessageSerializeToJson(TRITONSERVER_Message *me
 
 TRITONSERVER_Error *TRITONSERVER_MessageDelete(TRITONSERVER_Message *message)
 {
+    if (message)
+        free(message->owned);
     free(message);
+    return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_MessageNewFromSerializedJson(TRITONSERVER_Message **message, const char *base,
+                                                              size_t byte_size)
+{
+    TRITONSERVER_Message *m = calloc(1, sizeof *m);
+    if (!m || !(m->owned = malloc(byte_size + 1)))
+        abort();
+    memcpy(m->owned, base, byte_size);
+    m->owned[byte_size] = '\0';
+    m->json = m->owned;
+    *message = m;
     return NULL;
 }
 
@@ -289,11 +305,32 @@ TRITONSERVER_Error *TRITONBACKEND_ModelConfig(TRITONBACKEND_Model *model, const 
 {
     if (config_version != 1)
         return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED, "config version");
-    TRITONSERVER_Message *m = malloc(sizeof *m);
+    TRITONSERVER_Message *m = calloc(1, sizeof *m);
     if (!m)
         abort();
     m->json = model->config_json;
     *model_config = m;
+    return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelAutoCompleteConfig(TRITONBACKEND_Model *model, bool *auto_complete_config)
+{
+    *auto_complete_config = model->autocomplete != 0;
+    return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelSetConfig(TRITONBACKEND_Model *model, const uint32_t config_version,
+                                                 TRITONSERVER_Message *model_config)
+{
+    if (config_version != 1)
+        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED, "config version");
+    if (!model->autocomplete)
+        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "SetConfig without auto-complete");
+    free(model->set_config);
+    model->set_config = malloc(strlen(model_config->json) + 1);
+    if (!model->set_config)
+        abort();
+    strcpy(model->set_config, model_config->json);
     return NULL;
 }
 

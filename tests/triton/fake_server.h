@@ -23,6 +23,8 @@ struct TRITONBACKEND_Model {
     const char *config_json; /* what TRITONBACKEND_ModelConfig serializes */
     TRITONBACKEND_Backend *backend;
     void *state;
+    int autocomplete;        /* what TRITONBACKEND_ModelAutoCompleteConfig reports */
+    char *set_config;        /* the JSON given to TRITONBACKEND_ModelSetConfig (malloc'd; NULL: none) */
 };
 
 struct TRITONBACKEND_ModelInstance {

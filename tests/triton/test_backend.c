@@ -126,6 +126,72 @@ static int write_tiny_model(const char *path)
     return ok;
 }
 
+/* A string model: X string [N, 3] -> Identity "id" -> Y; and, with normalize,
+ * X string [1, 3] -> StringNormalizer (UPPER) "up" -> Y [1, 3]. */
+static void pb_svalue(pb *graph, int field, const char *name, int batch_one)
+{
+    pb d0 = {0}, d1 = {0}, shape = {0}, tensor = {0}, type = {0}, vi = {0};
+    if (batch_one)
+        pb_int(&d0, 1, 1);
+    else
+        pb_str(&d0, 2, "N");
+    pb_int(&d1, 1, 3);
+    pb_msg(&shape, 1, &d0);
+    pb_msg(&shape, 1, &d1);
+    pb_int(&tensor, 1, 8); /* STRING */
+    pb_msg(&tensor, 2, &shape);
+    pb_msg(&type, 1, &tensor);
+    pb_str(&vi, 1, name);
+    pb_msg(&vi, 2, &type);
+    pb_msg(graph, field, &vi);
+}
+
+static int write_string_model(const char *path, int normalize)
+{
+    pb model = {0}, opset = {0}, graph = {0}, node = {0}, attr = {0};
+    pb_int(&model, 1, 8);
+    pb_str(&model, 2, "tandem-triton-test");
+    pb_str(&node, 1, "X");
+    pb_str(&node, 2, "Y");
+    pb_str(&node, 3, normalize ? "up" : "id");
+    pb_str(&node, 4, normalize ? "StringNormalizer" : "Identity");
+    if (normalize) {
+        pb_str(&attr, 1, "case_change_action");
+        pb_str(&attr, 4, "UPPER");
+        pb_int(&attr, 20, 3); /* STRING */
+        pb_msg(&node, 5, &attr);
+    }
+    pb_msg(&graph, 1, &node);
+    pb_str(&graph, 2, "strings");
+    pb_svalue(&graph, 11, "X", normalize);
+    pb_svalue(&graph, 12, "Y", normalize);
+    pb_msg(&model, 7, &graph);
+    pb_str(&opset, 1, "");
+    pb_int(&opset, 2, 13);
+    pb_msg(&model, 8, &opset);
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(model.b, 1, model.n, f) == model.n;
+    if (f)
+        ok = fclose(f) == 0 && ok;
+    free(model.b);
+    return ok;
+}
+
+/* Triton's BYTES: each element a 4-byte little-endian length, then the bytes. */
+static size_t bytes_pack(unsigned char *buf, const char *const *s, size_t n)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(s[i]);
+        unsigned char h[4] = {(unsigned char)len, (unsigned char)(len >> 8), (unsigned char)(len >> 16),
+                              (unsigned char)(len >> 24)};
+        memcpy(buf + at, h, 4);
+        memcpy(buf + at + 4, s[i], len);
+        at += 4 + len;
+    }
+    return at;
+}
+
 /* --------------------------------------------------------------- fixtures */
 
 static char workdir[1024];
@@ -418,6 +484,9 @@ static void test_fallback_metrics(void)
             runs_fb += v;
     }
     CHECK(runs_fb == plan_fb);
+    /* admission's metrics exist (one instance runs one request at a time: no wait) */
+    CHECK(fake_metric("tandem_run_admission_waits_total", "model=tiny_npu") == 0);
+    CHECK(fake_metric("tandem_run_admission_refused_total", "model=tiny_npu") == 0);
     printf("  tiny on vnpu:server-npu,cpu: %.0f fallback nodes in the plan, %.0f fallback node runs\n", plan_fb,
            runs_fb);
     release_responses(&req, 1);
@@ -446,6 +515,10 @@ static void test_bad_config(void)
     make_model(&m, "tiny_bad4", NULL, tiny_config(cfg, sizeof cfg, 8, "\"verify\":{\"string_value\":\"sometimes\"}"));
     e = TRITONBACKEND_ModelInitialize(&m);
     CHECK(e && strstr(e->msg, "parameter 'verify': 'sometimes'"));
+    TRITONSERVER_ErrorDelete(e);
+    make_model(&m, "tiny_bad5", NULL, tiny_config(cfg, sizeof cfg, 8, "\"max_queue\":{\"string_value\":\"-2\"}"));
+    e = TRITONBACKEND_ModelInitialize(&m);
+    CHECK(e && strstr(e->msg, "parameter 'max_queue': '-2'"));
     TRITONSERVER_ErrorDelete(e);
 }
 
@@ -496,6 +569,132 @@ static void test_fixed_batch(const char *onnx)
     close_model(&m, &inst);
 }
 
+/* BYTES in and out: a batch of two requests (1 and 2 rows of 3 strings)
+ * through Identity, each request getting its own strings back; a
+ * StringNormalizer model upper-cases; a malformed BYTES input is refused
+ * with a sentence. */
+static void test_strings(void)
+{
+    static const char *const cfg_id =
+        "{\"name\":\"strs\",\"max_batch_size\":4,"
+        "\"input\":[{\"name\":\"X\",\"data_type\":\"TYPE_STRING\",\"dims\":[\"3\"]}],"
+        "\"output\":[{\"name\":\"Y\",\"data_type\":\"TYPE_STRING\",\"dims\":[\"3\"]}],"
+        "\"parameters\":{\"devices\":{\"string_value\":\"cpu\"}}}";
+    char path[1400];
+    TRITONBACKEND_Model m;
+    make_model(&m, "strs", NULL, cfg_id);
+    snprintf(path, sizeof path, "%s/1/model.onnx", m.repository);
+    CHECK(write_string_model(path, 0));
+    TRITONBACKEND_ModelInstance inst;
+    CHECK(open_model(&m, &inst));
+    if (!m.state)
+        return;
+    static const char *const a[] = {"alpha", "", "gamma"};
+    static const char *const b[] = {"delta", "\xc3\xa9t\xc3\xa9", "zeta", "eta", "theta with spaces", "iota"};
+    unsigned char ba[64], bb[128];
+    size_t na = bytes_pack(ba, a, 3), nb = bytes_pack(bb, b, 6);
+    int64_t s1[2] = {1, 3}, s2[2] = {2, 3};
+    TRITONBACKEND_Request req[2];
+    make_request(&req[0], "X", TRITONSERVER_TYPE_BYTES, s1, 2, ba, na, "Y");
+    make_request(&req[1], "X", TRITONSERVER_TYPE_BYTES, s2, 2, bb, nb, "Y");
+    TRITONBACKEND_Request *rp[2] = {&req[0], &req[1]};
+    CHECK(TRITONBACKEND_ModelInstanceExecute(&inst, rp, 2) == NULL);
+    for (int k = 0; k < 2; k++) {
+        const TRITONBACKEND_Response *r = req[k].response;
+        CHECK(r && !r->error && r->n_outputs == 1);
+        if (!r || r->error || r->n_outputs != 1) {
+            fprintf(stderr, "  strings request %d: %s\n", k, r && r->error ? r->error : "no output");
+            continue;
+        }
+        const TRITONBACKEND_Output *o = r->outputs[0];
+        CHECK(o->dtype == TRITONSERVER_TYPE_BYTES && o->rank == 2 && o->shape[0] == (k ? 2 : 1) && o->shape[1] == 3);
+        CHECK(o->size == (k ? nb : na) && memcmp(o->buf, k ? bb : ba, k ? nb : na) == 0);
+    }
+    CHECK(fake_metric("tandem_runs_total", "model=strs") == 1); /* one run for both */
+    release_responses(req, 2);
+    /* an element whose length runs past the data */
+    unsigned char bad[16];
+    memcpy(bad, ba, 16);
+    bad[0] = 200;
+    make_request(&req[0], "X", TRITONSERVER_TYPE_BYTES, s1, 2, bad, 16, "Y");
+    rp[0] = &req[0];
+    CHECK(TRITONBACKEND_ModelInstanceExecute(&inst, rp, 1) == NULL);
+    CHECK(req[0].response && req[0].response->error && req[0].response->code == TRITONSERVER_ERROR_INVALID_ARG &&
+          strstr(req[0].response->error, "BYTES input 'X' ends inside element 0 of 3"));
+    release_responses(req, 1);
+    close_model(&m, &inst);
+
+    static const char *const cfg_up =
+        "{\"name\":\"upper\",\"max_batch_size\":0,"
+        "\"input\":[{\"name\":\"X\",\"data_type\":\"TYPE_STRING\",\"dims\":[\"1\",\"3\"]}],"
+        "\"output\":[{\"name\":\"Y\",\"data_type\":\"TYPE_STRING\",\"dims\":[\"1\",\"3\"]}],"
+        "\"parameters\":{\"devices\":{\"string_value\":\"cpu\"}}}";
+    make_model(&m, "upper", NULL, cfg_up);
+    snprintf(path, sizeof path, "%s/1/model.onnx", m.repository);
+    CHECK(write_string_model(path, 1));
+    CHECK(open_model(&m, &inst));
+    if (!m.state)
+        return;
+    static const char *const up[] = {"ALPHA", "", "GAMMA"};
+    unsigned char bu[64];
+    size_t nu = bytes_pack(bu, up, 3);
+    make_request(&req[0], "X", TRITONSERVER_TYPE_BYTES, s1, 2, ba, na, "Y");
+    CHECK(TRITONBACKEND_ModelInstanceExecute(&inst, rp, 1) == NULL);
+    const TRITONBACKEND_Response *r = req[0].response;
+    CHECK(r && !r->error && r->n_outputs == 1 && r->outputs[0]->size == nu &&
+          memcmp(r->outputs[0]->buf, bu, nu) == 0);
+    if (r && r->error)
+        fprintf(stderr, "  upper: %s\n", r->error);
+    release_responses(req, 1);
+    close_model(&m, &inst);
+}
+
+/* Auto-complete: a config without inputs and outputs gets them from the
+ * ONNX model when the server allows it, and serves; without the server's
+ * leave nothing is handed back. */
+static void test_autocomplete(void)
+{
+    static const char *const cfg = "{\"name\":\"tiny_ac\",\"backend\":\"tandem\",\"max_batch_size\":8,"
+                                   "\"parameters\":{\"devices\":{\"string_value\":\"cpu\"}}}";
+    TRITONBACKEND_Model m;
+    TRITONBACKEND_ModelInstance inst;
+    make_model(&m, "tiny_ac", NULL, cfg);
+    m.autocomplete = 1;
+    CHECK(open_model(&m, &inst));
+    if (!m.state)
+        return;
+    CHECK(m.set_config && strstr(m.set_config, "\"input\":[{\"name\":\"X\",\"data_type\":\"TYPE_FP32\",\"dims\":[\"4\"]}]") &&
+          strstr(m.set_config, "\"output\":[{\"name\":\"Y\",\"data_type\":\"TYPE_FP32\",\"dims\":[\"4\"]}]") &&
+          strstr(m.set_config, "\"max_batch_size\":8"));
+    if (m.set_config)
+        printf("  auto-completed: %s\n", m.set_config);
+    float x[4] = {-1, 0.5f, 2, -3};
+    int64_t s[2] = {1, 4};
+    TRITONBACKEND_Request req;
+    make_request(&req, "X", TRITONSERVER_TYPE_FP32, s, 2, x, 16, "Y");
+    TRITONBACKEND_Request *rp = &req;
+    CHECK(TRITONBACKEND_ModelInstanceExecute(&inst, &rp, 1) == NULL);
+    CHECK(check_tiny_response(&req, x, 1));
+    release_responses(&req, 1);
+    close_model(&m, &inst);
+    free(m.set_config);
+    /* max_batch_size 0: the batch dimension stays, dynamic (-1) */
+    static const char *const cfg0 = "{\"name\":\"tiny_ac0\",\"max_batch_size\":0,\"parameters\":{}}";
+    make_model(&m, "tiny_ac0", NULL, cfg0);
+    m.autocomplete = 1;
+    CHECK(open_model(&m, &inst));
+    CHECK(m.set_config && strstr(m.set_config, "\"dims\":[\"-1\",\"4\"]"));
+    if (m.state)
+        close_model(&m, &inst);
+    free(m.set_config);
+    /* the server does not allow it: nothing handed back */
+    make_model(&m, "tiny_ac1", NULL, cfg0);
+    CHECK(open_model(&m, &inst));
+    CHECK(m.set_config == NULL);
+    if (m.state)
+        close_model(&m, &inst);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -513,6 +712,8 @@ int main(int argc, char **argv)
     test_deny();
     test_fallback_metrics();
     test_bad_config();
+    test_strings();
+    test_autocomplete();
     test_fixed_batch(argc > 2 ? argv[2] : NULL);
     CHECK(TRITONBACKEND_Finalize(&backend) == NULL);
     /* Metrics off: the backend still loads and serves. */
