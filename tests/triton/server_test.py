@@ -16,6 +16,12 @@ of squeezenet1_1 served by tandem:
   sq_fault   devices faulty:vnpu:server-npu?fail_every=150,cpu with the
              circuit breaker: injected device faults mid-stream, no failed
              request
+  sq_edge    devices vnpu:edge-npu,cpu (4 MiB: one run at a time fits), two
+             instances: concurrent clients, no failed request
+  sq_auto    devices cpu, a config.pbtxt without input and output: the
+             backend fills them from the ONNX model (auto-complete)
+  str_upper  a string model (StringNormalizer, made here with onnx): BYTES
+             in and out
 
 then sends concurrent HTTP and gRPC requests with tritonclient, compares
 the answers with onnxruntime's (computed by the test venv's python,
@@ -78,7 +84,21 @@ def param(key, value):
     return 'parameters: { key: "%s" value: { string_value: "%s" } }' % (key, value)
 
 
-def make_repo(root, onnx_path, dyn_path):
+AUTO_CONFIG = """backend: "tandem"
+max_batch_size: 8
+instance_group [ { count: 1 kind: KIND_CPU } ]
+parameters: { key: "devices" value: { string_value: "cpu" } }
+"""
+
+STR_CONFIG = """backend: "tandem"
+max_batch_size: 0
+input [ { name: "X" data_type: TYPE_STRING dims: [ 1, 3 ] } ]
+output [ { name: "Y" data_type: TYPE_STRING dims: [ 1, 3 ] } ]
+parameters: { key: "devices" value: { string_value: "cpu" } }
+"""
+
+
+def make_repo(root, onnx_path, dyn_path, str_path):
     models = {
         "sq_cpu": (onnx_path, [("devices", "cpu"), ("threads", "1")], 2, 500),
         "sq_npu": (onnx_path, [("devices", "vnpu:server-npu,cpu"), ("threads", "1")], 1, 500),
@@ -88,6 +108,7 @@ def make_repo(root, onnx_path, dyn_path):
         # opening here) re-executes each such run on cpu.
         "sq_fault": (onnx_path, [("devices", "faulty:vnpu:server-npu?fail_every=150,cpu"),
                                  ("breaker", "1000,100000,100000"), ("threads", "1")], 1, 500),
+        "sq_edge": (onnx_path, [("devices", "vnpu:edge-npu,cpu"), ("threads", "1")], 2, 500),
     }
     for name, (src, params, instances, delay) in models.items():
         os.makedirs(os.path.join(root, name, "1"))
@@ -95,6 +116,11 @@ def make_repo(root, onnx_path, dyn_path):
         with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
             f.write(CONFIG.format(delay=delay, instances=instances,
                                   params="\n".join(param(k, v) for k, v in params)))
+    for name, src, config in (("sq_auto", onnx_path, AUTO_CONFIG), ("str_upper", str_path, STR_CONFIG)):
+        os.makedirs(os.path.join(root, name, "1"))
+        os.symlink(src, os.path.join(root, name, "1", "model.onnx"))
+        with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
+            f.write(config)
 
 
 REF_SCRIPT = r"""
@@ -107,6 +133,12 @@ if mode == "dyn":
         d.ClearField("dim_value")
         d.dim_param = "N"
     onnx.save(m, sys.argv[3])
+elif mode == "strings":
+    from onnx import helper, TensorProto
+    n = helper.make_node("StringNormalizer", ["X"], ["Y"], case_change_action="UPPER")
+    g = helper.make_graph([n], "upper", [helper.make_tensor_value_info("X", TensorProto.STRING, [1, 3])],
+                          [helper.make_tensor_value_info("Y", TensorProto.STRING, [1, 3])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), sys.argv[2])
 else:
     s = ort.InferenceSession(sys.argv[2], providers=["CPUExecutionProvider"])
     x = np.load(sys.argv[3])
@@ -122,7 +154,8 @@ def ref_python(py, *args):
 def start_server(args, repo, ports, log):
     cmd = [args.tritonserver, "--model-repository=" + repo, "--backend-directory=" + args.backend_dir,
            "--model-control-mode=explicit", "--load-model=sq_cpu", "--load-model=sq_npu",
-           "--load-model=sqdyn_cpu", "--load-model=sq_fault", "--http-address=127.0.0.1", "--grpc-address=127.0.0.1",
+           "--load-model=sqdyn_cpu", "--load-model=sq_fault",
+           "--load-model=sq_edge", "--load-model=sq_auto", "--load-model=str_upper", "--http-address=127.0.0.1", "--grpc-address=127.0.0.1",
            "--metrics-address=127.0.0.1", "--http-port=%d" % ports[0], "--grpc-port=%d" % ports[1],
            "--metrics-port=%d" % ports[2], "--exit-timeout-secs=10"]
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_server_child)
@@ -250,8 +283,10 @@ def main():
     try:
         dyn = os.path.join(work, "squeezenet1_1_dyn.onnx")
         ref_python(args.ref_python, "dyn", args.model, dyn)
+        strs = os.path.join(work, "upper.onnx")
+        ref_python(args.ref_python, "strings", strs)
         repo = os.path.join(work, "repo")
-        make_repo(repo, os.path.abspath(args.model), dyn)
+        make_repo(repo, os.path.abspath(args.model), dyn, strs)
         rng = np.random.default_rng(21)
         x = rng.random((8, 3, 224, 224), dtype=np.float32)
         np.save(os.path.join(work, "x.npy"), x)
@@ -322,6 +357,52 @@ def main():
         print("sq_fault: 16 requests, %s device faults, %s failed runs" %
               (faults, metric_value(text, "tandem_run_failures_total", model="sq_fault")))
         check((faults or 0) >= 1, "sq_fault saw injected device faults")
+
+        # A small device (vnpu:edge-npu: one run's tensors fill its 4 MiB)
+        # under concurrent clients on two instances: no request fails.
+        with cf.ThreadPoolExecutor(8) as ex:
+            futs = [(k, ex.submit(infer_http if k % 2 else infer_grpc, http_url if k % 2 else grpc_url, "sq_edge",
+                                  np.ascontiguousarray(x[k % 8:k % 8 + 1]))) for k in range(24)]
+            failed = 0
+            for k, fut in futs:
+                try:
+                    ok, how = close_enough(fut.result(), ref[k % 8:k % 8 + 1], exact=False)
+                    check(ok, "sq_edge request %d equal to onnxruntime's (%s)" % (k, how))
+                except Exception as e:  # noqa: BLE001
+                    failed += 1
+                    check(False, "sq_edge request %d failed: %s" % (k, e))
+        text = metrics_text("http://" + metrics_url)
+        print("sq_edge: 24 concurrent requests (8 clients, 2 instances), %d failed; admission waits %s, refused %s" %
+              (failed, metric_value(text, "tandem_run_admission_waits_total", model="sq_edge"),
+               metric_value(text, "tandem_run_admission_refused_total", model="sq_edge")), flush=True)
+        check(metric_value(text, "tandem_run_admission_refused_total", model="sq_edge") == 0,
+              "sq_edge: tandem_run_admission_refused_total is 0")
+
+        # Auto-complete: sq_auto's config.pbtxt has no input or output.
+        cfg = c.get_model_config("sq_auto")
+        ins = [(i["name"], i["data_type"], [int(d) for d in i["dims"]]) for i in cfg.get("input", [])]
+        outs = [(o["name"], o["data_type"], [int(d) for d in o["dims"]]) for o in cfg.get("output", [])]
+        print("sq_auto: inputs %s, outputs %s" % (ins, outs))
+        check(ins == [("input", "TYPE_FP32", [3, 224, 224])] and outs == [("output", "TYPE_FP32", [1000])],
+              "sq_auto's inputs and outputs filled from the model")
+        try:
+            ok, how = close_enough(infer_http(http_url, "sq_auto", np.ascontiguousarray(x[:1])), ref[:1], exact=True)
+            check(ok, "sq_auto equal to onnxruntime's (%s)" % how)
+        except Exception as e:  # noqa: BLE001
+            check(False, "sq_auto request failed: %s" % e)
+
+        # Strings: BYTES in and out, over HTTP and gRPC.
+        words = np.array([[b"alpha", b"", b"Mixed Case 42"]], dtype=object)
+        for proto, mod, url in (("http", httpclient, http_url), ("grpc", grpcclient, grpc_url)):
+            try:
+                i = mod.InferInput("X", [1, 3], "BYTES")
+                i.set_data_from_numpy(words)
+                y = mod.InferenceServerClient(url).infer("str_upper", [i]).as_numpy("Y")
+                got = [v.decode() if isinstance(v, bytes) else str(v) for v in y.reshape(-1)]
+                check(got == ["ALPHA", "", "MIXED CASE 42"],
+                      "str_upper over %s: %s" % (proto, got))
+            except Exception as e:  # noqa: BLE001
+                check(False, "str_upper over %s failed: %s" % (proto, e))
 
         # A model that violates deny does not load; the error lists every offender.
         try:
