@@ -1073,7 +1073,7 @@ static int t_plugin_load(void)
 static int t_plugin_version(void)
 {
     char path[1024];
-    plugin_path(path, sizeof path, "-v2");
+    plugin_path(path, sizeof path, "-v3");
     dev_plugin *p;
     err_clear(&err);
     MUST(dev_plugin_load(&err, path, &p));
@@ -1081,14 +1081,75 @@ static int t_plugin_version(void)
     err_clear(&err);
     CHECK(dev_plugin_open(&err, p, "", &d) == TDM_E_DEVICE);
     fprintf(stderr, "  %s\n", err.msg);
-    CHECK_HAS(err.msg, "plugin libtandem-example-v2.so was built for device API 2, tandem speaks 1");
+    CHECK_HAS(err.msg, "plugin libtandem-example-v3.so was built for device API 3, tandem speaks 2");
     dev_plugin_unload(p);
     /* through the registry too */
     const char *paths[] = {path};
     dev_list *l;
     err_clear(&err);
     CHECK(dev_list_open(&err, NULL, paths, 1, &l) == TDM_E_DEVICE && !l);
-    CHECK_HAS(err.msg, "was built for device API 2, tandem speaks 1");
+    CHECK_HAS(err.msg, "was built for device API 3, tandem speaks 2");
+    return 0;
+}
+
+/* Runs Relu on 8 elements through d's public run(); 0 when the results
+ * are right. */
+static int relu_on(const dev_instance *d)
+{
+    const tdm_device_iface *f = d->dev.iface;
+    tnode t;
+    tn_init(&t, "Relu", 14);
+    t.d.name = "relu";
+    tn_in(&t, "x", TDM_FLOAT, "8");
+    tn_out(&t, "y", TDM_FLOAT, "8");
+    float host[8], back[8];
+    for (int i = 0; i < 8; i++)
+        host[i] = (float)(i - 4);
+    tdm_device_tensor in = {TDM_FLOAT, 1, {8}, NULL, sizeof host}, out;
+    memset(&out, 0, sizeof out);
+    char msg[256] = "";
+    if (f->buffer_alloc(d->dev.ctx, sizeof host, &in.buf) ||
+        f->copy_to_device(d->dev.ctx, in.buf, host, sizeof host) ||
+        f->run(d->dev.ctx, &t.d, &in, &out, msg, sizeof msg) || !out.buf ||
+        f->copy_to_host(d->dev.ctx, back, out.buf, sizeof back))
+        return -1;
+    f->buffer_free(d->dev.ctx, out.buf);
+    f->buffer_free(d->dev.ctx, in.buf);
+    for (int i = 0; i < 8; i++)
+        if (back[i] != (host[i] > 0 ? host[i] : 0))
+            return -1;
+    return 0;
+}
+
+/* Device API versions: a version-1 plugin loads and runs, and its table is
+ * read only as far as version 1 goes (the example's v1 build still carries
+ * last_run_ms, which tandem must not call); a plugin of tandem's version
+ * gives its device time of the last run. */
+static int t_plugin_v1(void)
+{
+    char path[1024], v1[1024];
+    plugin_path(path, sizeof path, "");
+    plugin_path(v1, sizeof v1, "-v1");
+    const char *paths[] = {v1};
+    dev_list *l;
+    unsetenv("TANDEM_PLUGINS");
+    err_clear(&err);
+    MUST(dev_list_open(&err, "example", paths, 1, &l));
+    const dev_instance *d = &l->items[0];
+    CHECK(l->n == 2 && strcmp(d->name, "example") == 0 && d->dev.iface->api_version == 1);
+    CHECK(relu_on(d) == 0);
+    CHECK(d->dev.iface->last_run_ms != NULL); /* there, but not version 1's */
+    CHECK(!dev_has_run_timer(d) && dev_last_run_ms(d) == -1);
+    dev_list_close(l);
+    paths[0] = path;
+    MUST(dev_list_open(&err, "example", paths, 1, &l));
+    d = &l->items[0];
+    CHECK(d->dev.iface->api_version == TDM_DEVICE_API_VERSION && TDM_DEVICE_API_VERSION == 2);
+    CHECK(dev_has_run_timer(d) && dev_last_run_ms(d) == -1); /* no run yet */
+    CHECK(relu_on(d) == 0);
+    CHECK(dev_last_run_ms(d) >= 0);
+    fprintf(stderr, "  example's device time of a Relu: %g ms\n", dev_last_run_ms(d));
+    dev_list_close(l);
     return 0;
 }
 
@@ -1232,16 +1293,16 @@ static int t_plugin_run(void)
 
 static int t_list_known(void)
 {
-    char path[1024], v2[1024];
+    char path[1024], v3[1024];
     plugin_path(path, sizeof path, "");
-    plugin_path(v2, sizeof v2, "-v2");
-    const char *paths[] = {path, v2};
+    plugin_path(v3, sizeof v3, "-v3");
+    const char *paths[] = {path, v3};
     unsetenv("TANDEM_PLUGINS");
     dev_info *info;
     size_t n;
     err_clear(&err);
     MUST(dev_list_known(&err, paths, 2, &info, &n));
-    int cpu = 0, edge = 0, server = 0, all = 0, ocl = 0, ex = 0, exv2 = 0;
+    int cpu = 0, edge = 0, server = 0, all = 0, ocl = 0, ex = 0, exv3 = 0;
     for (size_t i = 0; i < n; i++) {
         dev_info *d = &info[i];
         fprintf(stderr, "  %-18s %-7s %-3s mem=%llu prec=%s src=%s | %s%s\n", d->name, d->kind,
@@ -1262,10 +1323,10 @@ static int t_list_known(void)
                   (d->available ? d->memory_bytes > 0 : strstr(d->why_not, "opencl is not available") != NULL);
         if (strcmp(d->name, "example") == 0)
             ex = d->available && strcmp(d->kind, "plugin") == 0 && strcmp(d->source, path) == 0;
-        if (strcmp(d->name, "tandem-example-v2") == 0)
-            exv2 = !d->available && strstr(d->why_not, "built for device API 2, tandem speaks 1") != NULL;
+        if (strcmp(d->name, "tandem-example-v3") == 0)
+            exv3 = !d->available && strstr(d->why_not, "built for device API 3, tandem speaks 2") != NULL;
     }
-    CHECK(cpu && edge && server && all && ocl && ex && exv2);
+    CHECK(cpu && edge && server && all && ocl && ex && exv3);
     CHECK(n >= 7); /* cpu, 3 profiles, opencl (one or more entries), 2 plugins */
     mem_free(info);
     return 0;
@@ -1273,7 +1334,8 @@ static int t_list_known(void)
 
 /* The vendor profiles (issue 17): each names its source document and
  * version, has a per-partition round trip, and enforces its constant
- * inputs (qnn-htp: Gemm's B). */
+ * inputs as its document says (coreml-ane: Gemm's B; qnn-htp: Slice's
+ * starts and ends, while its Gemm takes a computed B). */
 static int t_profiles_vendor(void)
 {
     static const char *const names[] = {"rk3588", "qnn-htp", "coreml-ane", "intel-npu"};
@@ -1295,17 +1357,30 @@ static int t_profiles_vendor(void)
         CHECK(d.ext->storage == TDM_FLOAT16 && c->static_shapes);
         dev_instance_close(&d);
     }
-    dev_instance htp;
+    dev_instance htp, ane;
     open_dev("vnpu:qnn-htp", &htp);
+    open_dev("vnpu:coreml-ane", &ane);
     tnode t;
     tn_init(&t, "Gemm", 13);
     tn_in(&t, "a", TDM_FLOAT, "2x4");
     tn_in(&t, "b", TDM_FLOAT, "4x3");
     tn_out(&t, "y", TDM_FLOAT, "2x3");
-    EXPECT(&htp, &t, TDM_REASON_ATTR_UNSUPPORTED, "qnn-htp runs Gemm only with input 1 constant; 'b' is computed");
+    EXPECT(&ane, &t, TDM_REASON_ATTR_UNSUPPORTED, "coreml-ane runs Gemm only with input 1 constant; 'b' is computed");
+    EXPECT(&htp, &t, TDM_REASON_OK, "qnn-htp runs Gemm");
     static const float bw[12] = {0};
     t.in[1].data = bw;
-    EXPECT(&htp, &t, TDM_REASON_OK, "qnn-htp runs Gemm");
+    EXPECT(&ane, &t, TDM_REASON_OK, "coreml-ane runs Gemm");
+    tn_init(&t, "Slice", 13);
+    tn_in(&t, "x", TDM_FLOAT, "4x4");
+    tn_in(&t, "starts", TDM_INT64, "1");
+    tn_in(&t, "ends", TDM_INT64, "1");
+    tn_out(&t, "y", TDM_FLOAT, "2x4");
+    static const int64_t se[1] = {0};
+    t.in[1].data = se;
+    EXPECT(&htp, &t, TDM_REASON_ATTR_UNSUPPORTED, "qnn-htp runs Slice only with input 2 constant; 'ends' is computed");
+    t.in[2].data = se;
+    EXPECT(&htp, &t, TDM_REASON_OK, "qnn-htp runs Slice");
+    dev_instance_close(&ane);
     dev_instance_close(&htp);
     expect_bad("", "{\"Gemm\": {\"const_inputs\": [32]}}", "ops.Gemm.const_inputs must be a non-empty array", "");
     expect_bad("", "{\"*\": {\"const_inputs\": [1]}}", "ops.*.const_inputs is not allowed", "");
@@ -1335,6 +1410,7 @@ static const struct {
     {"list.known", t_list_known},
     {"plugin.load", t_plugin_load},
     {"plugin.version", t_plugin_version},
+    {"plugin.v1", t_plugin_v1},
     {"plugin.nosym", t_plugin_nosym},
     {"plugin.missing", t_plugin_missing},
     {"plugin.run", t_plugin_run},
