@@ -753,6 +753,123 @@ static int case_simd(void)
     return failures ? 1 : 0;
 }
 
+/* ---- float4e2m1, float8e8m0, int2/uint2 ----
+ * Expected codes from the ONNX 1.23 reference (ml_dtypes 0.5 astype for
+ * float4e2m1 and the 2-bit integers, onnx.numpy_helper.to_float8e8m0 for
+ * e8m0), printed by numpy for exactly these float32 inputs. */
+
+/* Casts the float32 values v to dt with Cast 25 (round_mode NULL: the
+ * default), checking each code against want. */
+static void lowbit_cast(const float *v, int n, tdm_dtype dt, int saturate, const char *round_mode,
+                        const uint8_t *want, const char *what)
+{
+    tdm_tensor *in[1] = {tf32(1, (int64_t[]){n}, v)}, *out[1];
+    int nd = make_node("Cast", 1, 1);
+    attr_int(nd, "to", dt);
+    if (saturate >= 0)
+        attr_int(nd, "saturate", saturate);
+    if (round_mode)
+        attr_str(nd, "round_mode", round_mode);
+    CHECK(run(nd, 25, 1, in, 1, out) == TDM_OK);
+    CHECK(out[0]->dtype == dt && out[0]->count == (size_t)n);
+    for (int i = 0; i < n && out[0]->count == (size_t)n; i++)
+        if (((uint8_t *)out[0]->data)[i] != want[i]) {
+            fprintf(stderr, "%s: %g -> code %u, want %u\n", what, v[i], ((uint8_t *)out[0]->data)[i], want[i]);
+            failures++;
+        }
+    freeall(in, 1);
+    freeall(out, 1);
+}
+
+static int case_lowbit(void)
+{
+    /* float4e2m1: ties to the even code (0.25 -> 0, 0.75 and 1.25 -> 1.0,
+     * 2.5 -> 2, 5 -> 4), beyond 6 and infinities saturate, -0.1 is -0, a
+     * NaN with the sign clear is 0x8 and one with it set 0x0 */
+    float f4in[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 5.5f, 6.5f, 100.0f, INFINITY, -INFINITY,
+                    NAN, -NAN, -0.0f, -0.1f, 0.26f};
+    const uint8_t f4want[] = {0, 2, 2, 4, 4, 6, 6, 7, 7, 7, 7, 15, 8, 0, 8, 8, 1};
+    lowbit_cast(f4in, 17, TDM_FLOAT4E2M1, -1, NULL, f4want, "float -> float4e2m1");
+    /* and back: the 16 codes */
+    tdm_tensor *c4[1] = {tens(TDM_FLOAT4E2M1, 1, (int64_t[]){16})}, *d4[1];
+    for (int i = 0; i < 16; i++)
+        ((uint8_t *)c4[0]->data)[i] = (uint8_t)i;
+    int nd = make_node("Cast", 1, 1);
+    attr_int(nd, "to", TDM_FLOAT);
+    CHECK(run(nd, 25, 1, c4, 1, d4) == TDM_OK);
+    const float f4val[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    for (int i = 0; i < 16; i++) {
+        float got = ((float *)d4[0]->data)[i];
+        CHECK(got == f4val[i] && signbit(got) == signbit(f4val[i]));
+    }
+    freeall(c4, 1);
+    freeall(d4, 1);
+
+    /* float8e8m0: the exponent byte; round_mode up / nearest / down; with
+     * saturate 0xFE does not round up into 0xFF (NaN); the sign is dropped;
+     * a subnormal rounds up to code 1 */
+    float e8in[] = {0.0f, 1.0f, 1.5f, 1.25f, 3.0f, 0x1.8p127f, INFINITY, NAN, -4.0f, 1e-40f};
+    const uint8_t up_sat[] = {0, 127, 128, 128, 129, 254, 255, 255, 129, 1};
+    const uint8_t up_nosat[] = {0, 127, 128, 128, 129, 255, 255, 255, 129, 1};
+    const uint8_t nearest[] = {0, 127, 128, 127, 129, 254, 255, 255, 129, 0};
+    const uint8_t nearest_nosat[] = {0, 127, 128, 127, 129, 255, 255, 255, 129, 0};
+    const uint8_t down[] = {0, 127, 127, 127, 128, 254, 255, 255, 129, 0};
+    lowbit_cast(e8in, 10, TDM_FLOAT8E8M0, -1, NULL, up_sat, "float -> e8m0 (default up, saturate)");
+    lowbit_cast(e8in, 10, TDM_FLOAT8E8M0, 0, "up", up_nosat, "float -> e8m0 up, saturate 0");
+    lowbit_cast(e8in, 10, TDM_FLOAT8E8M0, 1, "nearest", nearest, "float -> e8m0 nearest");
+    lowbit_cast(e8in, 10, TDM_FLOAT8E8M0, 0, "nearest", nearest_nosat, "float -> e8m0 nearest, saturate 0");
+    lowbit_cast(e8in, 10, TDM_FLOAT8E8M0, 0, "down", down, "float -> e8m0 down");
+    CHECK(op_float8e8m0_to_f64(127) == 1.0 && op_float8e8m0_to_f64(0) == ldexp(1.0, -127) &&
+          op_float8e8m0_to_f64(254) == ldexp(1.0, 127) && isnan(op_float8e8m0_to_f64(255)));
+    /* an unknown round_mode is an error naming the attribute */
+    tdm_tensor *one[1] = {tf32(1, (int64_t[]){1}, (float[]){1.0f})}, *bad[1];
+    nd = make_node("Cast", 1, 1);
+    attr_int(nd, "to", TDM_FLOAT8E8M0);
+    attr_str(nd, "round_mode", "sideways");
+    CHECK(run(nd, 25, 1, one, 1, bad) == TDM_E_MODEL && strstr(err.msg, "round_mode"));
+    freeall(one, 1);
+    freeall(bad, 1);
+
+    /* int2 / uint2: truncated toward zero, then 0 outside the range (NaN
+     * and infinities too), held one per byte, int2 sign-extended */
+    float i2in[] = {-3.0f, -2.5f, -2.0f, -1.0f, 1.9f, 2.0f, NAN, INFINITY};
+    const uint8_t i2want[] = {0, 0xFE, 0xFE, 0xFF, 1, 0, 0, 0};
+    lowbit_cast(i2in, 8, TDM_INT2, -1, NULL, i2want, "float -> int2");
+    float u2in[] = {-1.0f, 0.5f, 3.9f, 4.0f};
+    const uint8_t u2want[] = {0, 0, 3, 0};
+    lowbit_cast(u2in, 4, TDM_UINT2, -1, NULL, u2want, "float -> uint2");
+    CHECK(op_lowbit_to_f64(0xFE, TDM_INT2) == -2.0 && op_lowbit_to_f64(3, TDM_UINT2) == 3.0);
+
+    /* QuantizeLinear 25 to int2 rounds half to even and saturates (unlike
+     * Cast); to float4e2m1 it rounds as Cast does */
+    float qx[] = {-3.0f, -0.5f, 0.5f, 1.5f, 2.5f};
+    tdm_tensor *q[3] = {tf32(1, (int64_t[]){5}, qx), tf32(0, NULL, (float[]){1.0f}), tens(TDM_INT2, 0, NULL)};
+    ((uint8_t *)q[2]->data)[0] = 0;
+    tdm_tensor *qo[1];
+    nd = make_node("QuantizeLinear", 3, 1);
+    CHECK(run(nd, 25, 3, q, 1, qo) == TDM_OK);
+    const uint8_t qwant[] = {0xFE, 0, 0, 1, 1};
+    CHECK(qo[0]->dtype == TDM_INT2 && memcmp(qo[0]->data, qwant, 5) == 0);
+    freeall(qo, 1);
+    tdm_tensor_destroy(q[2]);
+    q[2] = tens(TDM_FLOAT4E2M1, 0, NULL);
+    ((uint8_t *)q[2]->data)[0] = 0;
+    ((float *)q[1]->data)[0] = 0.5f;
+    CHECK(run(nd, 25, 3, q, 1, qo) == TDM_OK);
+    const uint8_t qf4want[] = {15, 10, 2, 5, 6};
+    CHECK(qo[0]->dtype == TDM_FLOAT4E2M1 && memcmp(qo[0]->data, qf4want, 5) == 0);
+    /* and DequantizeLinear back: code * scale */
+    tdm_tensor *dq[2] = {qo[0], q[1]}, *dqo[1];
+    nd = make_node("DequantizeLinear", 2, 1);
+    CHECK(run(nd, 25, 2, dq, 1, dqo) == TDM_OK);
+    const float dqwant[] = {-3.0f, -0.5f, 0.5f, 1.5f, 2.0f};
+    CHECK(dqo[0]->dtype == TDM_FLOAT && memcmp(dqo[0]->data, dqwant, sizeof dqwant) == 0);
+    freeall(dqo, 1);
+    freeall(qo, 1);
+    freeall(q, 3);
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -772,6 +889,8 @@ int main(int argc, char **argv)
         rc = case_integers();
     else if (!strcmp(c, "cast"))
         rc = case_cast();
+    else if (!strcmp(c, "lowbit"))
+        rc = case_lowbit();
     else if (!strcmp(c, "unary"))
         rc = case_unary();
     else if (!strcmp(c, "dropout"))
