@@ -1,4 +1,5 @@
 /* tandem: the command-line tool. Uses only the public API. */
+#include "audit.h"
 #include "cli.h"
 
 #include <string.h>
@@ -19,6 +20,7 @@ void usage_main(FILE *f)
           "  report    MODEL --devices LIST --html FILE  one HTML page: graph, ledger, timeline, precision\n"
           "  extract   MODEL --node NAME --out DIR  a one-node ONNX reproduction with its real inputs\n"
           "  calibrate  measure per node and device: time, error against cpu fp32, copy cost\n"
+          "  audit     MODEL... --devices LIST [--json]  models x devices: fits / falls back by reason / blocked\n"
           "\n"
           "`tandem COMMAND --help` describes a command. `tandem --version` prints the version.\n"
           "\n"
@@ -130,6 +132,8 @@ int main(int argc, char **argv)
             usage_extract(stdout);
         else if (strcmp(argv[2], "calibrate") == 0)
             usage_calibrate(stdout);
+        else if (strcmp(argv[2], "audit") == 0)
+            usage_audit(stdout);
         else {
             for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
                 if (strcmp(argv[2], later[i]) == 0) {
@@ -161,6 +165,8 @@ int main(int argc, char **argv)
         return cmd_extract(argc - 1, argv + 1);
     if (strcmp(cmd, "calibrate") == 0)
         return cmd_calibrate(argc - 1, argv + 1);
+    if (strcmp(cmd, "audit") == 0)
+        return cmd_audit(argc - 1, argv + 1);
     for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
         if (strcmp(cmd, later[i]) == 0) {
             cli_error("'%s' is not implemented yet", cmd);

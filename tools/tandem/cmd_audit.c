@@ -1,0 +1,983 @@
+/* tandem audit MODEL... --devices LIST [RUN OPTIONS] [--shape [MODEL:]NAME=DxD]...
+ *              [--top N] [--json]
+ *
+ * Models x devices before a migration: for every model and every device of
+ * LIST but cpu, the plan onto that device (with cpu behind it) says whether
+ * the model fits, falls back (nodes on cpu, counted by reason code and
+ * grouped by op type) or is blocked (the plan cannot be made, or no node runs
+ * there), with the partitions, the modeled cost and a hint per group. Reads
+ * the plan through the public API and its ledger (DESIGN.md "The ledger"). */
+#include "audit.h"
+#include "cli.h"
+#include "json.h"
+
+#include <cjson/cJSON.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+void usage_audit(FILE *f)
+{
+    fputs("usage: tandem audit MODEL... --devices LIST [RUN OPTIONS] [--shape [MODEL:]NAME=DxD]... [--top N] [--json]\n"
+          "\n"
+          "Checks every model against every device of LIST (cpu excepted) before you\n"
+          "migrate: plans each model onto each device with cpu behind it and says whether\n"
+          "it fits (every node on the device), falls back (nodes on cpu, counted by reason\n"
+          "code and grouped by op type) or is blocked (no plan, or no node on the device).\n"
+          "For each cell: the partitions, the modeled time per run against all-cpu, what\n"
+          "the fallback nodes and the copies cost, and per group the first node, the\n"
+          "device's sentence and what you can do about it. Then the top blockers per\n"
+          "device over all models.\n"
+          "\n"
+          "  --shape [MODEL:]NAME=DxD  fix the dynamic dimensions of input NAME of every model\n"
+          "                      that has one, or of MODEL only (its path as given or its file\n"
+          "                      name); '?' keeps a dimension; static-shape devices need it\n"
+          "  --top N             groups shown per cell and per device (default 5; 0: all)\n"
+          "  --json              print one JSON document instead\n"
+          "\n"
+          "Exit status: 0 when every plan was made and is within the fallback policy (a\n"
+          "fallback under the default --fallback allow is reported, not an error); 3 when a\n"
+          "plan violates --fallback deny|deny-compute or a budget (every offending node is\n"
+          "listed); 2, 4 or 5 when a model or device could not be loaded (the other cells\n"
+          "are still audited).\n"
+          "\n",
+          f);
+    usage_runopts(f);
+}
+
+enum { CELL_FITS, CELL_FALLS_BACK, CELL_BLOCKED };
+static const char *const verdict_word[] = {"fits", "falls back", "blocked"};
+static const char *const verdict_key[] = {"fits", "falls_back", "blocked"};
+
+typedef struct audit_group {
+    char *op, *reason, *node, *detail;
+    size_t count;
+    double ms;       /* modeled time of these nodes where they run */
+} audit_group;
+
+typedef struct audit_part {
+    char *device;
+    size_t nodes;
+    double ms;
+} audit_part;
+
+typedef struct audit_reason {
+    char *reason;
+    size_t count;
+} audit_reason;
+
+typedef struct audit_cell {
+    size_t model, device;  /* indices into the audit's lists */
+    int verdict;
+    int rc;                /* exit code of a failed plan, 0 otherwise */
+    char *error;           /* why blocked */
+    size_t nodes, on_device, off_device;
+    audit_reason *reasons;
+    size_t n_reasons;
+    audit_group *groups;
+    size_t n_groups;
+    audit_part *parts;
+    size_t n_parts;
+    double total_ms, off_ms, copies_ms, cpu_ms; /* cpu_ms: the same model all on cpu */
+    int modeled, complete;
+    uint64_t boundary;
+    size_t violations;
+    char *policy;          /* the plan's verdict sentence when it violates the policy */
+    char **offending;      /* every offending node: "NAME (REASON): sentence" */
+} audit_cell;
+
+/* --shape [MODEL:]NAME=DxD: for every model with an input NAME, or for
+ * MODEL only (its path as given, or its file name). */
+typedef struct audit_shape {
+    cli_kv kv;             /* kv.name: NAME, after any "MODEL:" */
+    long model;            /* the model it is scoped to, -1: every model */
+    size_t used;           /* models it applied to */
+} audit_shape;
+
+typedef struct audit {
+    const char **models;
+    size_t n_models;
+    char **devices;        /* LIST without cpu */
+    size_t n_devices;
+    char **dyn;            /* per model: its inputs with dynamic dimensions ("x [?, 3, ?, ?]"), or NULL */
+    double *cpu_ms;        /* per model: the all-cpu modeled time, < 0 when unknown */
+    audit_cell *cells;
+    size_t n_cells;
+    size_t top;
+} audit;
+
+static char *dup_str(const char *s)
+{
+    if (!s)
+        s = "";
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+static void cell_free(audit_cell *c)
+{
+    free(c->error);
+    free(c->policy);
+    for (size_t k = 0; c->offending && k < c->violations; k++)
+        free(c->offending[k]);
+    free(c->offending);
+    for (size_t k = 0; k < c->n_reasons; k++)
+        free(c->reasons[k].reason);
+    free(c->reasons);
+    for (size_t k = 0; k < c->n_groups; k++) {
+        free(c->groups[k].op);
+        free(c->groups[k].reason);
+        free(c->groups[k].node);
+        free(c->groups[k].detail);
+    }
+    free(c->groups);
+    for (size_t k = 0; k < c->n_parts; k++)
+        free(c->parts[k].device);
+    free(c->parts);
+}
+
+static const char *jstr(const cJSON *o, const char *key)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(x) ? x->valuestring : "";
+}
+
+static double jnum(const cJSON *o, const char *key, double dflt)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(x) ? x->valuedouble : dflt;
+}
+
+/* Counts reason r of the cell; -1 when out of memory. */
+static int count_reason(audit_cell *c, const char *r)
+{
+    for (size_t k = 0; k < c->n_reasons; k++)
+        if (strcmp(c->reasons[k].reason, r) == 0) {
+            c->reasons[k].count++;
+            return 0;
+        }
+    audit_reason *n = realloc(c->reasons, (c->n_reasons + 1) * sizeof *n);
+    if (!n)
+        return -1;
+    c->reasons = n;
+    if (!(n[c->n_reasons].reason = dup_str(r)))
+        return -1;
+    n[c->n_reasons++].count = 1;
+    return 0;
+}
+
+/* Adds a node to the group of its op type and reason; -1 when out of memory. */
+static int add_group(audit_group **groups, size_t *n, const char *op, const char *reason, const char *node,
+                     const char *detail, size_t count, double ms)
+{
+    for (size_t k = 0; k < *n; k++) {
+        audit_group *g = &(*groups)[k];
+        if (strcmp(g->op, op) == 0 && strcmp(g->reason, reason) == 0) {
+            g->count += count;
+            g->ms += ms;
+            return 0;
+        }
+    }
+    audit_group *a = realloc(*groups, (*n + 1) * sizeof *a);
+    if (!a)
+        return -1;
+    *groups = a;
+    audit_group *g = &a[*n];
+    memset(g, 0, sizeof *g);
+    g->count = count;
+    g->ms = ms;
+    if (!(g->op = dup_str(op)) || !(g->reason = dup_str(reason)) || !(g->node = dup_str(node)) ||
+        !(g->detail = dup_str(detail))) {
+        free(g->op);
+        free(g->reason);
+        free(g->node);
+        free(g->detail);
+        return -1;
+    }
+    (*n)++;
+    return 0;
+}
+
+static int group_cmp(const void *a, const void *b)
+{
+    const audit_group *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count < y->count ? 1 : -1;
+    int r = strcmp(x->reason, y->reason);
+    return r ? r : strcmp(x->op, y->op);
+}
+
+/* Fills the cell from the plan's ledger; -1 when out of memory or the
+ * ledger cannot be read. */
+static int cell_from_ledger(audit_cell *c, const char *device, const char *ledger)
+{
+    cJSON *root = cJSON_Parse(ledger);
+    if (!root)
+        return -1;
+    int rc = -1;
+    const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
+    const cJSON *parts = cJSON_GetObjectItemCaseSensitive(root, "partitions");
+    const cJSON *sum = cJSON_GetObjectItemCaseSensitive(root, "summary");
+    const cJSON *est = cJSON_GetObjectItemCaseSensitive(sum, "estimated_ms");
+    const cJSON *n;
+    cJSON_ArrayForEach(n, nodes)
+    {
+        const char *dev = jstr(n, "device"), *reason = jstr(n, "reason");
+        c->nodes++;
+        /* on the device itself (OK, RESCUED), or where the user pinned it */
+        if (strcmp(dev, device) == 0 || strcmp(reason, "USER") == 0) {
+            c->on_device += strcmp(dev, device) == 0;
+            continue;
+        }
+        c->off_device++;
+        double ms = jnum(n, "estimated_ms", 0);
+        c->off_ms += ms;
+        if (count_reason(c, reason) ||
+            add_group(&c->groups, &c->n_groups, jstr(n, "op"), reason, jstr(n, "name"), jstr(n, "detail"), 1, ms))
+            goto done;
+    }
+    qsort(c->groups, c->n_groups, sizeof *c->groups, group_cmp);
+    const cJSON *p;
+    cJSON_ArrayForEach(p, parts)
+    {
+        audit_part *a = realloc(c->parts, (c->n_parts + 1) * sizeof *a);
+        if (!a)
+            goto done;
+        c->parts = a;
+        if (!(a[c->n_parts].device = dup_str(jstr(p, "device"))))
+            goto done;
+        a[c->n_parts].nodes = (size_t)jnum(p, "nodes", 0);
+        a[c->n_parts++].ms = jnum(p, "estimated_ms", -1);
+    }
+    c->boundary = (uint64_t)jnum(sum, "boundary_bytes", 0);
+    c->total_ms = cJSON_IsObject(est) ? jnum(est, "total", -1) : -1;
+    c->copies_ms = cJSON_IsObject(est) ? jnum(est, "copies", -1) : -1;
+    c->modeled = cJSON_IsObject(est) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(est, "modeled"));
+    c->complete = cJSON_IsObject(est) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(est, "complete"));
+    /* the policy's verdict: its sentence and every offending node */
+    const cJSON *pol = cJSON_GetObjectItemCaseSensitive(root, "policy");
+    const cJSON *viol = cJSON_GetObjectItemCaseSensitive(pol, "violations");
+    size_t nv = cJSON_IsArray(viol) ? (size_t)cJSON_GetArraySize(viol) : 0;
+    if (nv) {
+        if (!(c->policy = dup_str(jstr(pol, "error"))) || !(c->offending = calloc(nv, sizeof *c->offending)))
+            goto done;
+        const cJSON *v;
+        cJSON_ArrayForEach(v, viol)
+        {
+            const char *node = jstr(v, "node");
+            size_t len = strlen(node) + strlen(jstr(v, "reason")) + strlen(jstr(v, "detail")) + 32;
+            if (!(c->offending[c->violations] = malloc(len)))
+                goto done;
+            snprintf(c->offending[c->violations++], len, "%s (%s): %s", *node ? node : "(graph output)",
+                     jstr(v, "reason"), jstr(v, "detail"));
+        }
+    }
+    rc = 0;
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* The input list of a model's inputs with dynamic dimensions, or NULL. */
+static char *dynamic_inputs(const tdm_model *m)
+{
+    char buf[1024];
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < tdm_model_input_count(m); i++) {
+        tdm_value_info vi;
+        if (tdm_model_input(m, i, &vi) != TDM_OK)
+            continue;
+        int dynamic = vi.rank < 0;
+        for (int d = 0; d < vi.rank; d++)
+            dynamic |= vi.dims[d].value < 0;
+        if (!dynamic)
+            continue;
+        char shape[256];
+        int w = snprintf(buf + len, sizeof buf - len, "%s%s %s", len ? ", " : "", vi.name,
+                         cli_info_shape_str(&vi, shape, sizeof shape));
+        if (w < 0 || (size_t)w >= sizeof buf - len)
+            break;
+        len += (size_t)w;
+    }
+    return len ? dup_str(buf) : NULL;
+}
+
+/* What the user can do about a group of fallback nodes: one sentence, from
+ * the reason code and the device's sentence. */
+static void hint(const audit_group *g, const char *device, const char *dyn, char *out, size_t size)
+{
+    const char *r = g->reason, *d = g->detail;
+    if (strcmp(r, "OP_UNSUPPORTED") == 0)
+        snprintf(out, size,
+                 "%s has no %s: replace it in the model with ops the device lists, or accept cpu for it "
+                 "(--pin %s=cpu keeps --fallback deny quiet about it)",
+                 device, g->op, g->op);
+    else if (strcmp(r, "DTYPE_UNSUPPORTED") == 0)
+        snprintf(out, size,
+                 "%s lacks this element type: export or quantize the model to a type the device lists, or accept "
+                 "cpu for it (--pin %s=cpu)",
+                 device, g->op);
+    else if (strcmp(r, "ATTR_UNSUPPORTED") == 0 && strstr(d, "constant"))
+        snprintf(out, size,
+                 "the device needs that input as a constant: fix the input shapes (--shape) and fold constant "
+                 "subgraphs before export, or accept cpu for it (--pin %s=cpu)",
+                 g->op);
+    else if (strcmp(r, "ATTR_UNSUPPORTED") == 0)
+        snprintf(out, size,
+                 "an attribute is outside the device's limit (the sentence names it): re-export with a value it "
+                 "allows, or accept cpu for it (--pin %s=cpu)",
+                 g->op);
+    else if (strcmp(r, "SHAPE_UNSUPPORTED") == 0 && strstr(d, "static shapes"))
+        snprintf(out, size, "dynamic dimensions: give --shape for %s", dyn ? dyn : "the model's inputs");
+    else if (strcmp(r, "SHAPE_UNSUPPORTED") == 0)
+        snprintf(out, size,
+                 "a rank or dimension above the device's limit: reshape to a lower rank in the model or use a "
+                 "smaller --shape, or accept cpu for it (--pin %s=cpu)",
+                 g->op);
+    else if (strcmp(r, "MEMORY") == 0)
+        snprintf(out, size,
+                 "the partition does not fit the device's memory: a smaller --shape, or --granularity op|auto "
+                 "to cut smaller partitions");
+    else if (strcmp(r, "PRECISION") == 0)
+        snprintf(out, size,
+                 "kept off the device's narrow type by calibration or the precision guard: the error is "
+                 "measured; --min-cosine moves the threshold");
+    else if (strcmp(r, "COST") == 0)
+        snprintf(out, size, "the planner's choice (cheaper on cpu once copies count): --pin %s=%s forces it",
+                 g->op, device);
+    else if (strcmp(r, "GRANULARITY") == 0)
+        snprintf(out, size, "moved to keep a partition whole: --granularity op or auto keeps it on %s", device);
+    else if (strcmp(r, "DEVICE_FAULT") == 0)
+        snprintf(out, size, "the device failed on it: see the device's message");
+    else
+        out[0] = '\0';
+}
+
+/* Sets on so the --shape values that apply to model m (index model),
+ * counting each one's use. */
+static tdm_status apply_shapes(tdm_session_options *so, const tdm_model *m, size_t model, audit_shape *shapes,
+                               size_t n_shapes)
+{
+    for (size_t k = 0; k < n_shapes; k++) {
+        audit_shape *x = &shapes[k];
+        if (x->model >= 0 && (size_t)x->model != model)
+            continue;
+        for (size_t i = 0; i < tdm_model_input_count(m); i++) {
+            tdm_value_info vi;
+            int rank;
+            int64_t dims[CLI_MAX_RANK];
+            if (tdm_model_input(m, i, &vi) != TDM_OK || strcmp(vi.name, x->kv.name) != 0 ||
+                cli_parse_dims("audit", x->kv.name, x->kv.value, &rank, dims))
+                continue;
+            tdm_status st = tdm_session_options_set_shape(so, x->kv.name, rank, dims);
+            if (st)
+                return st;
+            x->used++;
+        }
+    }
+    return TDM_OK;
+}
+
+/* Plans model m onto device (with cpu behind it); fills the cell. Returns
+ * 0, or -1 when out of memory. */
+static int audit_cell_plan(tdm_ctx *ctx, const tdm_model *m, size_t model, const cli_runopts *ro,
+                           audit_shape *shapes, size_t n_shapes, const char *device, audit_cell *c)
+{
+    tdm_session_options *so = NULL;
+    tdm_plan *plan = NULL;
+    char *ledger = NULL;
+    char list[1024];
+    int rc = -1;
+    tdm_status st = tdm_session_options_create(&so);
+    if (st)
+        goto done;
+    if ((c->rc = cli_runopts_apply(ro, so)) != 0) {
+        c->verdict = CELL_BLOCKED;
+        rc = (c->error = dup_str("the run options were refused (see above)")) ? 0 : -1;
+        goto done;
+    }
+    if ((st = apply_shapes(so, m, model, shapes, n_shapes)) != TDM_OK)
+        goto done;
+    snprintf(list, sizeof list, "%s,cpu", device);
+    if ((st = tdm_session_options_set_devices(so, list)) != TDM_OK ||
+        (st = tdm_plan_create(ctx, m, so, &plan)) != TDM_OK) {
+        c->verdict = CELL_BLOCKED;
+        c->rc = cli_exit_code(st);
+        const char *why = tdm_ctx_error(ctx);
+        rc = (c->error = dup_str(why && *why ? why : tdm_status_str(st))) ? 0 : -1;
+        goto done;
+    }
+    if (tdm_plan_ledger_json(plan, &ledger) != TDM_OK || cell_from_ledger(c, device, ledger))
+        goto done;
+    c->verdict = c->on_device == 0 ? CELL_BLOCKED : c->off_device ? CELL_FALLS_BACK : CELL_FITS;
+    if (c->on_device == 0 && !(c->error = dup_str("no node of the model runs on the device")))
+        goto done;
+    rc = 0;
+done:
+    tdm_free(ledger);
+    tdm_plan_destroy(plan);
+    tdm_session_options_destroy(so);
+    return rc;
+}
+
+/* The model's modeled time all on cpu, < 0 when it cannot be planned. */
+static double all_cpu_ms(tdm_ctx *ctx, const tdm_model *m, size_t model, audit_shape *shapes, size_t n_shapes)
+{
+    tdm_session_options *so = NULL;
+    tdm_plan *plan = NULL;
+    double ms = -1;
+    if (tdm_session_options_create(&so) || tdm_session_options_set_devices(so, "cpu") ||
+        apply_shapes(so, m, model, shapes, n_shapes))
+        goto done;
+    tdm_plan_summary s;
+    if (tdm_plan_create(ctx, m, so, &plan) == TDM_OK && tdm_plan_get_summary(plan, &s) == TDM_OK &&
+        s.estimates_complete)
+        ms = s.estimated_ms;
+done:
+    tdm_plan_destroy(plan);
+    tdm_session_options_destroy(so);
+    return ms;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+static void reasons_str(const audit_cell *c, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    /* largest first */
+    int *done = calloc(c->n_reasons ? c->n_reasons : 1, sizeof *done);
+    if (!done)
+        return;
+    for (size_t round = 0; round < c->n_reasons; round++) {
+        size_t best = SIZE_MAX;
+        for (size_t k = 0; k < c->n_reasons; k++)
+            if (!done[k] && (best == SIZE_MAX || c->reasons[k].count > c->reasons[best].count))
+                best = k;
+        done[best] = 1;
+        int w = snprintf(buf + len, size - len, "%s%zu %s", len ? ", " : "", c->reasons[best].count,
+                         c->reasons[best].reason);
+        if (w < 0 || (size_t)w >= size - len)
+            break;
+        len += (size_t)w;
+    }
+    free(done);
+}
+
+static size_t parts_on(const audit_cell *c, const char *device)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < c->n_parts; k++)
+        n += strcmp(c->parts[k].device, device) == 0;
+    return n;
+}
+
+/* Top blockers of device d over every model: the groups of its cells
+ * merged by op type and reason, largest first. */
+static int device_blockers(const audit *a, size_t d, audit_group **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    for (size_t k = 0; k < a->n_cells; k++) {
+        const audit_cell *c = &a->cells[k];
+        if (c->device != d)
+            continue;
+        for (size_t g = 0; g < c->n_groups; g++)
+            if (add_group(out, n, c->groups[g].op, c->groups[g].reason, c->groups[g].node, c->groups[g].detail,
+                          c->groups[g].count, c->groups[g].ms))
+                return -1;
+    }
+    if (*n)
+        qsort(*out, *n, sizeof **out, group_cmp);
+    return 0;
+}
+
+static void groups_free(audit_group *g, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        free(g[k].op);
+        free(g[k].reason);
+        free(g[k].node);
+        free(g[k].detail);
+    }
+    free(g);
+}
+
+static size_t shown(const audit *a, size_t n) { return a->top && a->top < n ? a->top : n; }
+
+static void print_ms(double ms)
+{
+    if (ms < 0)
+        fputs("?", stdout);
+    else
+        printf("%.3f", ms);
+}
+
+static int print_text(const audit *a)
+{
+    char buf[512], h[512];
+    size_t wm = 5, wd = 6;
+    for (size_t i = 0; i < a->n_models; i++)
+        if (strlen(base_name(a->models[i])) > wm)
+            wm = strlen(base_name(a->models[i]));
+    for (size_t d = 0; d < a->n_devices; d++)
+        if (strlen(a->devices[d]) > wd)
+            wd = strlen(a->devices[d]);
+    printf("audit: %zu model%s x %zu device%s (times are modeled)\n\n", a->n_models, a->n_models == 1 ? "" : "s",
+           a->n_devices, a->n_devices == 1 ? "" : "s");
+    printf("%-*s  %-*s  %-10s  %9s  %5s  %10s  %10s  %s\n", (int)wm, "model", (int)wd, "device", "verdict",
+           "on device", "parts", "ms", "all-cpu ms", "fallbacks by reason");
+    for (size_t k = 0; k < a->n_cells; k++) {
+        const audit_cell *c = &a->cells[k];
+        char on[32], ms[32], cpu[32];
+        reasons_str(c, buf, sizeof buf);
+        if (c->verdict == CELL_BLOCKED && !c->nodes)
+            snprintf(on, sizeof on, "-");
+        else
+            snprintf(on, sizeof on, "%zu/%zu", c->on_device, c->nodes);
+        snprintf(ms, sizeof ms, c->total_ms >= 0 && c->nodes ? "%.3f" : "-", c->total_ms);
+        snprintf(cpu, sizeof cpu, a->cpu_ms[c->model] >= 0 ? "%.3f" : "-", a->cpu_ms[c->model]);
+        printf("%-*s  %-*s  %-10s  %9s  %5zu  %10s  %10s  %s\n", (int)wm, base_name(a->models[c->model]), (int)wd,
+               a->devices[c->device], verdict_word[c->verdict], on, c->n_parts, ms, cpu,
+               c->n_reasons ? buf : (c->error ? c->error : "0"));
+    }
+    for (size_t k = 0; k < a->n_cells; k++) {
+        const audit_cell *c = &a->cells[k];
+        const char *dev = a->devices[c->device];
+        if (c->verdict == CELL_FITS && !c->violations)
+            continue;
+        printf("\n%s on %s: %s", base_name(a->models[c->model]), dev, verdict_word[c->verdict]);
+        if (c->error) {
+            printf(": %s\n", c->error);
+            if (!c->nodes)
+                continue;
+        } else {
+            printf(": %zu of %zu nodes on %s, %zu elsewhere\n", c->on_device, c->nodes, dev, c->off_device);
+        }
+        printf("  partitions: %zu (%zu on %s, %zu on cpu)\n", c->n_parts, parts_on(c, dev), dev,
+               c->n_parts - parts_on(c, dev));
+        printf("  %s: ", c->modeled ? "modeled" : "estimated");
+        print_ms(c->total_ms);
+        fputs(" ms per run (all-cpu ", stdout);
+        print_ms(a->cpu_ms[c->model]);
+        printf(" ms); fallback nodes %.3f ms, copies ", c->off_ms);
+        print_ms(c->copies_ms);
+        printf(" ms, %llu boundary bytes%s\n", (unsigned long long)c->boundary,
+               c->complete ? "" : " (some nodes had no estimate)");
+        if (c->violations) {
+            printf("  policy: %s\n", c->policy);
+            for (size_t v = 0; v < c->violations; v++)
+                printf("    %s\n", c->offending[v]);
+        }
+        for (size_t g = 0; g < shown(a, c->n_groups); g++) {
+            const audit_group *x = &c->groups[g];
+            printf("  %5zu  %-20s %-18s e.g. %s: %s\n", x->count, x->op, x->reason, x->node, x->detail);
+            hint(x, dev, a->dyn[c->model], h, sizeof h);
+            if (h[0])
+                printf("         hint: %s\n", h);
+        }
+        if (shown(a, c->n_groups) < c->n_groups)
+            printf("  ... %zu more groups (--top 0 shows all)\n", c->n_groups - shown(a, c->n_groups));
+    }
+    for (size_t d = 0; d < a->n_devices; d++) {
+        audit_group *g;
+        size_t n;
+        if (device_blockers(a, d, &g, &n)) {
+            cli_error("out of memory");
+            return EXIT_INTERNAL;
+        }
+        if (n) {
+            printf("\ntop blockers on %s (all models):\n", a->devices[d]);
+            for (size_t k = 0; k < shown(a, n); k++) {
+                hint(&g[k], a->devices[d], NULL, h, sizeof h);
+                printf("  %5zu  %-20s %-18s %s\n", g[k].count, g[k].op, g[k].reason, g[k].detail);
+                if (h[0])
+                    printf("         hint: %s\n", h);
+            }
+        }
+        groups_free(g, n);
+    }
+    return 0;
+}
+
+static void json_group(jw *w, const audit_group *g, const char *device, const char *dyn)
+{
+    char h[512];
+    hint(g, device, dyn, h, sizeof h);
+    jw_obj_begin(w);
+    jw_key(w, "op");
+    jw_str(w, g->op);
+    jw_key(w, "reason");
+    jw_str(w, g->reason);
+    jw_key(w, "count");
+    jw_uint(w, g->count);
+    jw_key(w, "first_node");
+    jw_str(w, g->node);
+    jw_key(w, "detail");
+    jw_str(w, g->detail);
+    jw_key(w, "estimated_ms");
+    jw_num(w, g->ms);
+    jw_key(w, "hint");
+    jw_str(w, h[0] ? h : NULL);
+    jw_obj_end(w);
+}
+
+static int print_json(const audit *a)
+{
+    jw w;
+    jw_init(&w, stdout);
+    jw_obj_begin(&w);
+    jw_key(&w, "models");
+    jw_arr_begin_inline(&w);
+    for (size_t i = 0; i < a->n_models; i++)
+        jw_str(&w, a->models[i]);
+    jw_arr_end(&w);
+    jw_key(&w, "devices");
+    jw_arr_begin_inline(&w);
+    for (size_t d = 0; d < a->n_devices; d++)
+        jw_str(&w, a->devices[d]);
+    jw_arr_end(&w);
+    jw_key(&w, "cells");
+    jw_arr_begin(&w);
+    for (size_t k = 0; k < a->n_cells; k++) {
+        const audit_cell *c = &a->cells[k];
+        const char *dev = a->devices[c->device];
+        jw_obj_begin(&w);
+        jw_key(&w, "model");
+        jw_str(&w, a->models[c->model]);
+        jw_key(&w, "device");
+        jw_str(&w, dev);
+        jw_key(&w, "verdict");
+        jw_str(&w, verdict_key[c->verdict]);
+        if (c->error) {
+            jw_key(&w, "error");
+            jw_str(&w, c->error);
+        }
+        jw_key(&w, "nodes");
+        jw_uint(&w, c->nodes);
+        jw_key(&w, "on_device");
+        jw_uint(&w, c->on_device);
+        jw_key(&w, "fallback_nodes");
+        jw_uint(&w, c->off_device);
+        jw_key(&w, "by_reason");
+        jw_obj_begin(&w);
+        for (size_t r = 0; r < c->n_reasons; r++) {
+            jw_key(&w, c->reasons[r].reason);
+            jw_uint(&w, c->reasons[r].count);
+        }
+        jw_obj_end(&w);
+        jw_key(&w, "groups");
+        jw_arr_begin(&w);
+        for (size_t g = 0; g < c->n_groups; g++)
+            json_group(&w, &c->groups[g], dev, a->dyn[c->model]);
+        jw_arr_end(&w);
+        jw_key(&w, "partitions");
+        jw_arr_begin(&w);
+        for (size_t p = 0; p < c->n_parts; p++) {
+            jw_obj_begin(&w);
+            jw_key(&w, "device");
+            jw_str(&w, c->parts[p].device);
+            jw_key(&w, "nodes");
+            jw_uint(&w, c->parts[p].nodes);
+            jw_key(&w, "estimated_ms");
+            if (c->parts[p].ms >= 0)
+                jw_num(&w, c->parts[p].ms);
+            else
+                jw_null(&w);
+            jw_obj_end(&w);
+        }
+        jw_arr_end(&w);
+        jw_key(&w, "estimated_ms");
+        jw_obj_begin(&w);
+        jw_key(&w, "total");
+        if (c->nodes && c->total_ms >= 0)
+            jw_num(&w, c->total_ms);
+        else
+            jw_null(&w);
+        jw_key(&w, "fallback_nodes");
+        jw_num(&w, c->off_ms);
+        jw_key(&w, "copies");
+        if (c->nodes && c->copies_ms >= 0)
+            jw_num(&w, c->copies_ms);
+        else
+            jw_null(&w);
+        jw_key(&w, "all_cpu");
+        if (a->cpu_ms[c->model] >= 0)
+            jw_num(&w, a->cpu_ms[c->model]);
+        else
+            jw_null(&w);
+        jw_key(&w, "modeled");
+        jw_bool(&w, c->modeled);
+        jw_key(&w, "complete");
+        jw_bool(&w, c->complete);
+        jw_obj_end(&w);
+        jw_key(&w, "boundary_bytes");
+        jw_uint(&w, c->boundary);
+        jw_key(&w, "policy");
+        jw_obj_begin(&w);
+        jw_key(&w, "violations");
+        jw_uint(&w, c->violations);
+        jw_key(&w, "error");
+        jw_str(&w, c->policy);
+        jw_key(&w, "offending");
+        jw_arr_begin(&w);
+        for (size_t v = 0; v < c->violations; v++)
+            jw_str(&w, c->offending[v]);
+        jw_arr_end(&w);
+        jw_obj_end(&w);
+        jw_obj_end(&w);
+    }
+    jw_arr_end(&w);
+    jw_key(&w, "top_blockers");
+    jw_obj_begin(&w);
+    for (size_t d = 0; d < a->n_devices; d++) {
+        audit_group *g;
+        size_t n;
+        if (device_blockers(a, d, &g, &n)) {
+            cli_error("out of memory");
+            return EXIT_INTERNAL;
+        }
+        jw_key(&w, a->devices[d]);
+        jw_arr_begin(&w);
+        for (size_t k = 0; k < shown(a, n); k++)
+            json_group(&w, &g[k], a->devices[d], NULL);
+        jw_arr_end(&w);
+        groups_free(g, n);
+    }
+    jw_obj_end(&w);
+    jw_obj_end(&w);
+    jw_finish(&w);
+    return 0;
+}
+
+/* Splits LIST into its entries other than cpu; -1 when out of memory. */
+static int split_devices(const char *list, audit *a)
+{
+    const char *p = list;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (!(len == 3 && strncmp(p, "cpu", 3) == 0)) {
+            char **d = realloc(a->devices, (a->n_devices + 1) * sizeof *d);
+            if (!d)
+                return -1;
+            a->devices = d;
+            if (!(d[a->n_devices] = malloc(len + 1)))
+                return -1;
+            memcpy(d[a->n_devices], p, len);
+            d[a->n_devices++][len] = '\0';
+        }
+        p = e ? e + 1 : p + len;
+    }
+    return 0;
+}
+
+int cmd_audit(int argc, char **argv)
+{
+    cli_runopts ro;
+    audit a;
+    int json = 0, rc = 0;
+    audit_shape *shapes = calloc((size_t)argc + 1, sizeof *shapes);
+    size_t n_shapes = 0;
+    int hard = 0; /* the exit code of the first model or device that failed */
+    tdm_ctx *ctx = NULL;
+    tdm_status st;
+    memset(&a, 0, sizeof a);
+    a.top = 5;
+    cli_runopts_init(&ro);
+    a.models = calloc((size_t)argc + 1, sizeof *a.models);
+    if (!shapes || !a.models) {
+        cli_error("out of memory");
+        rc = EXIT_INTERNAL;
+        goto done;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *val;
+        int r;
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            usage_audit(stdout);
+            goto done;
+        }
+        if (strcmp(arg, "--json") == 0) {
+            json = 1;
+            continue;
+        }
+        if (cli_runopts_parse("audit", argc, argv, &i, &ro, &rc)) {
+            if (rc)
+                goto done;
+            continue;
+        }
+        if ((r = cli_opt_value("audit", argc, argv, &i, "--shape", &val)) != 0) {
+            if (r < 0 || cli_split_kv("audit", "--shape", val, &shapes[n_shapes].kv)) {
+                rc = EXIT_USAGE;
+                goto done;
+            }
+            n_shapes++;
+            continue;
+        }
+        if ((r = cli_opt_value("audit", argc, argv, &i, "--top", &val)) != 0) {
+            long long t;
+            if (r < 0 || cli_parse_i64(val, &t) || t > 1000000) {
+                if (r > 0)
+                    cli_error("audit: --top expects a count from 0 to 1000000, not '%s'", val);
+                rc = EXIT_USAGE;
+                goto done;
+            }
+            a.top = (size_t)t;
+            continue;
+        }
+        if (arg[0] == '-' && arg[1]) {
+            cli_error("audit: unknown option '%s'; see `tandem audit --help`", arg);
+            rc = EXIT_USAGE;
+            goto done;
+        }
+        a.models[a.n_models++] = arg;
+    }
+    if (!a.n_models) {
+        cli_error("audit: no MODEL given; see `tandem audit --help`");
+        rc = EXIT_USAGE;
+        goto done;
+    }
+    for (size_t k = 0; k < n_shapes; k++) {
+        audit_shape *x = &shapes[k];
+        int rank;
+        int64_t dims[CLI_MAX_RANK];
+        x->model = -1;
+        const char *colon = strchr(x->kv.name, ':');
+        for (size_t i = 0; colon && x->model < 0 && i < a.n_models; i++) {
+            size_t len = (size_t)(colon - x->kv.name);
+            const char *path = a.models[i], *base = base_name(path);
+            if ((strlen(path) == len && strncmp(path, x->kv.name, len) == 0) ||
+                (strlen(base) == len && strncmp(base, x->kv.name, len) == 0)) {
+                x->model = (long)i;
+                x->kv.name = colon + 1;
+            }
+        }
+        for (size_t j = 0; j < k; j++)
+            if (shapes[j].model == x->model && strcmp(shapes[j].kv.name, x->kv.name) == 0) {
+                cli_error("audit: input '%s' is given twice with --shape", x->kv.name);
+                rc = EXIT_USAGE;
+                goto done;
+            }
+        if (cli_parse_dims("audit", x->kv.name, x->kv.value, &rank, dims)) {
+            rc = EXIT_USAGE;
+            goto done;
+        }
+    }
+    if (!ro.devices) {
+        cli_error("audit: --devices LIST is required (the devices to audit the models against, e.g. "
+                  "'vnpu:rk3588,vnpu:qnn-htp')");
+        rc = EXIT_USAGE;
+        goto done;
+    }
+    if (split_devices(ro.devices, &a)) {
+        cli_error("out of memory");
+        rc = EXIT_INTERNAL;
+        goto done;
+    }
+    if (!a.n_devices) {
+        cli_error("audit: --devices '%s' names no device but cpu, which runs every node", ro.devices);
+        rc = EXIT_USAGE;
+        goto done;
+    }
+    a.dyn = calloc(a.n_models, sizeof *a.dyn);
+    a.cpu_ms = calloc(a.n_models, sizeof *a.cpu_ms);
+    a.cells = calloc(a.n_models * a.n_devices, sizeof *a.cells);
+    if (!a.dyn || !a.cpu_ms || !a.cells) {
+        cli_error("out of memory");
+        rc = EXIT_INTERNAL;
+        goto done;
+    }
+    if ((st = tdm_ctx_create(&ctx)) != TDM_OK) {
+        rc = cli_fail(st, NULL, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < a.n_models; i++) {
+        tdm_model *m = NULL;
+        a.cpu_ms[i] = -1;
+        if ((st = tdm_model_load(ctx, a.models[i], &m)) != TDM_OK) {
+            const char *why = tdm_ctx_error(ctx);
+            rc = cli_fail(st, NULL, why);
+            if (!hard)
+                hard = rc;
+            for (size_t d = 0; d < a.n_devices; d++) {
+                audit_cell *c = &a.cells[a.n_cells++];
+                c->model = i;
+                c->device = d;
+                c->verdict = CELL_BLOCKED;
+                c->rc = rc;
+                c->error = dup_str(why && *why ? why : tdm_status_str(st));
+            }
+            continue;
+        }
+        a.dyn[i] = dynamic_inputs(m);
+        a.cpu_ms[i] = all_cpu_ms(ctx, m, i, shapes, n_shapes);
+        for (size_t d = 0; d < a.n_devices; d++) {
+            audit_cell *c = &a.cells[a.n_cells++];
+            c->model = i;
+            c->device = d;
+            if (audit_cell_plan(ctx, m, i, &ro, shapes, n_shapes, a.devices[d], c)) {
+                tdm_model_destroy(m);
+                cli_error("out of memory");
+                rc = EXIT_INTERNAL;
+                goto done;
+            }
+            if (c->rc && !hard) {
+                hard = c->rc;
+                cli_error("%s on %s: %s", a.models[i], a.devices[d], c->error);
+            }
+        }
+        tdm_model_destroy(m);
+    }
+    for (size_t k = 0; k < n_shapes; k++)
+        if (!shapes[k].used && !hard) {
+            cli_error("audit: --shape names '%s', which is an input of %s", shapes[k].kv.name,
+                      shapes[k].model < 0 ? "none of the models" : a.models[shapes[k].model]);
+            rc = EXIT_USAGE;
+            goto done;
+        }
+    if ((rc = json ? print_json(&a) : print_text(&a)) != 0)
+        goto done;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_error("cannot write to standard output");
+        rc = EXIT_IO;
+        goto done;
+    }
+    size_t violating = 0;
+    for (size_t k = 0; k < a.n_cells; k++)
+        violating += a.cells[k].violations > 0;
+    if (hard)
+        rc = hard;
+    else if (violating) {
+        cli_error("audit: %zu of %zu plans violate the fallback policy (their offending nodes are listed above)",
+                  violating, a.n_cells);
+        rc = EXIT_POLICY;
+    }
+done:
+    for (size_t k = 0; k < a.n_cells; k++)
+        cell_free(&a.cells[k]);
+    free(a.cells);
+    for (size_t d = 0; d < a.n_devices; d++)
+        free(a.devices[d]);
+    free(a.devices);
+    for (size_t i = 0; a.dyn && i < a.n_models; i++)
+        free(a.dyn[i]);
+    free(a.dyn);
+    free(a.cpu_ms);
+    free(a.models);
+    for (size_t k = 0; k < n_shapes; k++)
+        free(shapes[k].kv.owned);
+    free(shapes);
+    tdm_ctx_destroy(ctx);
+    cli_runopts_free(&ro);
+    return rc;
+}
