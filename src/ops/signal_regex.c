@@ -5,8 +5,10 @@
  * refused with a sentence, never matched differently: flags and
  * look-arounds ((?...) other than (?:), \p, \x, \Q, \A, \z, back-references,
  * \D, \S or \W inside a bracket, and strings with bytes beyond ASCII
- * (RE2 matches UTF-8 characters where the C locale sees bytes). Lazy
- * quantifiers become greedy ones (the same full matches). */
+ * (RE2 matches UTF-8 characters where the C locale sees bytes); so are the
+ * forms RE2 and the ONNX reference (Python's re) read differently: [:alpha:]
+ * classes and braces that start no repetition. Lazy quantifiers become
+ * greedy ones (the same full matches). */
 #include "ops/signal.h"
 #include "core/mem.h"
 
@@ -71,25 +73,11 @@ static int rx_bracket(const char **pp, rx_buf *b, const char **why)
     }
     int rc = 0;
     for (; *p && *p != ']' && !rc; p++) {
-        if (p[0] == '[' && p[1] == ':') { /* [:alpha:] */
-            const char *e = strstr(p + 2, ":]");
-            if (!e) {
-                *why = "an unterminated [: class";
-                rc = 1;
-                break;
-            }
-            char cls[64];
-            size_t k = (size_t)(e + 2 - p);
-            if (k >= sizeof cls) {
-                *why = "an unknown [: class";
-                rc = 1;
-                break;
-            }
-            memcpy(cls, p, k);
-            cls[k] = 0;
-            rc = rx_put(&body, cls) ? -1 : 0;
-            p = e + 1;
-            continue;
+        if (p[0] == '[' && p[1] == ':') {
+            /* RE2 reads [:alpha:] as a class, the ONNX reference (Python's re) as characters */
+            *why = "a [:class:] (RE2 and the ONNX reference read it differently)";
+            rc = 1;
+            break;
         }
         if (*p == '\\') {
             char c = *++p;
@@ -193,7 +181,9 @@ static int rx_translate(const char *re, rx_buf *b, const char **why)
                 p += k - 1;
                 quant = 1;
             } else {
-                rc = rx_put(b, "\\{"); /* RE2: a brace that starts no repetition is itself */
+                /* RE2 reads x{,2} as text, the ONNX reference (Python's re) as a repetition */
+                *why = "a brace that starts no {n}, {n,} or {n,m} repetition";
+                return 1;
             }
         } else {
             quant = c == '*' || c == '+' || c == '?';
