@@ -100,7 +100,7 @@ typedef struct audit {
     size_t n_models;
     char **devices;        /* LIST without cpu */
     size_t n_devices;
-    char **dyn;            /* per model: its inputs with dynamic dimensions ("x [?, 3, ?, ?]"), or NULL */
+    char **dyn;            /* per model: its inputs with dynamic dimensions no --shape fixes, or NULL */
     double *cpu_ms;        /* per model: the all-cpu modeled time, < 0 when unknown */
     audit_cell *cells;
     size_t n_cells;
@@ -282,8 +282,9 @@ done:
     return rc;
 }
 
-/* The input list of a model's inputs with dynamic dimensions, or NULL. */
-static char *dynamic_inputs(const tdm_model *m)
+/* The model's inputs with dynamic dimensions that no --shape fixes
+ * ("x [N, 3, ?, ?]"; "" when none), NULL when out of memory. */
+static char *dynamic_inputs(const tdm_model *m, size_t model, const audit_shape *shapes, size_t n_shapes)
 {
     char buf[1024];
     size_t len = 0;
@@ -295,6 +296,9 @@ static char *dynamic_inputs(const tdm_model *m)
         int dynamic = vi.rank < 0;
         for (int d = 0; d < vi.rank; d++)
             dynamic |= vi.dims[d].value < 0;
+        for (size_t k = 0; dynamic && k < n_shapes; k++)
+            dynamic = !((shapes[k].model < 0 || (size_t)shapes[k].model == model) &&
+                        strcmp(shapes[k].kv.name, vi.name) == 0);
         if (!dynamic)
             continue;
         char shape[256];
@@ -304,7 +308,7 @@ static char *dynamic_inputs(const tdm_model *m)
             break;
         len += (size_t)w;
     }
-    return len ? dup_str(buf) : NULL;
+    return dup_str(buf);
 }
 
 /* What the user can do about a group of fallback nodes: one sentence, from
@@ -332,8 +336,12 @@ static void hint(const audit_group *g, const char *device, const char *dyn, char
                  "an attribute is outside the device's limit (the sentence names it): re-export with a value it "
                  "allows, or accept cpu for it (--pin %s=cpu)",
                  g->op);
+    else if (strcmp(r, "SHAPE_UNSUPPORTED") == 0 && strstr(d, "static shapes") && (!dyn || *dyn))
+        snprintf(out, size, "dynamic dimensions: give --shape for %s", dyn ? dyn : "the models' dynamic inputs");
     else if (strcmp(r, "SHAPE_UNSUPPORTED") == 0 && strstr(d, "static shapes"))
-        snprintf(out, size, "dynamic dimensions: give --shape for %s", dyn ? dyn : "the model's inputs");
+        snprintf(out, size,
+                 "a dimension the inputs do not fix (computed from data, or inside control flow): the device "
+                 "cannot take it; fix the inputs with --shape where they are dynamic, or accept cpu for it");
     else if (strcmp(r, "SHAPE_UNSUPPORTED") == 0)
         snprintf(out, size,
                  "a rank or dimension above the device's limit: reshape to a lower rank in the model or use a "
@@ -919,7 +927,7 @@ int cmd_audit(int argc, char **argv)
             }
             continue;
         }
-        a.dyn[i] = dynamic_inputs(m);
+        a.dyn[i] = dynamic_inputs(m, i, shapes, n_shapes);
         a.cpu_ms[i] = all_cpu_ms(ctx, m, i, shapes, n_shapes);
         for (size_t d = 0; d < a.n_devices; d++) {
             audit_cell *c = &a.cells[a.n_cells++];
