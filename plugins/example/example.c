@@ -20,15 +20,14 @@
  * the last run() took (its "device timer"; the CPU's monotonic clock here).
  *
  * Build variants for tests: EXAMPLE_API_VERSION=N claims another device API
- * version; EXAMPLE_API_VERSION=1 hands tandem a table of version 1's size,
- * ending at destroy (a plugin built before last_run_ms existed: tandem must
- * not read past it); EXAMPLE_NO_INIT leaves out the entry symbol.
+ * version (EXAMPLE_API_VERSION=1: a plugin of version 1, whose table still
+ * carries last_run_ms here, a member tandem must then not read);
+ * EXAMPLE_NO_INIT leaves out the entry symbol.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "tandem/device.h"
 
 #include <math.h>
-#include <stddef.h>
 #include <time.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -382,12 +381,6 @@ static const tdm_device_iface example_iface = {
     .last_run_ms = ex_last_run_ms,
 };
 
-#if EXAMPLE_API_VERSION == 1
-/* Version 1's table: the members up to destroy, nothing after (filled from
- * example_iface at init). */
-#define EXAMPLE_V1_SIZE offsetof(tdm_device_iface, last_run_ms)
-static _Alignas(tdm_device_iface) unsigned char example_iface_v1[EXAMPLE_V1_SIZE];
-#endif
 
 /* Parses "key=N" options separated by '+'. */
 static int parse_args(example_ctx *c, const char *args, char *err, size_t err_size)
@@ -456,12 +449,7 @@ EXAMPLE_EXPORT tdm_status EXAMPLE_INIT(const char *args, tdm_device *out, char *
              "example plugin: Relu, Sigmoid, Add, Mul in float32 (Sigmoid on device up to %zu elements)",
              c->sigmoid_limit);
     c->last_ms = -1;
-#if EXAMPLE_API_VERSION == 1
-    memcpy(example_iface_v1, &example_iface, EXAMPLE_V1_SIZE);
-    out->iface = (const tdm_device_iface *)(const void *)example_iface_v1;
-#else
     out->iface = &example_iface;
-#endif
     out->ctx = c;
     return TDM_OK;
 }

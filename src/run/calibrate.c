@@ -8,6 +8,7 @@
 #include "core/mem.h"
 #include "core/tensor.h"
 #include "run/node.h"
+#include "run/observe.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -15,17 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------- running */
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
+static double now_ms(void) { return (double)obs_now_ns() / 1e6; }
 
 static int cmp_double(const void *a, const void *b)
 {

@@ -69,6 +69,7 @@ int fuse_chain_inputs(const fuse_chain *c, const tdm_tensor **in, int *n_in)
         *n_in = 3;
     return 1;
 }
+const fuse_prog *fuse_chain_prog(const fuse_chain *c) { return &c->prog; }
 int fuse_chain_kernel(const fuse_chain *c)
 {
     if (c->prog.n_lin <= 0 || c->prog.n_members < 2)

@@ -70,6 +70,8 @@ int fuse_chain_member(const fuse_chain *c, int i);
  * folded weights and bias the head runs with (*n_in raised to 3; in has
  * room for 3) and returns 1; else 0 and nothing changes. */
 int fuse_chain_inputs(const fuse_chain *c, const tdm_tensor **in, int *n_in);
+/* The chain's program (ops/fuse_prog.h), what fuse_bind binds. */
+const fuse_prog *fuse_chain_prog(const fuse_chain *c);
 /* How the chain's program runs: 0 the step-per-pass interpreter, 1 the
  * general one-pass loop, 2 a straight-line kernel (fuse_lin_special). */
 int fuse_chain_kernel(const fuse_chain *c);

@@ -409,7 +409,7 @@ static void clamp_case(const char *what, const char *op, const float *bounds, in
         c = fuse_head_chain(fp, n);
     CHECK(c != NULL);
     if (c) {
-        op_fuse f = {.c = c};
+        op_fuse f = {.prog = fuse_chain_prog(c)};
         float l = -1.0f, h = -1.0f;
         int got = op_fuse_clamp(&f, &l, &h);
         fprintf(stderr, "%s: clamp %d [%g, %g]\n", what, got, l, h);

@@ -5,6 +5,7 @@
  * reference), the ONNX examples for the text ops, and statistical bounds for
  * the random ops. */
 #include "ops/signal.h"
+#include "graph/graph.h"
 #include "core/mem.h"
 
 #include <math.h>
