@@ -240,7 +240,8 @@ static int cell_from_ledger(audit_cell *c, const char *device, const char *ledge
             add_group(&c->groups, &c->n_groups, jstr(n, "op"), reason, jstr(n, "name"), jstr(n, "detail"), 1, ms))
             goto done;
     }
-    qsort(c->groups, c->n_groups, sizeof *c->groups, group_cmp);
+    if (c->n_groups)
+        qsort(c->groups, c->n_groups, sizeof *c->groups, group_cmp);
     const cJSON *p;
     cJSON_ArrayForEach(p, parts)
     {
