@@ -97,6 +97,21 @@ static void free_outs(tdm_tensor **out)
     }
 }
 
+/* A single run of s: its outputs become the reference (ref[]). */
+static int take_reference(tdm_session *s)
+{
+    tdm_tensor *out[MAXIO] = {0};
+    if (tdm_session_run(s, (const tdm_tensor *const *)in, out) != TDM_OK) {
+        printf("FAIL: the single run: %s\n", tdm_session_error(s));
+        return 1;
+    }
+    for (size_t k = 0; k < nout; k++) {
+        tdm_tensor_destroy(ref[k]);
+        ref[k] = out[k];
+    }
+    return 0;
+}
+
 /* One run: 0 ok and equal, 1 wrong outputs, else its status (sentence in msg). */
 static int run_once(tdm_session *s, char *msg, size_t size)
 {
@@ -144,15 +159,8 @@ static void *work(void *arg)
 static int case_threads(const char *devices)
 {
     tdm_session *s = open_session(devices, -1);
-    if (!s)
+    if (!s || take_reference(s))
         return 1;
-    tdm_tensor *out[MAXIO] = {0};
-    if (tdm_session_run(s, (const tdm_tensor *const *)in, out) != TDM_OK) {
-        printf("FAIL: the single run: %s\n", tdm_session_error(s));
-        return 1;
-    }
-    for (size_t k = 0; k < nout; k++)
-        ref[k] = out[k];
     uint64_t w0 = 0, ns0 = 0;
     tdm_metrics_admission(metrics, &w0, &ns0, NULL, NULL);
     pthread_barrier_t start;
@@ -280,15 +288,8 @@ static int case_bound(void)
 
     /* the reference: a single run */
     tdm_session *s = open_session("vnpu:edge-npu,cpu", 0);
-    if (!s)
+    if (!s || take_reference(s))
         return 1;
-    tdm_tensor *out[MAXIO] = {0};
-    if (tdm_session_run(s, (const tdm_tensor *const *)in, out) != TDM_OK) {
-        printf("FAIL: the single run: %s\n", tdm_session_error(s));
-        return 1;
-    }
-    for (size_t k = 0; k < nout; k++)
-        ref[k] = out[k];
 
     /* max_queue 0: A holds the device, B is refused */
     holder a = {s, 1, -1, ""};

@@ -78,20 +78,48 @@ static void pb_msg(pb *p, int field, pb *m)
     memset(m, 0, sizeof *m);
 }
 
-/* ValueInfoProto: name, float tensor [N, 4]. */
-static void pb_value(pb *graph, int field, const char *name)
+/* ValueInfoProto: name, a tensor of ONNX element type elem and shape
+ * [N, d1] (or [1, d1] when batch_one). */
+static void pb_value_of(pb *graph, int field, const char *name, int elem, int batch_one, int64_t d1v)
 {
     pb d0 = {0}, d1 = {0}, shape = {0}, tensor = {0}, type = {0}, vi = {0};
-    pb_str(&d0, 2, "N");
-    pb_int(&d1, 1, 4);
+    if (batch_one)
+        pb_int(&d0, 1, 1);
+    else
+        pb_str(&d0, 2, "N");
+    pb_int(&d1, 1, (uint64_t)d1v);
     pb_msg(&shape, 1, &d0);
     pb_msg(&shape, 1, &d1);
-    pb_int(&tensor, 1, 1); /* FLOAT */
+    pb_int(&tensor, 1, (uint64_t)elem);
     pb_msg(&tensor, 2, &shape);
     pb_msg(&type, 1, &tensor);
     pb_str(&vi, 1, name);
     pb_msg(&vi, 2, &type);
     pb_msg(graph, field, &vi);
+}
+
+/* ValueInfoProto: name, float tensor [N, 4]. */
+static void pb_value(pb *graph, int field, const char *name)
+{
+    pb_value_of(graph, field, name, 1 /* FLOAT */, 0, 4);
+}
+
+/* The model (graph, opset 13) written to path; 1 on success. */
+static int pb_save_model(pb *graph, const char *path)
+{
+    pb model = {0}, opset = {0};
+    pb_int(&model, 1, 8); /* ir_version */
+    pb_str(&model, 2, "tandem-triton-test");
+    pb_msg(&model, 7, graph);
+    pb_str(&opset, 1, "");
+    pb_int(&opset, 2, 13);
+    pb_msg(&model, 8, &opset);
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(model.b, 1, model.n, f) == model.n;
+    if (f)
+        ok = fclose(f) == 0 && ok;
+    free(model.b);
+    return ok;
 }
 
 static void pb_node(pb *graph, const char *in, const char *out, const char *name, const char *op)
@@ -106,51 +134,20 @@ static void pb_node(pb *graph, const char *in, const char *out, const char *name
 
 static int write_tiny_model(const char *path)
 {
-    pb model = {0}, opset = {0}, graph = {0};
-    pb_int(&model, 1, 8); /* ir_version */
-    pb_str(&model, 2, "tandem-triton-test");
+    pb graph = {0};
     pb_node(&graph, "X", "H", "relu", "Relu");
     pb_node(&graph, "H", "Y", "erf", "Erf");
     pb_str(&graph, 2, "tiny");
     pb_value(&graph, 11, "X");
     pb_value(&graph, 12, "Y");
-    pb_msg(&model, 7, &graph);
-    pb_str(&opset, 1, "");
-    pb_int(&opset, 2, 13);
-    pb_msg(&model, 8, &opset);
-    FILE *f = fopen(path, "wb");
-    int ok = f && fwrite(model.b, 1, model.n, f) == model.n;
-    if (f)
-        ok = fclose(f) == 0 && ok;
-    free(model.b);
-    return ok;
+    return pb_save_model(&graph, path);
 }
 
 /* A string model: X string [N, 3] -> Identity "id" -> Y; and, with normalize,
  * X string [1, 3] -> StringNormalizer (UPPER) "up" -> Y [1, 3]. */
-static void pb_svalue(pb *graph, int field, const char *name, int batch_one)
-{
-    pb d0 = {0}, d1 = {0}, shape = {0}, tensor = {0}, type = {0}, vi = {0};
-    if (batch_one)
-        pb_int(&d0, 1, 1);
-    else
-        pb_str(&d0, 2, "N");
-    pb_int(&d1, 1, 3);
-    pb_msg(&shape, 1, &d0);
-    pb_msg(&shape, 1, &d1);
-    pb_int(&tensor, 1, 8); /* STRING */
-    pb_msg(&tensor, 2, &shape);
-    pb_msg(&type, 1, &tensor);
-    pb_str(&vi, 1, name);
-    pb_msg(&vi, 2, &type);
-    pb_msg(graph, field, &vi);
-}
-
 static int write_string_model(const char *path, int normalize)
 {
-    pb model = {0}, opset = {0}, graph = {0}, node = {0}, attr = {0};
-    pb_int(&model, 1, 8);
-    pb_str(&model, 2, "tandem-triton-test");
+    pb graph = {0}, node = {0}, attr = {0};
     pb_str(&node, 1, "X");
     pb_str(&node, 2, "Y");
     pb_str(&node, 3, normalize ? "up" : "id");
@@ -163,18 +160,9 @@ static int write_string_model(const char *path, int normalize)
     }
     pb_msg(&graph, 1, &node);
     pb_str(&graph, 2, "strings");
-    pb_svalue(&graph, 11, "X", normalize);
-    pb_svalue(&graph, 12, "Y", normalize);
-    pb_msg(&model, 7, &graph);
-    pb_str(&opset, 1, "");
-    pb_int(&opset, 2, 13);
-    pb_msg(&model, 8, &opset);
-    FILE *f = fopen(path, "wb");
-    int ok = f && fwrite(model.b, 1, model.n, f) == model.n;
-    if (f)
-        ok = fclose(f) == 0 && ok;
-    free(model.b);
-    return ok;
+    pb_value_of(&graph, 11, "X", 8 /* STRING */, normalize, 3);
+    pb_value_of(&graph, 12, "Y", 8, normalize, 3);
+    return pb_save_model(&graph, path);
 }
 
 /* Triton's BYTES: each element a 4-byte little-endian length, then the bytes. */
