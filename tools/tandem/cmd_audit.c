@@ -52,6 +52,7 @@ static const char *const verdict_key[] = {"fits", "falls_back", "blocked"};
 
 typedef struct audit_group {
     char *op, *reason, *node, *detail;
+    size_t model;    /* the model of the first node */
     size_t count;
     double ms;       /* modeled time of these nodes where they run */
 } audit_group;
@@ -104,6 +105,8 @@ typedef struct audit {
     double *cpu_ms;        /* per model: the all-cpu modeled time, < 0 when unknown */
     audit_cell *cells;
     size_t n_cells;
+    audit_group **blockers; /* per device: its cells' groups merged (device_blockers) */
+    size_t *n_blockers;
     size_t top;
 } audit;
 
@@ -171,8 +174,8 @@ static int count_reason(audit_cell *c, const char *r)
 }
 
 /* Adds a node to the group of its op type and reason; -1 when out of memory. */
-static int add_group(audit_group **groups, size_t *n, const char *op, const char *reason, const char *node,
-                     const char *detail, size_t count, double ms)
+static int add_group(audit_group **groups, size_t *n, size_t model, const char *op, const char *reason,
+                     const char *node, const char *detail, size_t count, double ms)
 {
     for (size_t k = 0; k < *n; k++) {
         audit_group *g = &(*groups)[k];
@@ -188,6 +191,7 @@ static int add_group(audit_group **groups, size_t *n, const char *op, const char
     *groups = a;
     audit_group *g = &a[*n];
     memset(g, 0, sizeof *g);
+    g->model = model;
     g->count = count;
     g->ms = ms;
     if (!(g->op = dup_str(op)) || !(g->reason = dup_str(reason)) || !(g->node = dup_str(node)) ||
@@ -237,7 +241,8 @@ static int cell_from_ledger(audit_cell *c, const char *device, const char *ledge
         double ms = jnum(n, "estimated_ms", 0);
         c->off_ms += ms;
         if (count_reason(c, reason) ||
-            add_group(&c->groups, &c->n_groups, jstr(n, "op"), reason, jstr(n, "name"), jstr(n, "detail"), 1, ms))
+            add_group(&c->groups, &c->n_groups, c->model, jstr(n, "op"), reason, jstr(n, "name"),
+                      jstr(n, "detail"), 1, ms))
             goto done;
     }
     if (c->n_groups)
@@ -501,8 +506,8 @@ static int device_blockers(const audit *a, size_t d, audit_group **out, size_t *
         if (c->device != d)
             continue;
         for (size_t g = 0; g < c->n_groups; g++)
-            if (add_group(out, n, c->groups[g].op, c->groups[g].reason, c->groups[g].node, c->groups[g].detail,
-                          c->groups[g].count, c->groups[g].ms))
+            if (add_group(out, n, c->model, c->groups[g].op, c->groups[g].reason, c->groups[g].node,
+                          c->groups[g].detail, c->groups[g].count, c->groups[g].ms))
                 return -1;
     }
     if (*n)
@@ -598,31 +603,28 @@ static int print_text(const audit *a)
             printf("  ... %zu more groups (--top 0 shows all)\n", c->n_groups - shown(a, c->n_groups));
     }
     for (size_t d = 0; d < a->n_devices; d++) {
-        audit_group *g;
-        size_t n;
-        if (device_blockers(a, d, &g, &n)) {
-            cli_error("out of memory");
-            return EXIT_INTERNAL;
-        }
+        const audit_group *g = a->blockers[d];
+        size_t n = a->n_blockers[d];
         if (n) {
             printf("\ntop blockers on %s (all models):\n", a->devices[d]);
             for (size_t k = 0; k < shown(a, n); k++) {
-                hint(&g[k], a->devices[d], NULL, h, sizeof h);
+                hint(&g[k], a->devices[d], a->dyn[g[k].model], h, sizeof h);
                 printf("  %5zu  %-20s %-18s %s\n", g[k].count, g[k].op, g[k].reason, g[k].detail);
                 if (h[0])
                     printf("         hint: %s\n", h);
             }
         }
-        groups_free(g, n);
     }
     return 0;
 }
 
-static void json_group(jw *w, const audit_group *g, const char *device, const char *dyn)
+static void json_group(jw *w, const audit *a, const audit_group *g, const char *device, const char *dyn)
 {
     char h[512];
     hint(g, device, dyn, h, sizeof h);
     jw_obj_begin(w);
+    jw_key(w, "model");
+    jw_str(w, a->models[g->model]);
     jw_key(w, "op");
     jw_str(w, g->op);
     jw_key(w, "reason");
@@ -687,7 +689,7 @@ static int print_json(const audit *a)
         jw_key(&w, "groups");
         jw_arr_begin(&w);
         for (size_t g = 0; g < c->n_groups; g++)
-            json_group(&w, &c->groups[g], dev, a->dyn[c->model]);
+            json_group(&w, a, &c->groups[g], dev, a->dyn[c->model]);
         jw_arr_end(&w);
         jw_key(&w, "partitions");
         jw_arr_begin(&w);
@@ -749,18 +751,11 @@ static int print_json(const audit *a)
     jw_key(&w, "top_blockers");
     jw_obj_begin(&w);
     for (size_t d = 0; d < a->n_devices; d++) {
-        audit_group *g;
-        size_t n;
-        if (device_blockers(a, d, &g, &n)) {
-            cli_error("out of memory");
-            return EXIT_INTERNAL;
-        }
         jw_key(&w, a->devices[d]);
         jw_arr_begin(&w);
-        for (size_t k = 0; k < shown(a, n); k++)
-            json_group(&w, &g[k], a->devices[d], NULL);
+        for (size_t k = 0; k < shown(a, a->n_blockers[d]); k++)
+            json_group(&w, a, &a->blockers[d][k], a->devices[d], a->dyn[a->blockers[d][k].model]);
         jw_arr_end(&w);
-        groups_free(g, n);
     }
     jw_obj_end(&w);
     jw_obj_end(&w);
@@ -954,6 +949,18 @@ int cmd_audit(int argc, char **argv)
             rc = EXIT_USAGE;
             goto done;
         }
+    if (!(a.blockers = calloc(a.n_devices, sizeof *a.blockers)) ||
+        !(a.n_blockers = calloc(a.n_devices, sizeof *a.n_blockers))) {
+        cli_error("out of memory");
+        rc = EXIT_INTERNAL;
+        goto done;
+    }
+    for (size_t d = 0; d < a.n_devices; d++)
+        if (device_blockers(&a, d, &a.blockers[d], &a.n_blockers[d])) {
+            cli_error("out of memory");
+            rc = EXIT_INTERNAL;
+            goto done;
+        }
     if ((rc = json ? print_json(&a) : print_text(&a)) != 0)
         goto done;
     if (fflush(stdout) != 0 || ferror(stdout)) {
@@ -967,11 +974,15 @@ int cmd_audit(int argc, char **argv)
     if (hard)
         rc = hard;
     else if (violating) {
-        cli_error("audit: %zu of %zu plans violate the fallback policy (their offending nodes are listed above)",
+        cli_error("audit: %zu of %zu plans violate the fallback policy (every offending node is in the output)",
                   violating, a.n_cells);
         rc = EXIT_POLICY;
     }
 done:
+    for (size_t d = 0; a.blockers && d < a.n_devices; d++)
+        groups_free(a.blockers[d], a.n_blockers[d]);
+    free(a.blockers);
+    free(a.n_blockers);
     for (size_t k = 0; k < a.n_cells; k++)
         cell_free(&a.cells[k]);
     free(a.cells);
