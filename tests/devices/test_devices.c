@@ -188,7 +188,7 @@ static int t_reason_str(void)
 {
     static const char *const want[TDM_REASON_COUNT] = {
         "OK", "OP_UNSUPPORTED", "DTYPE_UNSUPPORTED", "ATTR_UNSUPPORTED", "SHAPE_UNSUPPORTED", "MEMORY",
-        "PRECISION", "COST", "GRANULARITY", "USER", "DEVICE_FAULT"};
+        "PRECISION", "COST", "GRANULARITY", "USER", "DEVICE_FAULT", "RESCUED"};
     for (int r = 0; r < TDM_REASON_COUNT; r++)
         CHECK(strcmp(tdm_reason_str((tdm_reason)r), want[r]) == 0);
     CHECK(strcmp(tdm_reason_str((tdm_reason)99), "UNKNOWN") == 0);
