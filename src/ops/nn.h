@@ -393,6 +393,8 @@ tdm_status op_infer_Attention(op_infer_ctx *ctx);
 tdm_status op_run_RotaryEmbedding(op_ctx *ctx);
 tdm_status op_run_AffineGrid(op_ctx *ctx);
 tdm_status op_run_Col2Im(op_ctx *ctx);
+tdm_status op_infer_AffineGrid(op_infer_ctx *ctx);
+tdm_status op_infer_Col2Im(op_infer_ctx *ctx);
 /* nn_deform.c */
 tdm_status op_run_DeformConv(op_ctx *ctx);
 tdm_status op_infer_DeformConv(op_infer_ctx *ctx);

@@ -656,3 +656,70 @@ tdm_status op_run_Col2Im(op_ctx *ctx)
     mem_free(acc);
     return TDM_OK;
 }
+
+/* ------------------------------------------ AffineGrid, Col2Im: infer hooks */
+
+/* Constant integer input i (at most max values) into v: the count, or -1. */
+static int nn_const_ints(const op_infer_ctx *ctx, int i, int64_t *v, int max)
+{
+    const tdm_tensor *t = i < ctx->n_in && ctx->value ? ctx->value[i] : NULL;
+    if (!t || t->kind != TDM_KIND_TENSOR || !dtype_is_int(t->dtype) || t->count > (size_t)max)
+        return -1;
+    for (size_t k = 0; k < t->count; k++)
+        v[k] = tensor_get_i64(t, k);
+    return (int)t->count;
+}
+
+/* AffineGrid: [N, H, W, 2] or [N, D, H, W, 3] from a constant size (N, C,
+ * H, W) or (N, C, D, H, W); else the rank from size's length. */
+tdm_status op_infer_AffineGrid(op_infer_ctx *ctx)
+{
+    const gr_type *th = ctx->n_in > 0 ? ctx->in[0] : NULL, *sz = ctx->n_in > 1 ? ctx->in[1] : NULL;
+    gr_type *o = &ctx->out[0];
+    o->kind = TDM_KIND_TENSOR;
+    o->dtype = th ? th->dtype : TDM_UNDEFINED;
+    int64_t s[5];
+    int n = nn_const_ints(ctx, 1, s, 5);
+    int len = n >= 0 ? n : sz && sz->rank == 1 ? (int)sz->dims[0].v : -1;
+    if (len != 4 && len != 5)
+        return TDM_OK;
+    int nd = len - 2;
+    o->rank = nd + 2;
+    for (int k = 0; k < nd + 1; k++)
+        o->dims[k] = n >= 0 && s[k == 0 ? 0 : k + 1] >= 0 ? (gr_dim){s[k == 0 ? 0 : k + 1], NULL}
+                     : k == 0 && th && th->rank == 3 ? th->dims[0] : (gr_dim){-1, NULL};
+    o->dims[nd + 1] = (gr_dim){nd, NULL};
+    return TDM_OK;
+}
+
+/* Col2Im: [N, C, image_shape...], C = input's dim 1 / prod(block_shape)
+ * when both shapes are constant. */
+tdm_status op_infer_Col2Im(op_infer_ctx *ctx)
+{
+    const gr_type *x = ctx->n_in > 0 ? ctx->in[0] : NULL;
+    gr_type *o = &ctx->out[0];
+    o->kind = TDM_KIND_TENSOR;
+    o->dtype = x ? x->dtype : TDM_UNDEFINED;
+    int64_t img[NN_MAX_SP], blk[NN_MAX_SP];
+    int ni = nn_const_ints(ctx, 1, img, NN_MAX_SP), nb = nn_const_ints(ctx, 2, blk, NN_MAX_SP);
+    const gr_type *im = ctx->n_in > 1 ? ctx->in[1] : NULL;
+    int nd = ni >= 0 ? ni : im && im->rank == 1 && im->dims[0].v >= 1 && im->dims[0].v <= NN_MAX_SP ? (int)im->dims[0].v
+                                                                                                    : -1;
+    if (nd < 1)
+        return TDM_OK;
+    o->rank = nd + 2;
+    for (int k = 0; k < nd + 2; k++)
+        o->dims[k] = (gr_dim){-1, NULL};
+    if (x && x->rank == 3) {
+        o->dims[0] = x->dims[0];
+        int64_t K = 1;
+        for (int k = 0; nb == nd && k < nb && K > 0; k++)
+            K = blk[k] >= 1 && K <= INT64_MAX / blk[k] ? K * blk[k] : 0;
+        if (nb == nd && K > 0 && x->dims[1].v >= 0 && x->dims[1].v % K == 0)
+            o->dims[1] = (gr_dim){x->dims[1].v / K, NULL};
+    }
+    for (int k = 0; ni == nd && k < nd; k++)
+        if (img[k] >= 0)
+            o->dims[2 + k] = (gr_dim){img[k], NULL};
+    return TDM_OK;
+}

@@ -26,6 +26,7 @@ tdm_status op_infer_MelWeightMatrix(op_infer_ctx *ctx);
 tdm_status op_run_StringNormalizer(op_ctx *ctx);
 tdm_status op_run_StringConcat(op_ctx *ctx);
 tdm_status op_run_StringSplit(op_ctx *ctx);
+tdm_status op_infer_StringSplit(op_infer_ctx *ctx);
 tdm_status op_infer_StringNormalizer(op_infer_ctx *ctx);
 tdm_status op_run_TfIdfVectorizer(op_ctx *ctx);
 tdm_status op_infer_TfIdfVectorizer(op_infer_ctx *ctx);

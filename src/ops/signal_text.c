@@ -485,3 +485,24 @@ tdm_status op_run_StringSplit(op_ctx *ctx)
     }
     return TDM_OK;
 }
+
+/* StringSplit: Y has X's shape and one more axis (its length, the most
+ * pieces of a string, is known only at run time), Z X's shape in int64. */
+tdm_status op_infer_StringSplit(op_infer_ctx *ctx)
+{
+    const gr_type *x = ctx->n_in > 0 ? ctx->in[0] : NULL;
+    for (int o = 0; o < ctx->n_out && o < 2; o++) {
+        ctx->out[o].kind = TDM_KIND_TENSOR;
+        ctx->out[o].dtype = o == 0 ? TDM_STRING : TDM_INT64;
+    }
+    if (!x || x->rank < 0 || x->rank >= TDM_MAX_RANK)
+        return TDM_OK;
+    ctx->out[0].rank = x->rank + 1;
+    memcpy(ctx->out[0].dims, x->dims, sizeof x->dims[0] * (size_t)x->rank);
+    ctx->out[0].dims[x->rank] = (gr_dim){-1, NULL};
+    if (ctx->n_out > 1) {
+        ctx->out[1].rank = x->rank;
+        memcpy(ctx->out[1].dims, x->dims, sizeof x->dims[0] * (size_t)x->rank);
+    }
+    return TDM_OK;
+}

@@ -29,6 +29,7 @@ tdm_status op_run_Expand(op_ctx *ctx);
 tdm_status op_run_Tile(op_ctx *ctx);
 tdm_status op_run_Pad(op_ctx *ctx);
 tdm_status op_run_CenterCropPad(op_ctx *ctx);
+tdm_status op_infer_CenterCropPad(op_infer_ctx *ctx);
 tdm_status op_run_DepthToSpace(op_ctx *ctx);
 tdm_status op_run_SpaceToDepth(op_ctx *ctx);
 tdm_status op_run_Trilu(op_ctx *ctx);

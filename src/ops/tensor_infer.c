@@ -812,3 +812,30 @@ tdm_status op_infer_Upsample(op_infer_ctx *ctx)
     }
     return infer_resize(ctx, 1, -1, NULL, 0);
 }
+
+/* CenterCropPad: the input's shape with the axes (attribute, default all)
+ * set to the constant shape input's values. */
+tdm_status op_infer_CenterCropPad(op_infer_ctx *ctx)
+{
+    const gr_type *x = in_ranked(ctx, 0);
+    gr_type *o = out_tensor(ctx, 0, in_dtype(ctx, 0), x ? x->rank : -1);
+    if (!x)
+        return TDM_OK;
+    memcpy(o->dims, x->dims, sizeof x->dims[0] * (size_t)x->rank);
+    const int64_t *av = NULL;
+    int na = gr_attr_ints(ctx->node, "axes", &av), r = x->rank;
+    if (na < 0)
+        na = r;
+    if (na > r)
+        return TDM_OK;
+    int64_t shape[TDM_MAX_RANK];
+    int ns = const_ints(ctx, 1, shape, TDM_MAX_RANK);
+    for (int k = 0; k < na; k++) {
+        int64_t a = av ? av[k] : k;
+        if (a < -r || a >= r)
+            return TDM_OK; /* the run hook reports it */
+        a = a < 0 ? a + r : a;
+        o->dims[a] = ns == na && shape[k] >= 0 ? known(shape[k]) : UNK;
+    }
+    return TDM_OK;
+}
