@@ -64,6 +64,19 @@ noerf["name"] = "rescue-noerf"
 noerf_path = os.path.join(WORK, "rescue-noerf.json")
 json.dump(noerf, open(noerf_path, "w"))
 
+# a profile naming a rule tandem does not have is refused (exit 4) with its path
+bad = dict(noerf, name="rescue-bad", rescue=["layernorm", "no-such-rule"])
+bad_path = os.path.join(WORK, "rescue-bad.json")
+json.dump(bad, open(bad_path, "w"))
+r = subprocess.run([TANDEM, "plan", os.path.join(CACHE, "models", "transformer_op17.onnx"), "--devices",
+                    f"vnpu:{bad_path},cpu"], capture_output=True, text=True)
+print(r.stderr.strip())
+check(r.returncode == 4 and "rescue[1]" in r.stderr, "a profile with an unknown rescue rule is refused, naming rescue[1]")
+r = subprocess.run([TANDEM, "plan", os.path.join(CACHE, "models", "transformer_op17.onnx"), "--rescue", "most"],
+                   capture_output=True, text=True)
+print(r.stderr.strip())
+check(r.returncode == 1 and "'most'" in r.stderr, "--rescue most is a usage error quoting the word")
+
 for name in ("transformer_op13", "transformer_op17"):
     model = os.path.join(CACHE, "models", name + ".onnx")
     refs = os.path.join(CACHE, "refs", name, "inputs.txt")

@@ -6,7 +6,7 @@
  * on cpu alone (rescue off): the same NaN positions, no non-finite value
  * where cpu's is finite, max |diff| <= TOL x max(1, max |cpu|).
  *
- *   test_rescue MODEL PROFILE MODE RULE kept|refused|none [--tol T] [--nan]
+ *   test_rescue MODEL PROFILE MODE RULE kept|refused|none|untried [--tol T] [--nan]
  *               [--partitions-off N] [--partitions N] [--granularity G]
  *               [--fallbacks N]
  *
@@ -113,6 +113,8 @@ static int check_ledger(const cJSON *root, const char *rule, const char *expect,
         return fail("the rule was expected to be tried and refused", rule);
     if (strcmp(expect, "none") == 0 && kept)
         return fail("the rule was kept where it must not be", rule);
+    if (strcmp(expect, "untried") == 0 && (kept || refused))
+        return fail("the rule was tried on a device that does not list it", rule);
     if (in_nodes < rescued_nodes)
         return fail("nodes[] has fewer RESCUED nodes than the rescue section", NULL);
     return 0;
