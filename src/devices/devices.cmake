@@ -16,3 +16,11 @@ add_custom_command(
   COMMENT "Embedding vnpu profiles"
   VERBATIM)
 target_sources(tandem PRIVATE ${TDM_PROFILES_C})
+
+# The virtual NPU's vector rounding (vnpu_round_avx2.c): AVX2 and F16C, called
+# only after a run-time check (vnpu_round_avx2_usable); a stub elsewhere.
+check_c_compiler_flag("-mavx2 -mf16c" TDM_HAVE_F16C_FLAGS)
+if(TDM_HAVE_F16C_FLAGS AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
+  set_source_files_properties(${CMAKE_SOURCE_DIR}/src/devices/vnpu/vnpu_round_avx2.c
+                              PROPERTIES COMPILE_OPTIONS "-O3;-mavx2;-mf16c")
+endif()

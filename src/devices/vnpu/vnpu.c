@@ -3,6 +3,7 @@
  * computes with the CPU kernel on inputs rounded to the profile precision
  * and rounds float outputs, as an NPU computing in fp16/bf16 would). */
 #include "devices/vnpu/vnpu.h"
+#include "devices/vnpu/vnpu_round.h"
 #include "core/file.h"
 #include "core/mem.h"
 
@@ -402,6 +403,25 @@ static float round_f(float x, tdm_dtype prec)
     return prec == TDM_FLOAT16 ? fp16_to_f32(f32_to_fp16(x)) : bf16_to_f32(f32_to_bf16(x));
 }
 
+void vnpu_round_f32_scalar(float *dst, const float *src, size_t n, tdm_dtype prec)
+{
+    if (prec != TDM_FLOAT16 && prec != TDM_BFLOAT16) {
+        if (dst != src && n)
+            memmove(dst, src, n * sizeof *dst);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        dst[i] = round_f(src[i], prec);
+}
+
+void vnpu_round_f32(float *dst, const float *src, size_t n, tdm_dtype prec)
+{
+    size_t done = 0;
+    if ((prec == TDM_FLOAT16 || prec == TDM_BFLOAT16) && vnpu_round_avx2_usable())
+        done = vnpu_round_f32_avx2(dst, src, n, prec == TDM_BFLOAT16);
+    vnpu_round_f32_scalar(dst + done, src + done, n - done, prec);
+}
+
 /* Rounds a float tensor's elements to prec in place (other types unchanged). */
 static void round_tensor(tdm_tensor *t, tdm_dtype prec)
 {
@@ -409,12 +429,9 @@ static void round_tensor(tdm_tensor *t, tdm_dtype prec)
         return;
     size_t n = t->count;
     switch (t->dtype) {
-    case TDM_FLOAT: {
-        float *p = t->data;
-        for (size_t i = 0; i < n; i++)
-            p[i] = round_f(p[i], prec);
+    case TDM_FLOAT:
+        vnpu_round_f32(t->data, t->data, n, prec);
         break;
-    }
     case TDM_DOUBLE: {
         double *p = t->data;
         for (size_t i = 0; i < n; i++)
@@ -468,9 +485,15 @@ static tdm_status vnpu_run_host(void *ctx, op_ctx *op)
         rin[i] = op->in[i];
         if (!needs_rounding(op->in[i], c->precision))
             continue;
-        if ((st = tensor_clone(op->err, op->in[i], &owned[i])) != TDM_OK)
-            goto done;
-        round_tensor(owned[i], c->precision);
+        if (op->in[i]->dtype == TDM_FLOAT) { /* rounded straight into the copy */
+            if ((st = tensor_new(op->err, TDM_FLOAT, op->in[i]->rank, op->in[i]->dims, &owned[i])) != TDM_OK)
+                goto done;
+            vnpu_round_f32(owned[i]->data, op->in[i]->data, op->in[i]->count, c->precision);
+        } else {
+            if ((st = tensor_clone(op->err, op->in[i], &owned[i])) != TDM_OK)
+                goto done;
+            round_tensor(owned[i], c->precision);
+        }
         rin[i] = owned[i];
     }
     const tdm_tensor *const *saved = op->in;
