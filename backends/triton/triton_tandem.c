@@ -509,6 +509,40 @@ static TRITONSERVER_Error *tt_each(tdm_session_options *o, const char *key, cons
     return err;
 }
 
+/* A choice parameter (granularity, fallback, fusion, verify): its word
+ * through tandem's parser (tdm_*_parse), whose sentence a refusal quotes. */
+static TRITONSERVER_Error *tt_choice(tdm_session_options *o, const char *key, const char *word)
+{
+    tdm_ctx *c = NULL;
+    tdm_granularity g;
+    tdm_fallback_mode f;
+    tdm_fusion u;
+    tdm_verify_mode m;
+    int every = 0;
+    tdm_status st = tdm_ctx_create(&c);
+    if (st)
+        return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    if (strcmp(key, "granularity") == 0) {
+        if (!(st = tdm_granularity_parse(c, word, &g)))
+            st = tdm_session_options_set_granularity(o, g);
+    } else if (strcmp(key, "fallback") == 0) {
+        if (!(st = tdm_fallback_mode_parse(c, word, &f)))
+            st = tdm_session_options_set_fallback(o, f);
+    } else if (strcmp(key, "fusion") == 0) {
+        /* the metrics observer needs no node outputs: "on" stays fused under it */
+        if (!(st = tdm_fusion_parse(c, word, &u)))
+            st = tdm_session_options_set_fusion(o, u == TDM_FUSION_ON ? TDM_FUSION_OBSERVED : u);
+    } else if (!(st = tdm_verify_mode_parse(c, word, &m, &every))) {
+        st = tdm_session_options_set_verify(o, m, every);
+    }
+    TRITONSERVER_Error *err = NULL;
+    if (st)
+        err = tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s': %s", key,
+                       tdm_ctx_error(c)[0] ? tdm_ctx_error(c) : "tandem refused the value");
+    tdm_ctx_destroy(c);
+    return err;
+}
+
 /* tandem's run options from the config's parameters. dir is the model's
  * folder (relative calibration and plugin paths are resolved there). */
 static TRITONSERVER_Error *tt_options(const cJSON *params, const char *dir, tdm_session_options *o)
@@ -533,12 +567,11 @@ static TRITONSERVER_Error *tt_options(const cJSON *params, const char *dir, tdm_
         return tt_error(TRITONSERVER_ERROR_INTERNAL, "tandem refused its fusion mode");
     if ((v = tt_param(params, "devices")) && tdm_session_options_set_devices(o, v) != TDM_OK)
         return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'devices': '%s' is not a device list", v);
-    if ((v = tt_param(params, "granularity")) && tdm_session_options_set_granularity(o, v) != TDM_OK)
-        return tt_error(TRITONSERVER_ERROR_INVALID_ARG,
-                        "parameter 'granularity': '%s' is not op, subgraph, graph, auto or greedy", v);
-    if ((v = tt_param(params, "fallback")) && tdm_session_options_set_fallback(o, v) != TDM_OK)
-        return tt_error(TRITONSERVER_ERROR_INVALID_ARG,
-                        "parameter 'fallback': '%s' is not allow, deny or deny-compute", v);
+    TRITONSERVER_Error *err;
+    static const char *const choices[] = {"granularity", "fallback", "fusion", "verify", NULL};
+    for (size_t i = 0; choices[i]; i++)
+        if ((v = tt_param(params, choices[i])) && (err = tt_choice(o, choices[i], v)))
+            return err;
     if ((v = tt_param(params, "max_fallback_ratio"))) {
         double r;
         if (tt_numbers(v, &r, 1) != 1 || tdm_session_options_set_max_fallback_ratio(o, r) != TDM_OK)
@@ -551,11 +584,6 @@ static TRITONSERVER_Error *tt_options(const cJSON *params, const char *dir, tdm_
     if ((v = tt_param(params, "threads"))) {
         if (!tt_integer(v, 0, 1024, &n) || tdm_session_options_set_threads(o, (int)n) != TDM_OK)
             return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'threads': '%s' is not 0..1024", v);
-    }
-    if ((v = tt_param(params, "fusion"))) {
-        int on = strcmp(v, "on") == 0, off = strcmp(v, "off") == 0;
-        if ((!on && !off) || tdm_session_options_set_fusion(o, on ? TDM_FUSION_OBSERVED : TDM_FUSION_OFF) != TDM_OK)
-            return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'fusion': '%s' is not on or off", v);
     }
     if ((v = tt_param(params, "breaker"))) {
         double b[3];
@@ -571,9 +599,6 @@ static TRITONSERVER_Error *tt_options(const cJSON *params, const char *dir, tdm_
         if (!tt_integer(v, 0, 1 << 20, &n) || tdm_session_options_set_plan_cache(o, (int)n) != TDM_OK)
             return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'plan_cache': '%s' is not a plan count", v);
     }
-    if ((v = tt_param(params, "verify")) && tdm_session_options_set_verify(o, v) != TDM_OK)
-        return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'verify': '%s' is not off, first or every:N", v);
-    TRITONSERVER_Error *err;
     if ((v = tt_param(params, "pins")) && (err = tt_each(o, "pins", v, tdm_session_options_add_pin)))
         return err;
     if ((v = tt_param(params, "plugins")) && (err = tt_each(o, "plugins", v, tdm_session_options_add_plugin)))
@@ -901,8 +926,8 @@ static TRITONSERVER_Error *tt_model_plan(tt_model *m, const tdm_model *tm, tdm_c
     }
 
     /* The fallback policy, enforced at load with every offender. */
-    const char *policy = tdm_plan_policy_error(plan);
-    if (policy && policy[0]) {
+    const char *policy = tdm_plan_error(plan);
+    if (tdm_plan_status(plan) == TDM_E_POLICY) {
         char msg[TT_SENTENCE * 4];
         size_t nv = tdm_plan_violation_count(plan);
         size_t o = (size_t)snprintf(msg, sizeof msg, "model '%s': %s; %zu offending node%s:", m->name, policy, nv,

@@ -7,11 +7,34 @@
  *   - Constructors are `tdm_x_create(..., tdm_x **out)` or `tdm_x_load(...)`
  *     and return a tdm_status; on failure *out is NULL.
  *   - `tdm_x_destroy(NULL)` is a harmless no-op.
- *   - The library never prints, exits or aborts. A failing call returns a
- *     status and keeps one sentence describing it on the handle it was
- *     given (tdm_ctx_error(), tdm_session_error()).
+ *   - The library never prints, exits or aborts.
  *   - Borrowed pointers (names, dims, info structs) stay valid until the
  *     handle they came from is destroyed.
+ *
+ * Errors: one rule. A failing call returns a tdm_status and the handle it
+ * was given keeps one sentence describing the failure (naming the file,
+ * node, field or value), read with that handle's function:
+ *   tdm_ctx_error(ctx)          every call that takes a ctx: loading models
+ *                               and values, creating sessions and plans,
+ *                               parsing an option's word, calibrating,
+ *                               querying devices, extracting a node;
+ *   tdm_session_error(session)  the session's runs (tdm_session_run);
+ *   tdm_plan_error(plan)        the plan's verdict: a plan that violates the
+ *                               fallback policy or a budget keeps that
+ *                               sentence, and tdm_plan_status() tells it
+ *                               apart (TDM_E_POLICY).
+ * A handle's sentence is "" after a call that succeeded, and stays valid
+ * until the next call on the handle. Calls without such a handle (option
+ * setters; accessors of models, plans, tensors, metrics) fail only on a
+ * bad argument (NULL, an index or value out of range): TDM_E_USAGE and no
+ * sentence. They write nothing, so models and plans are read-only once
+ * made and may be read from several threads.
+ *
+ * Threads: a ctx and a tdm_session_options belong to one thread at a time;
+ * a model and a plan may be shared; a session may be run from several
+ * threads at once (see "Threads" below), and is the one handle whose
+ * sentence another thread may be writing: read it there with
+ * tdm_session_error_copy().
  */
 #ifndef TANDEM_H
 #define TANDEM_H
@@ -27,9 +50,9 @@ extern "C" {
  * program built against one header and run with another shared library
  * can compare the two. MAJOR is the shared library's SONAME number. */
 #define TDM_VERSION_MAJOR 0
-#define TDM_VERSION_MINOR 1
+#define TDM_VERSION_MINOR 2
 #define TDM_VERSION_PATCH 0
-#define TDM_VERSION_STRING "0.1.0"
+#define TDM_VERSION_STRING "0.2.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH. */
 #define TDM_VERSION_NUMBER (TDM_VERSION_MAJOR * 10000 + TDM_VERSION_MINOR * 100 + TDM_VERSION_PATCH)
 
@@ -285,18 +308,192 @@ TDM_API tdm_status tdm_value_load_for(tdm_ctx *ctx, const char *path, const tdm_
 TDM_API tdm_status tdm_value_save_pb(tdm_ctx *ctx, const tdm_tensor *v, const tdm_value_info *vi, const char *path,
                                      int overwrite);
 
-/* ---------------------------------------------------------------- sessions */
+/* --------------------------------------------------------- session options */
 
+/* Every setting of a session, of a plan made without one (tdm_plan_create)
+ * and of a calibration (tdm_calibrate): one object, one setter per setting,
+ * all declared here. A setter returns TDM_E_USAGE and changes nothing when
+ * opts is NULL or the value is out of its range (given below), TDM_E_NOMEM
+ * when a copy fails. Choices are enums. The words a user types for them
+ * ("subgraph", "deny-compute", "every:4") are read by the tdm_*_parse
+ * functions, the one reader of those words: the CLI, the Python package
+ * and the Triton backend all parse through them. A parser returns TDM_OK
+ * and sets *out, or TDM_E_USAGE and keeps on ctx (which may be NULL) a
+ * sentence quoting the word and listing the accepted ones. tdm_*_name gives
+ * the word of a value ("?" when out of range). An options object may be
+ * given to several sessions and destroyed once they are created. */
 typedef struct tdm_session_options tdm_session_options;
 
 TDM_API tdm_status tdm_session_options_create(tdm_session_options **out);
 TDM_API void tdm_session_options_destroy(tdm_session_options *opts);
+
+/* How nodes are grouped when placed. */
+typedef enum tdm_granularity {
+    TDM_GRANULARITY_OP = 0,       /* "op": each node on its first able device */
+    TDM_GRANULARITY_SUBGRAPH = 1, /* "subgraph", the default: small islands join their neighbours */
+    TDM_GRANULARITY_GRAPH = 2,    /* "graph": all on the first device that runs every node */
+    TDM_GRANULARITY_AUTO = 3,     /* "auto": the placement of least estimated time, copies included */
+    TDM_GRANULARITY_GREEDY = 4    /* "greedy", the baseline: each device claims every node it
+                                   * supports, in priority order */
+} tdm_granularity;
+
+/* The fallback policy. When never set, the environment variable
+ * TANDEM_FALLBACK (one of the words) is read at planning time. */
+typedef enum tdm_fallback_mode {
+    TDM_FALLBACK_ALLOW = 0,       /* "allow", the default */
+    TDM_FALLBACK_DENY = 1,        /* "deny": any node off the first device (unless pinned) violates it */
+    TDM_FALLBACK_DENY_COMPUTE = 2 /* "deny-compute": only shape bookkeeping ops may fall back */
+} tdm_fallback_mode;
+
+/* Elementwise fusion on plans that run wholly on cpu: the elementwise
+ * nodes after a node (activations, Add/Mul/... with constants or a
+ * residual) run inside it, their intermediates never stored. */
+typedef enum tdm_fusion {
+    TDM_FUSION_OFF = 0,     /* "off": never */
+    TDM_FUSION_ON = 1,      /* "on", the default: fused, except in runs with an observer
+                             * (tdm_session_set_observer), which see every node's outputs */
+    TDM_FUSION_OBSERVED = 2 /* "observed": fused even under an observer, which then sees each node
+                             * fused away with zero time (its time is in the node it was fused
+                             * into) and without output values */
+} tdm_fusion;
+
+/* The precision guard (DESIGN.md "Placement"): when the plan puts nodes on
+ * a device that computes in a type narrower than float32 (fp16, bf16), a
+ * run is checked against the cpu fp32 reference before its outputs are
+ * returned — the first run probes ranges and per-node errors and re-plans
+ * (nodes refused with PRECISION and the figures); the outputs are verified
+ * (cosine >= output_min_cosine, 0.999 by default, no non-finite values, and
+ * cpu's top-1 along the last axis of score outputs of rank <= 3), and on a
+ * breach the first node that crosses is refused, the session re-plans and
+ * re-runs, at most `rounds` times (8). Unset: "first" when a narrower
+ * device is in the plan, else off. */
+typedef enum tdm_verify_mode {
+    TDM_VERIFY_OFF = 0,   /* "off" */
+    TDM_VERIFY_FIRST = 1, /* "first": the first run */
+    TDM_VERIFY_EVERY = 2  /* "every:N": the first run, then one run in N */
+} tdm_verify_mode;
+
+/* The rescue pass (DESIGN.md "Placement"): before placement, a node a
+ * device rejects is rewritten into nodes that device supports (LayerNorm
+ * decomposed, MatMul + Add fused into Gemm, Pad(reflect) as Slice +
+ * Concat, ...) when the rewrite, run on cpu in float32, matches the
+ * original; the new nodes get reason RESCUED and the ledger's "rescue"
+ * lists every attempt with its figures. */
+typedef enum tdm_rescue_mode {
+    TDM_RESCUE_OFF = 0,  /* "off" */
+    TDM_RESCUE_SAFE = 1, /* "safe", the default: exact rewrites only */
+    TDM_RESCUE_ALL = 2   /* "all": also approximations (GELU's tanh form) that pass the check */
+} tdm_rescue_mode;
+
+TDM_API tdm_status tdm_granularity_parse(tdm_ctx *ctx, const char *word, tdm_granularity *out);
+TDM_API tdm_status tdm_fallback_mode_parse(tdm_ctx *ctx, const char *word, tdm_fallback_mode *out);
+TDM_API tdm_status tdm_fusion_parse(tdm_ctx *ctx, const char *word, tdm_fusion *out);
+/* "off", "first" or "every:N" (N from 1 to 1000000000); *every is N, or 0. */
+TDM_API tdm_status tdm_verify_mode_parse(tdm_ctx *ctx, const char *word, tdm_verify_mode *out, int *every);
+TDM_API const char *tdm_granularity_name(tdm_granularity granularity);
+TDM_API const char *tdm_fallback_mode_name(tdm_fallback_mode mode);
+TDM_API const char *tdm_fusion_name(tdm_fusion fusion);
+/* "every" for TDM_VERIFY_EVERY (the N is the setter's). */
+TDM_API const char *tdm_verify_mode_name(tdm_verify_mode mode);
+TDM_API tdm_status tdm_rescue_mode_parse(tdm_ctx *ctx, const char *word, tdm_rescue_mode *out);
+TDM_API const char *tdm_rescue_mode_name(tdm_rescue_mode mode);
+
+/* Placement. */
+/* Devices in priority order, comma-separated ("vnpu:edge-npu,cpu"):
+ * `vnpu:PROFILE` (a shipped profile name or a .json path), `opencl[:N]`, a
+ * plugin's name, `cpu`. cpu is implied last. NULL or "": every loaded
+ * plugin, then cpu. A device that is unavailable makes tdm_session_create
+ * fail with TDM_E_DEVICE. */
+TDM_API tdm_status tdm_session_options_set_devices(tdm_session_options *opts, const char *list);
+TDM_API tdm_status tdm_session_options_set_granularity(tdm_session_options *opts, tdm_granularity granularity);
+/* "OP_OR_NODE=DEVICE" (split at the last '='): nodes of that name, or
+ * else of that op type, run on DEVICE with reason USER when DEVICE
+ * supports them. May be given several times. */
+TDM_API tdm_status tdm_session_options_add_pin(tdm_session_options *opts, const char *pin);
+/* Loads a device plugin (a shared library built against tandem/device.h)
+ * from path when a session is created; the paths in the environment
+ * variable TANDEM_PLUGINS (colon-separated) are loaded too. */
+TDM_API tdm_status tdm_session_options_add_plugin(tdm_session_options *opts, const char *path);
+
+/* The fallback policy and budgets; a plan outside them is a violation
+ * (tdm_plan_status() == TDM_E_POLICY; tdm_session_create fails with it). */
+TDM_API tdm_status tdm_session_options_set_fallback(tdm_session_options *opts, tdm_fallback_mode mode);
+/* Budget on the fallback ratio R in [0, 1]: the estimated time of the
+ * nodes that fall back (nodes not on the first device and not pinned)
+ * over the estimated time of all nodes; by node count when a device gives
+ * no estimate for some node. Negative: no budget (the default). */
+TDM_API tdm_status tdm_session_options_set_max_fallback_ratio(tdm_session_options *opts, double ratio);
+/* Budget on the bytes copied between devices per run (activations, graph
+ * inputs and outputs; weight uploads are not counted). Negative: none. */
+TDM_API tdm_status tdm_session_options_set_max_boundary_bytes(tdm_session_options *opts, int64_t bytes);
+
+/* Precision. With a calibration file (`tandem calibrate`), a device
+ * refuses a node whose calibrated error is outside the thresholds (reason
+ * PRECISION, with the figures), including the node where error accumulated
+ * along a chain crosses them; measured times replace the devices'
+ * estimates. min_cosine: 0..1 (default 0.99); max_abs: < 0 no limit (the
+ * default). */
+TDM_API tdm_status tdm_session_options_set_calibration(tdm_session_options *opts, const char *path);
+TDM_API tdm_status tdm_session_options_set_precision(tdm_session_options *opts, double min_cosine, double max_abs);
+/* The precision guard's mode; every is N for TDM_VERIFY_EVERY (1 to
+ * 1000000000), 0 otherwise. */
+TDM_API tdm_status tdm_session_options_set_verify(tdm_session_options *opts, tdm_verify_mode mode, int every);
+/* output_min_cosine 0..1 (0.999), rounds 0..1000 (8). */
+TDM_API tdm_status tdm_session_options_set_verify_thresholds(tdm_session_options *opts, double output_min_cosine,
+                                                             int rounds);
+/* The rescue pass's mode (default TDM_RESCUE_SAFE). */
+TDM_API tdm_status tdm_session_options_set_rescue(tdm_session_options *opts, tdm_rescue_mode mode);
+
+/* Execution. */
 /* Worker threads for the CPU device; 0 means the default. */
 TDM_API tdm_status tdm_session_options_set_threads(tdm_session_options *opts, int threads);
 /* Fixes a dynamic dimension of an input: dims has rank entries, -1 keeps
  * a dimension as it is. */
 TDM_API tdm_status tdm_session_options_set_shape(tdm_session_options *opts, const char *input, int rank,
                                                  const int64_t *dims);
+TDM_API tdm_status tdm_session_options_set_fusion(tdm_session_options *opts, tdm_fusion fusion);
+
+/* Run-time adaptation of a long-lived session (tdm_session_adaptation_json
+ * reports it). The circuit breaker (off by default: faults 0): a run that
+ * hits a device fault (TDM_E_DEVICE) is re-executed at once on a plan with
+ * every node on cpu (reason DEVICE_FAULT) and returns its outputs; `faults`
+ * (0..1000000) such faults within window_ms send every run to that plan;
+ * after cooldown_ms one run probes the devices again (half-open): success
+ * closes the breaker, a fault re-opens it. */
+TDM_API tdm_status tdm_session_options_set_breaker(tdm_session_options *opts, int faults, double window_ms,
+                                                   double cooldown_ms);
+/* Re-planning with measured costs (off by default: slow_ratio 0). Per run,
+ * each partition on a non-cpu device is timed (the device's timer, a
+ * simulated device's model, else wall time); one at >= slow_ratio (>= 1,
+ * e.g. 1.5) times its estimate in `runs` consecutive runs (0: 3) triggers a
+ * re-plan with its measured per-node times replacing the estimates. The new
+ * plan is adopted only when its estimate is >= 10 % below the current
+ * placement's with the same measured figures (hysteresis); at most one
+ * re-plan per min_runs runs. Each decision is recorded with its figures
+ * (tdm_session_adaptation_json "decisions"; the adopted plan's ledger
+ * "replan") and emitted as TDM_EVENT_REPLAN. */
+TDM_API tdm_status tdm_session_options_set_adaptation(tdm_session_options *opts, double slow_ratio, int runs,
+                                                      int min_runs);
+/* Plans cached per input-shape signature (0: off, the default; at most
+ * 4096): each run's input shapes select a plan made for them (the model
+ * specialized to those shapes, as with set_shape), the `size` least
+ * recently used kept. A new signature whose placement differs from the
+ * previous signature's is reported as a shape-dependent fallback (which
+ * nodes moved, from and to which device, why) in the adaptation JSON and as
+ * TDM_EVENT_REPLAN. Needs a model loaded from a file. */
+TDM_API tdm_status tdm_session_options_set_plan_cache(tdm_session_options *opts, int size);
+/* Admission of concurrent runs (a session run from several threads): a
+ * run starts only when what it may hold on each device with a memory
+ * capacity (a vnpu profile's memory_bytes, ...) fits beside the runs
+ * already running; otherwise it waits its turn, first come first served,
+ * so no run fails for lack of memory that would succeed alone. max_queue
+ * (0 to 1000000; default 64) bounds the runs waiting at once: one more is
+ * refused at once with TDM_E_DEVICE ("vnpu:edge-npu is busy: 64 runs
+ * already wait for its memory, ..."); 0: none waits. Each wait and refusal
+ * is a TDM_EVENT_ADMIT (tdm_metrics_admission). */
+TDM_API tdm_status tdm_session_options_set_max_queue(tdm_session_options *opts, int max_queue);
+
+/* ---------------------------------------------------------------- sessions */
 
 typedef struct tdm_session tdm_session;
 
@@ -306,7 +503,9 @@ TDM_API tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, cons
                                       tdm_session **out);
 TDM_API void tdm_session_destroy(tdm_session *session);
 
-/* The sentence describing the session's last failure, or "". */
+/* The sentence describing the failure of the session's last run, or ""
+ * (the errors rule at the top; while other threads may be running it,
+ * tdm_session_error_copy()). */
 TDM_API const char *tdm_session_error(const tdm_session *session);
 
 /* Runs the model. inputs has tdm_model_input_count() entries in model input
@@ -321,47 +520,6 @@ TDM_API tdm_status tdm_session_run(tdm_session *session, const tdm_tensor *const
  * reports). NULL is a harmless no-op. */
 TDM_API void tdm_free(void *p);
 
-/* Devices in priority order, comma-separated ("vnpu:edge-npu,cpu"):
- * `vnpu:PROFILE` (a shipped profile name or a .json path), a plugin's
- * name, `cpu`. cpu is implied last. NULL or "": every loaded plugin, then
- * cpu. A device that is unavailable makes tdm_session_create fail with
- * TDM_E_DEVICE. */
-TDM_API tdm_status tdm_session_options_set_devices(tdm_session_options *opts, const char *list);
-/* "op", "subgraph" (the default), "graph", "auto" or "greedy" (the
- * baseline: each device claims every node it supports, in priority order). */
-TDM_API tdm_status tdm_session_options_set_granularity(tdm_session_options *opts, const char *granularity);
-/* "allow" (the default), "deny" or "deny-compute". When never set, the
- * environment variable TANDEM_FALLBACK is read at planning time. */
-TDM_API tdm_status tdm_session_options_set_fallback(tdm_session_options *opts, const char *policy);
-/* Budget on the fallback ratio R in [0, 1]: the estimated time of the
- * nodes that fall back (nodes not on the first device and not pinned)
- * over the estimated time of all nodes; by node count when a device gives
- * no estimate for some node. Negative: no budget (the default). */
-TDM_API tdm_status tdm_session_options_set_max_fallback_ratio(tdm_session_options *opts, double ratio);
-/* Budget on the bytes copied between devices per run (activations, graph
- * inputs and outputs; weight uploads are not counted). Negative: none. */
-TDM_API tdm_status tdm_session_options_set_max_boundary_bytes(tdm_session_options *opts, int64_t bytes);
-/* "OP_OR_NODE=DEVICE" (split at the last '='): nodes of that name, or
- * else of that op type, run on DEVICE with reason USER when DEVICE
- * supports them. May be given several times. */
-TDM_API tdm_status tdm_session_options_add_pin(tdm_session_options *opts, const char *pin);
-/* Loads a device plugin (a shared library built against tandem/device.h)
- * from path when a session is created; the paths in the environment
- * variable TANDEM_PLUGINS (colon-separated) are loaded too. */
-TDM_API tdm_status tdm_session_options_add_plugin(tdm_session_options *opts, const char *path);
-/* Elementwise fusion on plans that run wholly on cpu: the elementwise
- * nodes after a node (activations, Add/Mul/... with constants or a
- * residual) run inside it, their intermediates never stored.
- * TDM_FUSION_ON (the default): fused, except in runs with an observer
- * (tdm_session_set_observer), which see every node's outputs.
- * TDM_FUSION_OBSERVED: fused even under an observer, which then sees each
- * node fused away with zero time (its time is in the node it was fused
- * into) and without output values. TDM_FUSION_OFF: never. */
-#define TDM_FUSION_OFF 0
-#define TDM_FUSION_ON 1
-#define TDM_FUSION_OBSERVED 2
-TDM_API tdm_status tdm_session_options_set_fusion(tdm_session_options *opts, int mode);
-
 /* A plan: every node of the model's main graph with its device, reason
  * code and the devices that rejected it; partitions, boundary copies,
  * peak memory and estimated times; the fallback policy's verdict. Reason
@@ -372,8 +530,8 @@ typedef struct tdm_plan tdm_plan;
 
 /* Plans model with the devices and policy of opts (NULL: defaults)
  * without creating a session. Unlike tdm_session_create, a policy
- * violation does not fail: it is reported by tdm_plan_policy_error() and
- * tdm_plan_violation(). Fails with TDM_E_DEVICE (a device unavailable),
+ * violation does not fail: it is the plan's verdict, tdm_plan_status(),
+ * tdm_plan_error() and tdm_plan_violation(). Fails with TDM_E_DEVICE (a device unavailable),
  * TDM_E_USAGE (a bad option, pin or TANDEM_FALLBACK), TDM_E_UNSUPPORTED (a
  * node that no device can run, named). */
 TDM_API tdm_status tdm_plan_create(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts, tdm_plan **out);
@@ -413,11 +571,13 @@ TDM_API size_t tdm_plan_node_count(const tdm_plan *plan);
 TDM_API tdm_status tdm_plan_node(const tdm_plan *plan, size_t i, const char **name, const char **op_type, const char **device,
                                  const char **reason, const char **detail);
 
-/* The policy's verdict: "" when the plan is within the fallback policy and
- * budgets, else one sentence. Each violation names a node ("" for a graph
- * output copied to the host), its reason code name and a sentence; the
- * list holds EVERY offending node, in execution order. */
-TDM_API const char *tdm_plan_policy_error(const tdm_plan *plan);
+/* The plan's verdict (the errors rule at the top): TDM_E_POLICY when the
+ * plan violates the fallback policy or a budget, else TDM_OK; and its
+ * sentence, "" when within them. Each violation names a node ("" for a
+ * graph output copied to the host), its reason code name and a sentence;
+ * the list holds EVERY offending node, in execution order. */
+TDM_API tdm_status tdm_plan_status(const tdm_plan *plan);
+TDM_API const char *tdm_plan_error(const tdm_plan *plan);
 TDM_API size_t tdm_plan_violation_count(const tdm_plan *plan);
 TDM_API tdm_status tdm_plan_violation(const tdm_plan *plan, size_t i, const char **node, const char **reason,
                                       const char **detail);
@@ -440,9 +600,12 @@ TDM_API tdm_status tdm_plan_report(const tdm_plan *plan, char **text);
  * read-only or locked (a virtual device's memory accounting is shared by
  * the concurrent runs, so concurrent runs on a small device may fail with
  * TDM_E_DEVICE where one run alone fits). The session's last-error
- * sentence is written under a lock by whichever run failed last; while
- * other threads may be running the session, read it with
- * tdm_session_error_copy() rather than tdm_session_error(). */
+ * sentence is written under a lock by whichever run ended last; while
+ * other threads may be running the session, the pointer tdm_session_error()
+ * returns may be rewritten as it is read: copy the sentence under that lock
+ * instead (always NUL-terminated, cut to size bytes). The session is the
+ * only handle used from several threads at once, so the only one with such
+ * a copy. */
 TDM_API tdm_status tdm_session_error_copy(const tdm_session *session, char *buf, size_t size);
 
 /* What the devices tandem knows are: available here, or why not. */
@@ -560,9 +723,9 @@ TDM_API int tdm_plan_node_input_is_constant(const tdm_plan *plan, size_t i, size
  * NULL array: the static type), its outputs with their static types, and
  * the opset of its domain. Nodes with subgraph, sparse or type attributes
  * are refused (TDM_E_UNSUPPORTED). *bytes is freed with tdm_free(); on
- * failure one sentence goes to why (may be NULL). */
-TDM_API tdm_status tdm_plan_extract_node(const tdm_plan *plan, size_t i, const tdm_tensor *const *inputs, void **bytes,
-                                         size_t *size, char *why, size_t why_size);
+ * failure the sentence is kept on ctx (may be NULL). */
+TDM_API tdm_status tdm_plan_extract_node(tdm_ctx *ctx, const tdm_plan *plan, size_t i, const tdm_tensor *const *inputs,
+                                         void **bytes, size_t *size);
 /* A tensor as a serialized ONNX TensorProto named name (raw_data, or
  * string_data for strings; 4-bit types are refused). Freed with tdm_free(). */
 TDM_API tdm_status tdm_tensor_to_proto(const tdm_tensor *t, const char *name, void **bytes, size_t *size);
@@ -587,78 +750,19 @@ TDM_API tdm_status tdm_calibrate(tdm_ctx *ctx, const tdm_model *model, const tdm
                                  const tdm_tensor *const *inputs, int repeat, tdm_progress_fn progress, void *user,
                                  char **json);
 
-/* The precision trigger: with a calibration file, a device refuses a node
- * whose calibrated error is outside the thresholds (reason PRECISION, with
- * the figures), including the node where error accumulated along a chain
- * crosses them; measured times replace the devices' estimates. */
-TDM_API tdm_status tdm_session_options_set_calibration(tdm_session_options *opts, const char *path);
 /* How the plan's calibration file fitted the model: *entries node entries
  * in the file, *matched of them matching a node of the model (by its
  * signature), *missing nodes of the model the file has no figures for.
  * TDM_E_USAGE when the plan was made without a calibration file. Any
  * out-pointer may be NULL. */
 TDM_API tdm_status tdm_plan_calibration_match(const tdm_plan *plan, size_t *entries, size_t *matched, size_t *missing);
-/* min_cosine (default 0.99; 0..1) and max_abs (< 0: no limit, the
- * default). */
-TDM_API tdm_status tdm_session_options_set_precision(tdm_session_options *opts, double min_cosine, double max_abs);
 
-/* The precision guard (DESIGN.md "Placement"): when the plan puts nodes on a
- * device that computes in a type narrower than float32 (fp16, bf16), a run
- * is checked against the cpu fp32 reference before its outputs are returned
- * — the first run probes ranges and per-node errors and re-plans (nodes
- * refused with PRECISION and the figures); the outputs are verified
- * (cosine >= output_min_cosine, 0.999 by default, no non-finite values, and
- * cpu's top-1 along the last axis of score outputs of rank <= 3), and on a
- * breach the first node that crosses is refused, the session re-plans and
- * re-runs, at most `rounds` times (8). mode: "off", "first" (the default
- * when a narrower device is in the plan), "every:N" (the first run, then
- * one run in N). TDM_E_USAGE for a malformed mode or value. */
-TDM_API tdm_status tdm_session_options_set_verify(tdm_session_options *opts, const char *mode);
-TDM_API tdm_status tdm_session_options_set_verify_thresholds(tdm_session_options *opts, double output_min_cosine,
-                                                             int rounds);
 /* The guard's record as JSON (freed with tdm_free()): "active", "verify",
  * "checks", "breaches", "moved_nodes", "first_moved", "first_run_extra_ms"
  * (what the first guarded run cost beyond a plain run), "extra_ms",
  * "output_cosine_before"/"_after", "decisions" (each with its figures). */
 TDM_API tdm_status tdm_session_guard_json(tdm_session *s, char **json);
 
-/* The circuit breaker of a long-lived session (off by default: faults 0).
- * A run that hits a device fault (TDM_E_DEVICE) is re-executed at once on
- * a plan with every node on cpu (reason DEVICE_FAULT) and returns its
- * outputs; `faults` such faults within window_ms send every run to that
- * plan; after cooldown_ms one run probes the devices again (half-open):
- * success closes the breaker, a fault re-opens it. */
-TDM_API tdm_status tdm_session_options_set_breaker(tdm_session_options *opts, int faults, double window_ms,
-                                                   double cooldown_ms);
-/* Re-planning with measured costs (off by default: slow_ratio 0). Per run,
- * each partition on a non-cpu device is timed (the device's timer, a
- * simulated device's model, else wall time); one at >= slow_ratio (>= 1,
- * e.g. 1.5) times its estimate in `runs` consecutive runs (0: 3) triggers a
- * re-plan with its measured per-node times replacing the estimates. The new
- * plan is adopted only when its estimate is >= 10 % below the current
- * placement's with the same measured figures (hysteresis); at most one
- * re-plan per min_runs runs. Each decision is recorded with its figures
- * (tdm_session_adaptation_json "decisions"; the adopted plan's ledger
- * "replan") and emitted as TDM_EVENT_REPLAN. */
-TDM_API tdm_status tdm_session_options_set_adaptation(tdm_session_options *opts, double slow_ratio, int runs, int min_runs);
-/* Plans cached per input-shape signature (0: off, the default): each run's
- * input shapes select a plan made for them (the model specialized to those
- * shapes, as with set_shape), the `size` least recently used kept. A new
- * signature whose placement differs from the previous signature's is
- * reported as a shape-dependent fallback (which nodes moved, from and to
- * which device, why) in the adaptation JSON and as TDM_EVENT_REPLAN. Needs
- * a model loaded from a file. */
-TDM_API tdm_status tdm_session_options_set_plan_cache(tdm_session_options *opts, int size);
-/* Admission of concurrent runs (a session run from several threads): a
- * run starts only when what it may hold on each device with a memory
- * capacity (a vnpu profile's memory_bytes, ...) fits beside the runs
- * already running; otherwise it waits its turn, first come first served,
- * so no run fails for lack of memory that would succeed alone. max_queue
- * (0 to 1000000; default 64) bounds the runs waiting at once: one more is
- * refused at once with TDM_E_DEVICE ("vnpu:edge-npu is busy: 64 runs
- * already wait for its memory, ..."); 0: none waits. Each wait and refusal
- * is a TDM_EVENT_ADMIT (tdm_metrics_admission). */
-TDM_API tdm_status tdm_session_options_set_max_queue(tdm_session_options *opts, int max_queue);
 /* The breaker's state and counters (runs, faults, re-executed runs, opens,
  * probes) and the cpu plan's ledger once built, the re-planning decisions
  * and the plan cache (entries, hits, shape-dependent fallbacks), as JSON;

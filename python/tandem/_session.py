@@ -14,7 +14,8 @@ STATUS_NAMES = {0: "TDM_OK", 1: "TDM_E_USAGE", 2: "TDM_E_MODEL", 3: "TDM_E_UNSUP
                 10: "TDM_E_INTERNAL"}
 
 KIND_TENSOR, KIND_SEQUENCE, KIND_NONE = 0, 1, 2
-FUSION = {False: 0, True: 1, "off": 0, "on": 1, "observed": 2}
+# SessionOptions.fusion: True and False stand for the library's words.
+_FUSION_WORDS = {True: "on", False: "off"}
 
 # numpy dtype -> tdm_dtype (ONNX TensorProto numbering), and back. bfloat16
 # comes out as its uint16 bits, float8 and 4-bit types as uint8/int8 (as in
@@ -63,14 +64,15 @@ class SessionOptions:
 
     def __init__(self):
         self.intra_op_num_threads = 0     # 0: the default
-        self.granularity = None           # "op", "subgraph" (default), "graph", "auto"
+        self.granularity = None           # "op", "subgraph" (default), "graph", "auto", "greedy"
         self.fallback = None              # "allow" (default), "deny", "deny-compute"
         self.max_fallback_ratio = None    # 0..1
         self.max_boundary_bytes = None
         self.pins = []                    # ["OP_OR_NODE=DEVICE", ...]
         self.plugins = []                 # paths of device plugins
         self.shapes = {}                  # input name -> dims (-1 keeps one)
-        self.fusion = True                # True, False or "observed"
+        self.fusion = True                # True ("on"), False ("off") or "observed"
+        self.verify = None                # the precision guard: "off", "first", "every:N"
         self.calibration = None           # a file of `tandem calibrate`
         self.min_cosine = None
         self.max_abs = None
@@ -89,10 +91,13 @@ def _providers_list(providers):
 
 
 class _Options:
-    """A tdm_session_options built from providers and sess_options."""
+    """A tdm_session_options built from providers and sess_options; the words
+    of choices (granularity, fallback, fusion, verify) are parsed by the
+    library (tdm_*_parse), whose sentence goes to ctx."""
 
-    def __init__(self, providers, so):
+    def __init__(self, providers, so, ctx):
         self.p = c_void_p()
+        self.ctx = ctx
         _check(lib.tdm_session_options_create(ctypes.byref(self.p)), lambda: "")
         try:
             self._str(lib.tdm_session_options_set_devices, "providers", _providers_list(providers))
@@ -103,9 +108,11 @@ class _Options:
                 self._call(lib.tdm_session_options_set_threads, "intra_op_num_threads %r" % threads, int(threads))
             get = lambda name, default=None: getattr(so, name, default)
             if get("granularity"):
-                self._str(lib.tdm_session_options_set_granularity, "granularity", get("granularity"))
+                self._choice(lib.tdm_session_options_set_granularity, lib.tdm_granularity_parse, get("granularity"))
             if get("fallback"):
-                self._str(lib.tdm_session_options_set_fallback, "fallback", get("fallback"))
+                self._choice(lib.tdm_session_options_set_fallback, lib.tdm_fallback_mode_parse, get("fallback"))
+            if get("verify"):
+                self._choice(lib.tdm_session_options_set_verify, lib.tdm_verify_mode_parse, get("verify"), every=True)
             if get("max_fallback_ratio") is not None:
                 self._call(lib.tdm_session_options_set_max_fallback_ratio, "max_fallback_ratio", float(get("max_fallback_ratio")))
             if get("max_boundary_bytes") is not None:
@@ -120,9 +127,9 @@ class _Options:
                 self._call(lib.tdm_session_options_set_shape, "shape of %r" % name,
                            name.encode(), len(dims), arr)
             fusion = get("fusion", True)
-            if fusion not in FUSION:
-                raise TandemError(1, "fusion must be True, False or 'observed', not %r" % (fusion,))
-            self._call(lib.tdm_session_options_set_fusion, "fusion", FUSION[fusion])
+            if isinstance(fusion, bool):
+                fusion = _FUSION_WORDS[fusion]
+            self._choice(lib.tdm_session_options_set_fusion, lib.tdm_fusion_parse, fusion)
             if get("calibration"):
                 self._str(lib.tdm_session_options_set_calibration, "calibration", os.fspath(get("calibration")))
             if get("min_cosine") is not None or get("max_abs") is not None:
@@ -133,6 +140,15 @@ class _Options:
         except BaseException:
             self.close()
             raise
+
+    def _choice(self, setter, parse, word, every=False):
+        """A choice's word (str) through the library's parser, then its setter."""
+        value, n = ctypes.c_int(), ctypes.c_int()
+        args = (ctypes.byref(value), ctypes.byref(n)) if every else (ctypes.byref(value),)
+        st = parse(self.ctx, str(word).encode(), *args)
+        if st != 0:
+            raise TandemError(st, text(lib.tdm_ctx_error(self.ctx)))
+        return self._call(setter, "%r" % (word,), value.value, *((n.value,) if every else ()))
 
     def _str(self, fn, what, value):
         return self._call(fn, "%s %r" % (what, value), str(value).encode())
@@ -240,7 +256,8 @@ def _value_info(v):
 class Plan:
     """A placement: which device runs every node and why. .nodes (dicts: name,
     op, device, reason, detail), .devices ({name: node count}), .summary
-    (dict), .policy_error ("" when within the policy), .violations,
+    (dict), .policy_error (the plan's verdict, tdm_plan_error: "" when within
+    the policy), .violations,
     .ledger (the ledger JSON as Python objects), .report (the text
     `tandem plan` prints)."""
 
@@ -270,7 +287,7 @@ class Plan:
 
     @property
     def policy_error(self):
-        return text(lib.tdm_plan_policy_error(self._p))
+        return text(lib.tdm_plan_error(self._p))
 
     @property
     def violations(self):
@@ -359,7 +376,7 @@ def plan(path_or_bytes, providers=None, sess_options=None):
     A fallback-policy violation is reported on the plan (.policy_error,
     .violations) rather than raised."""
     m = _Model(path_or_bytes)
-    opts = _Options(providers, sess_options)
+    opts = _Options(providers, sess_options, m.ctx)
     try:
         h = c_void_p()
         _check(lib.tdm_plan_create(m.ctx, m.model, opts.p, ctypes.byref(h)), m.error)
@@ -386,7 +403,7 @@ class InferenceSession:
         self._providers = providers
         self._metrics = None
         self._observer = None
-        opts = _Options(providers, sess_options)
+        opts = _Options(providers, sess_options, self._m.ctx)
         try:
             _check(lib.tdm_session_create(self._m.ctx, self._m.model, opts.p, ctypes.byref(self._s)), self._m.error)
         finally:

@@ -78,7 +78,13 @@ tdm_status tdm_plan_calibration_match(const tdm_plan *p, size_t *entries, size_t
     return TDM_OK;
 }
 
-const char *tdm_plan_policy_error(const tdm_plan *p) { return p && p->policy_error ? p->policy_error : ""; }
+/* The plan's verdict: the one message a plan keeps (tandem.h "Errors"). */
+tdm_status tdm_plan_status(const tdm_plan *p)
+{
+    return !p ? TDM_E_USAGE : p->n_violations || (p->policy_error && p->policy_error[0]) ? TDM_E_POLICY : TDM_OK;
+}
+
+const char *tdm_plan_error(const tdm_plan *p) { return p && p->policy_error ? p->policy_error : ""; }
 
 size_t tdm_plan_violation_count(const tdm_plan *p) { return p ? p->n_violations : 0; }
 

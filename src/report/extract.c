@@ -45,21 +45,16 @@ int tdm_plan_node_input_is_constant(const tdm_plan *p, size_t i, size_t k)
     return v >= 0 && p->g->values[v].init != NULL && !p->g->values[v].is_input;
 }
 
-tdm_status tdm_plan_extract_node(const tdm_plan *p, size_t i, const tdm_tensor *const *inputs, void **bytes,
-                                 size_t *size, char *why, size_t why_size)
+tdm_status tdm_plan_extract_node(tdm_ctx *ctx, const tdm_plan *p, size_t i, const tdm_tensor *const *inputs,
+                                 void **bytes, size_t *size)
 {
-    tdm_err err;
-    err_clear(&err);
-    if (why && why_size)
-        why[0] = '\0';
+    tdm_err local;
+    tdm_err *e = ctx ? &ctx->err : &local;
+    err_clear(e);
     if (!p || !bytes || !size || i >= (size_t)p->n_nodes)
-        return TDM_E_USAGE;
+        return err_set(e, TDM_E_USAGE, "tdm_plan_extract_node needs a plan, a node index below its node count and "
+                                      "out pointers");
     *bytes = NULL;
     *size = 0;
-    tdm_status st = onnx_write_node_model(&err, p->model ? p->model->gm : NULL, p->g, i, inputs, bytes, size);
-    if (st && why && why_size) {
-        strncpy(why, err.msg, why_size - 1);
-        why[why_size - 1] = '\0';
-    }
-    return st;
+    return onnx_write_node_model(e, p->model ? p->model->gm : NULL, p->g, i, inputs, bytes, size);
 }

@@ -27,30 +27,6 @@ void guard_opts_init(guard_opts *o)
     o->rounds = 8;
 }
 
-int guard_opts_parse(guard_opts *o, const char *mode)
-{
-    if (!mode)
-        return -1;
-    if (strcmp(mode, "off") == 0) {
-        o->mode = GUARD_OFF;
-        return 0;
-    }
-    if (strcmp(mode, "first") == 0) {
-        o->mode = GUARD_FIRST;
-        return 0;
-    }
-    if (strncmp(mode, "every:", 6) == 0) {
-        char *end;
-        long n = strtol(mode + 6, &end, 10);
-        if (end == mode + 6 || *end || n < 1 || n > 1000000000L)
-            return -1;
-        o->mode = GUARD_EVERY;
-        o->every = (int)n;
-        return 0;
-    }
-    return -1;
-}
-
 /* A node on a device whose compute type is narrower than float32. */
 static int narrow(const tdm_plan *p, int d)
 {
@@ -419,7 +395,7 @@ char *guard_json(guard_state *g)
         return NULL;
     pthread_mutex_lock(&g->lock);
     cJSON_AddBoolToObject(o, "active", g->active);
-    cJSON_AddStringToObject(o, "verify", g->o.mode == GUARD_OFF ? "off" : g->o.mode == GUARD_EVERY ? "every" : "first");
+    cJSON_AddStringToObject(o, "verify", tdm_verify_mode_name((tdm_verify_mode)g->o.mode));
     if (g->o.mode == GUARD_EVERY)
         cJSON_AddNumberToObject(o, "every", g->o.every);
     cJSON_AddNumberToObject(o, "output_min_cosine", g->o.out_cosine);

@@ -54,8 +54,6 @@ typedef struct guard_opts {
 } guard_opts;
 
 void guard_opts_init(guard_opts *o);
-/* "off", "first", "every:N" (N >= 1); -1 when malformed. */
-int guard_opts_parse(guard_opts *o, const char *mode);
 
 typedef struct guard_state {
     guard_opts o;

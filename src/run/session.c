@@ -2,13 +2,13 @@
 #include "core/ctx.h"
 #include "core/mem.h"
 #include "graph/model.h"
-#include "onnx/onnx.h"
 #include "run/exec.h"
 #include "run/hexec.h"
 #include "run/observe.h"
 #include "run/adapt.h"
 #include "run/admit.h"
 #include "run/guard.h"
+#include "run/rescue_check.h"
 
 #include <cjson/cJSON.h>
 
@@ -27,7 +27,7 @@ struct tdm_session_options {
     shape_override *shapes;
     size_t n_shapes, cap_shapes;
     plan_options po;
-    int fusion;               /* TDM_FUSION_* (tdm_session_options_set_fusion) */
+    tdm_fusion fusion;        /* tdm_session_options_set_fusion */
     adapt_opts breaker;       /* run-time adaptation (run/adapt.h): breaker, re-planning, plan cache */
     guard_opts guard;         /* the precision guard (run/guard.h) */
     int max_queue;            /* admission (run/admit.h); < 0: ADMIT_DEFAULT_QUEUE */
@@ -58,6 +58,7 @@ tdm_status tdm_session_options_create(tdm_session_options **out)
     if (!*out)
         return TDM_E_NOMEM;
     plan_options_init(&(*out)->po);
+    (*out)->po.rescue_hooks = &rescue_check_hooks;
     (*out)->fusion = TDM_FUSION_ON;
     (*out)->max_queue = -1;
     guard_opts_init(&(*out)->guard);
@@ -113,37 +114,31 @@ tdm_status tdm_session_options_set_devices(tdm_session_options *opts, const char
     return TDM_OK;
 }
 
-tdm_status tdm_session_options_set_granularity(tdm_session_options *opts, const char *granularity)
+/* The public choices and the planner's and guard's share their numbers. */
+_Static_assert((int)TDM_GRANULARITY_OP == (int)PLAN_GRAN_OP && (int)TDM_GRANULARITY_SUBGRAPH == (int)PLAN_GRAN_SUBGRAPH &&
+                   (int)TDM_GRANULARITY_GRAPH == (int)PLAN_GRAN_GRAPH && (int)TDM_GRANULARITY_AUTO == (int)PLAN_GRAN_AUTO &&
+                   (int)TDM_GRANULARITY_GREEDY == (int)PLAN_GRAN_GREEDY,
+               "tdm_granularity and plan_granularity differ");
+_Static_assert((int)TDM_FALLBACK_ALLOW == (int)PLAN_FB_ALLOW && (int)TDM_FALLBACK_DENY == (int)PLAN_FB_DENY &&
+                   (int)TDM_FALLBACK_DENY_COMPUTE == (int)PLAN_FB_DENY_COMPUTE,
+               "tdm_fallback_mode and plan_fallback differ");
+_Static_assert((int)TDM_VERIFY_OFF == (int)GUARD_OFF && (int)TDM_VERIFY_FIRST == (int)GUARD_FIRST &&
+                   (int)TDM_VERIFY_EVERY == (int)GUARD_EVERY,
+               "tdm_verify_mode and the guard's modes differ");
+
+tdm_status tdm_session_options_set_granularity(tdm_session_options *opts, tdm_granularity granularity)
 {
-    if (!opts || !granularity)
+    if (!opts || granularity < TDM_GRANULARITY_OP || granularity > TDM_GRANULARITY_GREEDY)
         return TDM_E_USAGE;
-    if (strcmp(granularity, "op") == 0)
-        opts->po.granularity = PLAN_GRAN_OP;
-    else if (strcmp(granularity, "subgraph") == 0)
-        opts->po.granularity = PLAN_GRAN_SUBGRAPH;
-    else if (strcmp(granularity, "graph") == 0)
-        opts->po.granularity = PLAN_GRAN_GRAPH;
-    else if (strcmp(granularity, "auto") == 0)
-        opts->po.granularity = PLAN_GRAN_AUTO;
-    else if (strcmp(granularity, "greedy") == 0)
-        opts->po.granularity = PLAN_GRAN_GREEDY;
-    else
-        return TDM_E_USAGE;
+    opts->po.granularity = (plan_granularity)granularity;
     return TDM_OK;
 }
 
-tdm_status tdm_session_options_set_fallback(tdm_session_options *opts, const char *policy)
+tdm_status tdm_session_options_set_fallback(tdm_session_options *opts, tdm_fallback_mode mode)
 {
-    if (!opts || !policy)
+    if (!opts || mode < TDM_FALLBACK_ALLOW || mode > TDM_FALLBACK_DENY_COMPUTE)
         return TDM_E_USAGE;
-    if (strcmp(policy, "allow") == 0)
-        opts->po.fallback = PLAN_FB_ALLOW;
-    else if (strcmp(policy, "deny") == 0)
-        opts->po.fallback = PLAN_FB_DENY;
-    else if (strcmp(policy, "deny-compute") == 0)
-        opts->po.fallback = PLAN_FB_DENY_COMPUTE;
-    else
-        return TDM_E_USAGE;
+    opts->po.fallback = (plan_fallback)mode;
     opts->po.fallback_set = 1;
     return TDM_OK;
 }
@@ -230,14 +225,13 @@ tdm_status tdm_session_options_set_precision(tdm_session_options *opts, double m
     return TDM_OK;
 }
 
-tdm_status tdm_session_options_set_verify(tdm_session_options *opts, const char *mode)
+tdm_status tdm_session_options_set_verify(tdm_session_options *opts, tdm_verify_mode mode, int every)
 {
-    if (!opts || !mode)
+    if (!opts || mode < TDM_VERIFY_OFF || mode > TDM_VERIFY_EVERY ||
+        (mode == TDM_VERIFY_EVERY ? every < 1 || every > 1000000000 : every != 0))
         return TDM_E_USAGE;
-    guard_opts o = opts->guard;
-    if (guard_opts_parse(&o, mode))
-        return TDM_E_USAGE;
-    opts->guard = o;
+    opts->guard.mode = (int)mode;
+    opts->guard.every = every;
     return TDM_OK;
 }
 
@@ -247,6 +241,14 @@ tdm_status tdm_session_options_set_verify_thresholds(tdm_session_options *opts, 
         return TDM_E_USAGE;
     opts->guard.out_cosine = output_min_cosine;
     opts->guard.rounds = rounds;
+    return TDM_OK;
+}
+
+tdm_status tdm_session_options_set_rescue(tdm_session_options *opts, tdm_rescue_mode mode)
+{
+    if (!opts || mode < TDM_RESCUE_OFF || mode > TDM_RESCUE_ALL)
+        return TDM_E_USAGE;
+    opts->po.rescue = mode == TDM_RESCUE_OFF ? PLAN_RESCUE_OFF : mode == TDM_RESCUE_ALL ? PLAN_RESCUE_ALL : PLAN_RESCUE_SAFE;
     return TDM_OK;
 }
 
@@ -292,20 +294,19 @@ tdm_status tdm_session_options_add_plugin(tdm_session_options *opts, const char 
     return TDM_OK;
 }
 
-tdm_status tdm_session_options_set_fusion(tdm_session_options *opts, int mode)
+tdm_status tdm_session_options_set_fusion(tdm_session_options *opts, tdm_fusion fusion)
 {
-    if (!opts || mode < TDM_FUSION_OFF || mode > TDM_FUSION_OBSERVED)
+    if (!opts || fusion < TDM_FUSION_OFF || fusion > TDM_FUSION_OBSERVED)
         return TDM_E_USAGE;
-    opts->fusion = mode;
+    opts->fusion = fusion;
     return TDM_OK;
 }
 
 /* The model with the dimensions fixed by opts' shapes, so that the
  * planner sees static shapes (devices may refuse dynamic ones, and sizes
- * and estimates need them): the file is loaded again, the graph inputs get
- * the fixed dimensions, and the usual inference and folding run. *out is
- * NULL when there is nothing to fix, or the model was loaded from memory
- * (no file to reload: it is planned with its dynamic shapes). */
+ * and estimates need them): graph/model.h model_specialize, on a clone of
+ * the model in memory (the file is not read again). *out is NULL when
+ * there is nothing to fix. */
 static tdm_status specialize_shapes(tdm_err *e, const tdm_model *model, const shape_override *shapes, size_t n_shapes,
                                    tdm_model **out);
 
@@ -347,36 +348,17 @@ static tdm_status specialize(tdm_err *e, const tdm_model *model, const tdm_sessi
 static tdm_status specialize_shapes(tdm_err *e, const tdm_model *model, const shape_override *shapes, size_t n_shapes,
                                    tdm_model **out)
 {
-    gr_model *gm = NULL;
     *out = NULL;
-    if (!n_shapes || !model->gm->dir || !model->gm->path)
+    if (!n_shapes)
         return TDM_OK;
-    tdm_status st = onnx_load_file(e, model->gm->path, &gm);
-    if (st)
-        return st;
-    gr_graph *g = gm->main;
-    for (size_t i = 0; g && i < n_shapes; i++) {
-        const shape_override *o = &shapes[i];
-        int v = gr_value_find(g, o->input);
-        if (v < 0 || !g->values[v].is_input)
-            continue;
-        gr_type *t = &g->values[v].type;
-        if (t->rank >= 0 && t->rank != o->rank)
-            continue;
-        if (t->rank < 0) {
-            t->rank = o->rank;
-            for (int d = 0; d < o->rank; d++) {
-                t->dims[d].v = -1;
-                t->dims[d].sym = NULL;
-            }
-        }
-        for (int d = 0; d < o->rank; d++)
-            if (o->dims[d] >= 0) {
-                t->dims[d].v = o->dims[d];
-                t->dims[d].sym = NULL;
-            }
-    }
-    return model_build(e, gm, model->path, out);
+    model_shape *ms = mem_calloc(n_shapes, sizeof *ms);
+    if (!ms)
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n_shapes; i++)
+        ms[i] = (model_shape){shapes[i].input, shapes[i].rank, shapes[i].dims};
+    tdm_status st = model_specialize(e, model, ms, n_shapes, out);
+    mem_free(ms);
+    return st;
 }
 
 /* Opens the devices of opts and plans model on them. */
@@ -388,6 +370,7 @@ static tdm_status make_plan(tdm_err *e, const tdm_model *model, const tdm_sessio
     tdm_status st;
     *out = NULL;
     plan_options_init(&dflt);
+    dflt.rescue_hooks = &rescue_check_hooks;
     st = dev_list_open(e, po->devices, (const char *const *)po->plugins, po->n_plugins, &devs);
     if (st)
         return st;
@@ -443,7 +426,7 @@ static tdm_status build_for_inputs(void *user, tdm_err *e, const tdm_tensor *con
     if (st)
         return st;
     if (!*model)
-        return err_set(e, TDM_E_USAGE, "the plan cache needs a model loaded from a file with inputs to specialize");
+        return err_set(e, TDM_E_USAGE, "the plan cache needs tensor inputs to specialize the model to");
     const plan_options *po = &s->plan->opts;
     if ((st = dev_list_open(e, po->devices, (const char *const *)po->plugins, po->n_plugins, &devs)) == TDM_OK)
         st = plan_build(e, *model, po, devs, plan);

@@ -103,7 +103,7 @@ def case_help():
         check(name in so, "run --help: --devices does not name %s" % name)
     run(["run", "--help"], 0, out=["usage: tandem run MODEL", "--output-dir", "--overwrite"])
     run(["info", "--help"], 0, out=["usage: tandem info MODEL", "--json"])
-    run(["--version"], 0, out="tandem 0.1.0")
+    run(["--version"], 0, out="tandem 0.2.0")
 
 
 def case_usage():
@@ -121,6 +121,13 @@ def case_usage():
     run(["run", d("add.onnx"), "--input", "x=a.npy", "--input", "x=b.npy"], 1, err="'x' is given twice")
     run(["run", d("add.onnx"), "--devices", "cpu,,cpu", "--random"], 1, err="--devices")
     run(["run", d("add.onnx"), "--fallback", "never", "--random"], 1, err="--fallback")
+    # the words are the library's (tdm_*_parse), and so is the sentence
+    run(["run", d("add.onnx"), "--granularity", "sub-graph", "--random"], 1,
+        err="run: --granularity: 'sub-graph' is not a granularity (op, subgraph, graph, auto or greedy)", no_out=True)
+    run(["plan", d("add.onnx"), "--fallback", "never"], 1,
+        err="plan: --fallback: 'never' is not a fallback mode (allow, deny or deny-compute)", no_out=True)
+    run(["run", d("add.onnx"), "--verify", "every:0", "--random"], 1,
+        err="--verify: 'every:0' is not a verify mode (off, first or every:N (N >= 1))", no_out=True)
 
 
 def case_unknown_command():

@@ -1,6 +1,8 @@
 /* A program built against an installed tandem (pkg-config, find_package):
- * checks the header's version against the library's, then plans and runs
- * the model given on the command line on vnpu:edge-npu,cpu. */
+ * checks the header's version against the library's, reads a granularity
+ * word through the library's parser (a refused one keeps its sentence on
+ * the ctx), then plans and runs the model given on the command line on
+ * vnpu:edge-npu,cpu and reads the plan's verdict. */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,8 +25,18 @@ int main(int argc, char **argv)
     int rc = 1;
     if (tdm_ctx_create(&ctx) != TDM_OK)
         return 1;
+    tdm_granularity g = TDM_GRANULARITY_OP;
+    if (tdm_granularity_parse(ctx, "sub-graph", &g) != TDM_E_USAGE || g != TDM_GRANULARITY_OP ||
+        !strstr(tdm_ctx_error(ctx), "'sub-graph' is not a granularity")) {
+        fprintf(stderr, "a refused word: %s\n", tdm_ctx_error(ctx));
+        goto fail;
+    }
+    if (tdm_granularity_parse(ctx, "subgraph", &g) != TDM_OK || strcmp(tdm_granularity_name(g), "subgraph") != 0)
+        goto fail;
     if (tdm_model_load(ctx, argv[1], &model) != TDM_OK || tdm_session_options_create(&opts) != TDM_OK ||
         tdm_session_options_set_devices(opts, "vnpu:edge-npu,cpu") != TDM_OK ||
+        tdm_session_options_set_granularity(opts, g) != TDM_OK ||
+        tdm_session_options_set_fallback(opts, TDM_FALLBACK_ALLOW) != TDM_OK ||
         tdm_session_create(ctx, model, opts, &session) != TDM_OK) {
         fprintf(stderr, "%s\n", tdm_ctx_error(ctx));
         goto fail;
@@ -45,6 +57,8 @@ int main(int argc, char **argv)
     if (tdm_plan_get_summary(tdm_session_plan(session), &sum) != TDM_OK)
         goto fail;
     printf("%zu nodes, %zu fallback\n", sum.nodes, sum.fallback_nodes);
+    if (tdm_plan_status(tdm_session_plan(session)) != TDM_OK || tdm_plan_error(tdm_session_plan(session))[0])
+        goto fail;
     rc = (y[0] == 0.0f && y[1] == 1.0f && y[2] == 4.0f && y[3] == 0.0f) ? 0 : 1;
 fail:
     tdm_tensor_destroy(out);

@@ -58,6 +58,8 @@ int main(int argc, char **argv)
     }
     const char *model_path = argv[1], *inputs_txt = argv[2], *devices = argv[3], *gran = argv[4], *prec = argv[5];
     int report = 0, static_shapes = 0, expect_mismatch = 0, expect_guard = -1;
+    tdm_verify_mode vmode;
+    int vevery;
     tdm_ctx *ctx = NULL;
     tdm_model *m = NULL;
     tdm_status st;
@@ -100,7 +102,9 @@ int main(int argc, char **argv)
             report = 1;
         else if (strcmp(argv[a], "--expect-mismatch") == 0)
             expect_mismatch = 1;
-        else if (strncmp(argv[a], "--verify=", 9) == 0 && tdm_session_options_set_verify(oplan, argv[a] + 9) != TDM_OK)
+        else if (strncmp(argv[a], "--verify=", 9) == 0 &&
+                 (tdm_verify_mode_parse(NULL, argv[a] + 9, &vmode, &vevery) != TDM_OK ||
+                  tdm_session_options_set_verify(oplan, vmode, vevery) != TDM_OK))
             return fail(argv[a], TDM_E_USAGE, "bad --verify");
         else if (strncmp(argv[a], "--expect-guard=", 15) == 0)
             expect_guard = atoi(argv[a] + 15);
@@ -109,7 +113,8 @@ int main(int argc, char **argv)
         else if (strncmp(argv[a], "--pin=", 6) == 0 && tdm_session_options_add_pin(oplan, argv[a] + 6) != TDM_OK)
             return fail(argv[a], TDM_E_USAGE, "bad pin");
     }
-    if (tdm_session_options_set_granularity(oplan, gran) != TDM_OK)
+    tdm_granularity g;
+    if (tdm_granularity_parse(NULL, gran, &g) != TDM_OK || tdm_session_options_set_granularity(oplan, g) != TDM_OK)
         return fail(gran, TDM_E_USAGE, "bad granularity");
     for (size_t k = 0; static_shapes && k < nin; k++) {
         tdm_value_info vi;

@@ -47,8 +47,9 @@ static tdm_model *load(const char *name)
 static tdm_session_options *opts(const char *devices, const char *gran)
 {
     tdm_session_options *o = NULL;
+    tdm_granularity g;
     if (tdm_session_options_create(&o) || (devices && tdm_session_options_set_devices(o, devices)) ||
-        (gran && tdm_session_options_set_granularity(o, gran))) {
+        (gran && (tdm_granularity_parse(NULL, gran, &g) || tdm_session_options_set_granularity(o, g)))) {
         fprintf(stderr, "options\n");
         exit(1);
     }
@@ -452,19 +453,20 @@ static void case_policy(void)
 
     /* allow */
     p = plan_of(m, o);
-    CHECK(tdm_plan_violation_count(p) == 0 && !tdm_plan_policy_error(p)[0], "allow");
+    CHECK(tdm_plan_violation_count(p) == 0 && !tdm_plan_error(p)[0] && tdm_plan_status(p) == TDM_OK, "allow");
     tdm_plan_destroy(p);
     /* deny: every offender, and the session refuses */
-    tdm_session_options_set_fallback(o, "deny");
+    tdm_session_options_set_fallback(o, TDM_FALLBACK_DENY);
     p = plan_of(m, o);
     CHECK(violation_names(p, three, 3), "deny lists all three");
-    CHECK(strstr(tdm_plan_policy_error(p), "deny") != NULL, "sentence: %s", tdm_plan_policy_error(p));
+    CHECK(strstr(tdm_plan_error(p), "deny") != NULL && tdm_plan_status(p) == TDM_E_POLICY, "sentence: %s",
+          tdm_plan_error(p));
     tdm_plan_destroy(p);
     CHECK(tdm_session_create(ctx, m, o, &s) == TDM_E_POLICY && !s, "deny: the session fails");
     CHECK(strstr(tdm_ctx_error(ctx), "ln_a") && strstr(tdm_ctx_error(ctx), "ln_c"), "session error lists: %s",
           tdm_ctx_error(ctx));
     /* deny-compute: LayerNormalization is compute */
-    tdm_session_options_set_fallback(o, "deny-compute");
+    tdm_session_options_set_fallback(o, TDM_FALLBACK_DENY_COMPUTE);
     p = plan_of(m, o);
     CHECK(violation_names(p, three, 3), "deny-compute lists compute offenders");
     tdm_plan_destroy(p);
@@ -475,7 +477,7 @@ static void case_policy(void)
     tdm_session_options_set_max_fallback_ratio(o, 0.01);
     p = plan_of(m, o);
     CHECK(violation_names(p, three, 3), "ratio 0.01");
-    CHECK(strstr(tdm_plan_policy_error(p), "ratio") != NULL, "%s", tdm_plan_policy_error(p));
+    CHECK(strstr(tdm_plan_error(p), "ratio") != NULL && tdm_plan_status(p) == TDM_E_POLICY, "%s", tdm_plan_error(p));
     tdm_plan_destroy(p);
     tdm_session_options_set_max_fallback_ratio(o, 0.99);
     p = plan_of(m, o);
@@ -490,7 +492,7 @@ static void case_policy(void)
     p = plan_of(m, o);
     CHECK(violation_names(p, three, 3), "TANDEM_FALLBACK=deny");
     tdm_plan_destroy(p);
-    tdm_session_options_set_fallback(o, "allow");
+    tdm_session_options_set_fallback(o, TDM_FALLBACK_ALLOW);
     p = plan_of(m, o);
     CHECK(tdm_plan_violation_count(p) == 0, "an explicit allow beats the environment");
     tdm_plan_destroy(p);
@@ -508,13 +510,13 @@ static void case_policy(void)
     snprintf(dev, sizeof dev, "vnpu:%s,cpu", test_profile);
     m = load("shape_op");
     o = opts(dev, "op");
-    tdm_session_options_set_fallback(o, "deny-compute");
+    tdm_session_options_set_fallback(o, TDM_FALLBACK_DENY_COMPUTE);
     p = plan_of(m, o);
     CHECK(node_is(p, "shape_of_x", "cpu", "OP_UNSUPPORTED"), "Shape falls back");
     CHECK(node_is(p, "relu", "vnpu:test-npu", "OK"), "relu");
     CHECK(tdm_plan_violation_count(p) == 0, "deny-compute allows Shape");
     tdm_plan_destroy(p);
-    tdm_session_options_set_fallback(o, "deny");
+    tdm_session_options_set_fallback(o, TDM_FALLBACK_DENY);
     p = plan_of(m, o);
     const char *shape_only[] = {"shape_of_x"};
     CHECK(violation_names(p, shape_only, 1), "deny refuses Shape");
@@ -527,8 +529,8 @@ static void case_policy(void)
     o = opts("vnpu:edge-npu,cpu", "op");
     tdm_session_options_set_max_boundary_bytes(o, 1000);
     p = plan_of(m, o);
-    CHECK(tdm_plan_violation_count(p) == 2 && strstr(tdm_plan_policy_error(p), "1792"),
-          "boundary 1792 > 1000: %s (%zu)", tdm_plan_policy_error(p), tdm_plan_violation_count(p));
+    CHECK(tdm_plan_violation_count(p) == 2 && strstr(tdm_plan_error(p), "1792"),
+          "boundary 1792 > 1000: %s (%zu)", tdm_plan_error(p), tdm_plan_violation_count(p));
     tdm_plan_destroy(p);
     tdm_session_options_set_max_boundary_bytes(o, 1792);
     p = plan_of(m, o);

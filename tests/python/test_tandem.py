@@ -238,6 +238,26 @@ def expect_error(status, fn):
     raise AssertionError("no TandemError raised")
 
 
+def test_option_words():
+    """granularity, fallback, fusion and verify are read by the library's
+    parser: a refused word raises TDM_E_USAGE with its sentence, accepted ones
+    plan as asked."""
+    for field, word, what in [("granularity", "sub-graph", "a granularity"), ("fallback", "never", "a fallback mode"),
+                              ("fusion", "sometimes", "a fusion mode"), ("verify", "every:0", "a verify mode")]:
+        so = tandem.SessionOptions()
+        setattr(so, field, word)
+        e = expect_error(1, lambda: tandem.InferenceSession(tiny(), sess_options=so, providers=["cpu"]))
+        assert e.message.startswith("'%s' is not %s (" % (word, what)), e.message
+    so = tandem.SessionOptions()
+    so.granularity, so.fallback, so.fusion, so.verify = "graph", "deny-compute", False, "every:3"
+    s = tandem.InferenceSession(tiny(), sess_options=so, providers=["cpu"])
+    assert s.ledger["granularity"] == "graph" and s.ledger["fallback"] == "deny-compute", s.ledger
+    (y,) = s.run(None, {"x": x_in()})
+    np.testing.assert_allclose(y, tiny_ref(x_in()), rtol=1e-4, atol=1e-4)
+    so.fusion = "observed"
+    tandem.InferenceSession(tiny(), sess_options=so, providers=["cpu"])
+
+
 def test_errors():
     s = tandem.InferenceSession(tiny(), providers=["cpu"])
     e = expect_error(4, lambda: s.run(None, {"nope": x_in()}))

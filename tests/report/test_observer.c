@@ -74,7 +74,7 @@ int main(int argc, char **argv)
     CHECK(tdm_model_load(ctx, argv[1], &model) == TDM_OK);
     CHECK(tdm_session_options_create(&so) == TDM_OK);
     CHECK(tdm_session_options_set_devices(so, "vnpu:edge-npu,cpu") == TDM_OK);
-    CHECK(tdm_session_options_set_granularity(so, "op") == TDM_OK);
+    CHECK(tdm_session_options_set_granularity(so, TDM_GRANULARITY_OP) == TDM_OK);
     CHECK(tdm_session_create(ctx, model, so, &s) == TDM_OK);
     CHECK(tdm_tensor_create(TDM_FLOAT, 4, dims, &x) == TDM_OK);
     if (failures)

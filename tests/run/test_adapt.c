@@ -74,7 +74,9 @@ static tdm_session *open_session(const char *devices, const char *gran, double r
     tdm_session *s = NULL;
     tdm_session_options_create(&o);
     tdm_session_options_set_devices(o, devices);
-    tdm_session_options_set_granularity(o, gran);
+    tdm_granularity g = TDM_GRANULARITY_SUBGRAPH;
+    tdm_granularity_parse(NULL, gran, &g);
+    tdm_session_options_set_granularity(o, g);
     if (ratio > 0)
         tdm_session_options_set_adaptation(o, ratio, 3, 10);
     if (cache)

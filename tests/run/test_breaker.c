@@ -52,7 +52,7 @@ static tdm_session *open_session(const char *devices, int breaker)
     tdm_session *s = NULL;
     tdm_session_options_create(&o);
     tdm_session_options_set_devices(o, devices);
-    tdm_session_options_set_granularity(o, "op");
+    tdm_session_options_set_granularity(o, TDM_GRANULARITY_OP);
     if (breaker)
         tdm_session_options_set_breaker(o, 2, 1e7, 50);
     for (size_t k = 0; k < nin; k++) {

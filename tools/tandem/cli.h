@@ -123,7 +123,10 @@ int cli_bf16_from_bits(const tdm_value_info *vi, tdm_tensor **t);
  * --max-fallback-ratio, --max-boundary-bytes, --pin, --plugin. Pointers
  * point into argv. */
 typedef struct cli_runopts {
-    const char *devices, *granularity, *fallback;
+    const char *devices;
+    tdm_granularity granularity;   /* --granularity, when has_granularity */
+    tdm_fallback_mode fallback;    /* --fallback, when has_fallback */
+    int has_granularity, has_fallback;
     double max_ratio;
     int has_ratio;
     long long max_bytes;
@@ -136,7 +139,10 @@ typedef struct cli_runopts {
     double min_cosine, max_abs; /* --min-cosine, --max-abs */
     int has_min_cosine, has_max_abs;
     int no_fusion;              /* --no-fusion */
-    const char *verify;         /* --verify off|first|every:N */
+    tdm_verify_mode verify;     /* --verify off|first|every:N, when has_verify */
+    int verify_every, has_verify;
+    tdm_rescue_mode rescue;     /* --rescue off|safe|all, when has_rescue */
+    int has_rescue;
 } cli_runopts;
 
 void cli_runopts_init(cli_runopts *o);

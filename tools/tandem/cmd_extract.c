@@ -112,7 +112,7 @@ int cmd_extract(int argc, char **argv)
     void *model = NULL;
     size_t model_size = 0;
     FILE *rd = NULL;
-    char path[4096], why[512];
+    char path[4096];
     int rc = 0, r;
     for (int i = 1; i < argc && !rc; i++) {
         if ((r = cli_opt_value("extract", argc, argv, &i, "--node", &val)) != 0) {
@@ -166,10 +166,9 @@ int cmd_extract(int argc, char **argv)
                       g.oom ? "out of memory" : "extract: the node did not run");
         goto done;
     }
-    tdm_status st = tdm_plan_extract_node(plan, idx, (const tdm_tensor *const *)g.in, &model, &model_size, why,
-                                          sizeof why);
+    tdm_status st = tdm_plan_extract_node(x.ctx, plan, idx, (const tdm_tensor *const *)g.in, &model, &model_size);
     if (st) {
-        rc = cli_fail(st, NULL, why);
+        rc = cli_fail(st, NULL, tdm_ctx_error(x.ctx));
         goto done;
     }
     if (mkdir(out, 0777) != 0 && errno != EEXIST) {

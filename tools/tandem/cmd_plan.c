@@ -151,7 +151,7 @@ int cmd_plan(int argc, char **argv)
         rc = EXIT_IO;
         goto done;
     }
-    if (tdm_plan_violation_count(plan))
+    if (tdm_plan_status(plan) == TDM_E_POLICY)
         rc = cli_policy_report(plan);
 done:
     tdm_free(text);

@@ -45,26 +45,30 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
         o->devices = val;
         return 1;
     }
-    if ((r = cli_opt_value(cmd, argc, argv, i, "--granularity", &val)) != 0) {
-        if (r < 0 || (strcmp(val, "op") != 0 && strcmp(val, "subgraph") != 0 && strcmp(val, "graph") != 0 &&
-                      strcmp(val, "auto") != 0 && strcmp(val, "greedy") != 0)) {
+    static const char *const choices[] = {"--granularity", "--fallback", "--verify", "--rescue"};
+    for (int which = 0; which < 4; which++) {
+        if ((r = cli_opt_value(cmd, argc, argv, i, choices[which], &val)) == 0)
+            continue;
+        /* the words are the library's (tdm_*_parse), and so is the sentence */
+        tdm_ctx *c = NULL;
+        tdm_status st = r < 0 ? TDM_E_USAGE : tdm_ctx_create(&c);
+        if (!st)
+            st = which == 0   ? tdm_granularity_parse(c, val, &o->granularity)
+                 : which == 1 ? tdm_fallback_mode_parse(c, val, &o->fallback)
+                 : which == 3 ? tdm_rescue_mode_parse(c, val, &o->rescue)
+                              : tdm_verify_mode_parse(c, val, &o->verify, &o->verify_every);
+        if (st) {
             if (r > 0)
-                cli_error("%s: --granularity expects op, subgraph, graph, auto or greedy, not '%s'", cmd, val);
-            *rc = EXIT_USAGE;
-            return 1;
+                cli_error("%s: %s: %s", cmd, choices[which], c ? tdm_ctx_error(c) : "out of memory");
+            *rc = c || r < 0 ? EXIT_USAGE : EXIT_INTERNAL;
+        } else if (which == 0) {
+            o->has_granularity = 1;
+        } else if (which == 3) {
+            o->has_rescue = 1;
+        } else {
+            *(which == 1 ? &o->has_fallback : &o->has_verify) = 1;
         }
-        o->granularity = val;
-        return 1;
-    }
-    if ((r = cli_opt_value(cmd, argc, argv, i, "--fallback", &val)) != 0) {
-        if (r < 0 ||
-            (strcmp(val, "allow") != 0 && strcmp(val, "deny") != 0 && strcmp(val, "deny-compute") != 0)) {
-            if (r > 0)
-                cli_error("%s: --fallback expects allow, deny or deny-compute, not '%s'", cmd, val);
-            *rc = EXIT_USAGE;
-            return 1;
-        }
-        o->fallback = val;
+        tdm_ctx_destroy(c);
         return 1;
     }
     if ((r = cli_opt_value(cmd, argc, argv, i, "--max-fallback-ratio", &val)) != 0) {
@@ -104,20 +108,6 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
             cli_error("out of memory");
             *rc = EXIT_INTERNAL;
         }
-        return 1;
-    }
-    if ((r = cli_opt_value(cmd, argc, argv, i, "--verify", &val)) != 0) {
-        tdm_session_options *probe = NULL;
-        int bad = r < 0 || tdm_session_options_create(&probe) != TDM_OK ||
-                  tdm_session_options_set_verify(probe, val) != TDM_OK;
-        tdm_session_options_destroy(probe);
-        if (bad) {
-            if (r > 0)
-                cli_error("%s: --verify expects off, first or every:N (N >= 1), not '%s'", cmd, val);
-            *rc = EXIT_USAGE;
-            return 1;
-        }
-        o->verify = val;
         return 1;
     }
     if ((r = cli_opt_value(cmd, argc, argv, i, "--calibration", &val)) != 0) {
@@ -233,7 +223,7 @@ int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so)
         return cli_fail(st, NULL, "--no-fusion: not accepted");
     if (o->devices && (st = tdm_session_options_set_devices(so, o->devices)) != TDM_OK)
         return cli_fail(st, NULL, "--devices: the list is not accepted");
-    if (o->granularity && (st = tdm_session_options_set_granularity(so, o->granularity)) != TDM_OK)
+    if (o->has_granularity && (st = tdm_session_options_set_granularity(so, o->granularity)) != TDM_OK)
         return cli_fail(st, NULL, "--granularity: the value is not accepted");
     if (o->calibration && (st = tdm_session_options_set_calibration(so, o->calibration)) != TDM_OK)
         return cli_fail(st, NULL, "--calibration: the value is not accepted");
@@ -241,9 +231,11 @@ int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so)
         (st = tdm_session_options_set_precision(so, o->has_min_cosine ? o->min_cosine : 0.99,
                                                 o->has_max_abs ? o->max_abs : -1)) != TDM_OK)
         return cli_fail(st, NULL, "--min-cosine/--max-abs: the value is not accepted");
-    if (o->verify && (st = tdm_session_options_set_verify(so, o->verify)) != TDM_OK)
+    if (o->has_verify && (st = tdm_session_options_set_verify(so, o->verify, o->verify_every)) != TDM_OK)
         return cli_fail(st, NULL, "--verify: the value is not accepted");
-    if (o->fallback && (st = tdm_session_options_set_fallback(so, o->fallback)) != TDM_OK)
+    if (o->has_rescue && (st = tdm_session_options_set_rescue(so, o->rescue)) != TDM_OK)
+        return cli_fail(st, NULL, "--rescue: the value is not accepted");
+    if (o->has_fallback && (st = tdm_session_options_set_fallback(so, o->fallback)) != TDM_OK)
         return cli_fail(st, NULL, "--fallback: the value is not accepted");
     if (o->has_ratio && (st = tdm_session_options_set_max_fallback_ratio(so, o->max_ratio)) != TDM_OK)
         return cli_fail(st, NULL, "--max-fallback-ratio: the value is not accepted");
@@ -260,7 +252,7 @@ int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so)
 
 int cli_policy_report(const tdm_plan *plan)
 {
-    cli_error("%s", tdm_plan_policy_error(plan));
+    cli_error("%s", tdm_plan_error(plan));
     size_t n = tdm_plan_violation_count(plan);
     for (size_t k = 0; k < n; k++) {
         const char *node = NULL, *reason = NULL, *detail = NULL;
@@ -293,7 +285,7 @@ int cli_session_fail(tdm_ctx *ctx, const tdm_model *m, const tdm_session_options
         return cli_fail(st, NULL, tdm_ctx_error(ctx));
     /* the session's sentence holds what fits; the plan lists every offender */
     tdm_plan *plan = NULL;
-    if (tdm_plan_create(ctx, m, so, &plan) != TDM_OK || tdm_plan_violation_count(plan) == 0) {
+    if (tdm_plan_create(ctx, m, so, &plan) != TDM_OK || tdm_plan_status(plan) != TDM_E_POLICY) {
         tdm_plan_destroy(plan);
         return cli_fail(st, NULL, tdm_ctx_error(ctx));
     }
@@ -332,6 +324,9 @@ void usage_runopts(FILE *f)
           "                         against cpu fp32 and re-planned until its outputs agree),\n"
           "                         every:N (then one run in N is checked too)\n"
           "  --max-abs A            also refuse a node whose max |diff| exceeds A\n"
+          "  --rescue MODE          rewrite what a device rejects into ops it runs, when the\n"
+          "                         rewrite matches the original on cpu fp32 (RESCUED): safe\n"
+          "                         (default: exact rewrites), all (also approximations), off\n"
           "  --no-fusion            run every elementwise node on its own (by default, on cpu,\n"
           "                         those after a node run inside it)\n"
           "A policy violation exits 3 and lists every offending node on stderr.\n",

@@ -93,7 +93,8 @@ int main(int argc, char **argv)
             }
         }
     }
-    static const char *const grans[] = {"op", "subgraph", "graph", "auto"};
+    static const tdm_granularity grans[] = {TDM_GRANULARITY_OP, TDM_GRANULARITY_SUBGRAPH, TDM_GRANULARITY_GRAPH,
+                                            TDM_GRANULARITY_AUTO};
     double est[4] = {0};
     char devices[128];
     snprintf(devices, sizeof devices, "vnpu:%s,cpu", profile);
@@ -111,13 +112,13 @@ int main(int argc, char **argv)
                 tdm_session_options_set_shape(o, vi.name, ranks[k], dims[k]);
         }
         if ((st = tdm_plan_create(ctx, m, o, &plans[gi])) != TDM_OK)
-            return fail(grans[gi], st, tdm_ctx_error(ctx));
+            return fail(tdm_granularity_name(grans[gi]), st, tdm_ctx_error(ctx));
         tdm_session_options_destroy(o);
         tdm_plan_summary sum;
         tdm_plan_get_summary(plans[gi], &sum);
         est[gi] = sum.estimated_ms;
         if (!sum.estimates_complete)
-            return fail(grans[gi], TDM_E_INTERNAL, "the estimates are incomplete");
+            return fail(tdm_granularity_name(grans[gi]), TDM_E_INTERNAL, "the estimates are incomplete");
     }
     keep = plans[3];
     double best = est[0] < est[1] ? est[0] : est[1];
