@@ -1,0 +1,196 @@
+/* The planner's options (plan.h): names, init, copy, free, and the
+ * fallback policy in effect (TANDEM_FALLBACK). */
+#include "plan/plan_internal.h"
+#include "core/mem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------- options */
+
+const char *plan_granularity_str(plan_granularity g)
+{
+    switch (g) {
+    case PLAN_GRAN_OP:
+        return "op";
+    case PLAN_GRAN_SUBGRAPH:
+        return "subgraph";
+    case PLAN_GRAN_GRAPH:
+        return "graph";
+    case PLAN_GRAN_AUTO:
+        return "auto";
+    case PLAN_GRAN_GREEDY:
+        return "greedy";
+    }
+    return "?";
+}
+
+const char *plan_fallback_str(plan_fallback f)
+{
+    switch (f) {
+    case PLAN_FB_ALLOW:
+        return "allow";
+    case PLAN_FB_DENY:
+        return "deny";
+    case PLAN_FB_DENY_COMPUTE:
+        return "deny-compute";
+    }
+    return "?";
+}
+
+void plan_options_init(plan_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->granularity = PLAN_GRAN_SUBGRAPH;
+    o->fallback = PLAN_FB_ALLOW;
+    o->max_fallback_ratio = -1;
+    o->max_boundary_bytes = -1;
+    o->min_cosine = 0.99;
+    o->max_abs = -1;
+}
+
+void plan_options_free(plan_options *o)
+{
+    if (!o)
+        return;
+    mem_free(o->devices);
+    for (size_t i = 0; i < o->n_plugins; i++)
+        mem_free(o->plugins[i]);
+    mem_free(o->plugins);
+    for (size_t i = 0; i < o->n_pins; i++) {
+        mem_free(o->pins[i].what);
+        mem_free(o->pins[i].device);
+    }
+    mem_free(o->pins);
+    mem_free(o->calibration);
+    mem_free(o->probe);
+    for (size_t i = 0; i < o->n_refuse; i++) {
+        mem_free(o->refuse[i].node);
+        mem_free(o->refuse[i].device);
+        mem_free(o->refuse[i].detail);
+    }
+    mem_free(o->refuse);
+    mem_free(o->device_fault);
+    for (size_t i = 0; i < o->n_measured; i++) {
+        mem_free(o->measured[i].node);
+        mem_free(o->measured[i].device);
+    }
+    mem_free(o->measured);
+    mem_free(o->replan_reason);
+    plan_options_init(o);
+}
+
+tdm_status plan_options_add_measured(plan_options *o, const char *node, const char *device, double ms, double est_ms)
+{
+    for (size_t i = 0; i < o->n_measured; i++)
+        if (strcmp(o->measured[i].node, node) == 0 && strcmp(o->measured[i].device, device) == 0) {
+            o->measured[i].ms = ms;
+            o->measured[i].est_ms = est_ms;
+            return TDM_OK;
+        }
+    if (mem_grow((void **)&o->measured, &o->cap_measured, o->n_measured + 1, sizeof *o->measured))
+        return TDM_E_NOMEM;
+    plan_measured *m = &o->measured[o->n_measured];
+    m->node = mem_strdup(node);
+    m->device = mem_strdup(device);
+    m->ms = ms;
+    m->est_ms = est_ms;
+    if (!m->node || !m->device) {
+        mem_free(m->node);
+        mem_free(m->device);
+        return TDM_E_NOMEM;
+    }
+    o->n_measured++;
+    return TDM_OK;
+}
+
+tdm_status plan_options_add_refusal(plan_options *o, const char *node, const char *device, const char *detail)
+{
+    if (mem_grow((void **)&o->refuse, &o->cap_refuse, o->n_refuse + 1, sizeof *o->refuse))
+        return TDM_E_NOMEM;
+    plan_refusal *r = &o->refuse[o->n_refuse];
+    r->node = mem_strdup(node);
+    r->device = mem_strdup(device);
+    r->detail = mem_strdup(detail);
+    if (!r->node || !r->device || !r->detail) {
+        mem_free(r->node);
+        mem_free(r->device);
+        mem_free(r->detail);
+        return TDM_E_NOMEM;
+    }
+    o->n_refuse++;
+    return TDM_OK;
+}
+
+tdm_status plan_options_copy(const plan_options *src, plan_options *dst)
+{
+    plan_options_init(dst);
+    dst->granularity = src->granularity;
+    dst->fallback = src->fallback;
+    dst->fallback_set = src->fallback_set;
+    dst->max_fallback_ratio = src->max_fallback_ratio;
+    dst->max_boundary_bytes = src->max_boundary_bytes;
+    if (src->devices && !(dst->devices = mem_strdup(src->devices)))
+        goto nomem;
+    dst->min_cosine = src->min_cosine;
+    dst->max_abs = src->max_abs;
+    if (src->calibration && !(dst->calibration = mem_strdup(src->calibration)))
+        goto nomem;
+    if (src->probe && !(dst->probe = mem_strdup(src->probe)))
+        goto nomem;
+    for (size_t i = 0; i < src->n_refuse; i++)
+        if (plan_options_add_refusal(dst, src->refuse[i].node, src->refuse[i].device, src->refuse[i].detail))
+            goto nomem;
+    if (src->device_fault && !(dst->device_fault = mem_strdup(src->device_fault)))
+        goto nomem;
+    if (src->replan_reason && !(dst->replan_reason = mem_strdup(src->replan_reason)))
+        goto nomem;
+    for (size_t i = 0; i < src->n_measured; i++)
+        if (plan_options_add_measured(dst, src->measured[i].node, src->measured[i].device, src->measured[i].ms,
+                                      src->measured[i].est_ms))
+            goto nomem;
+    if (src->n_plugins) {
+        if (!(dst->plugins = mem_calloc(src->n_plugins, sizeof *dst->plugins)))
+            goto nomem;
+        dst->cap_plugins = src->n_plugins;
+        for (size_t i = 0; i < src->n_plugins; i++, dst->n_plugins++)
+            if (!(dst->plugins[i] = mem_strdup(src->plugins[i])))
+                goto nomem;
+    }
+    if (src->n_pins) {
+        if (!(dst->pins = mem_calloc(src->n_pins, sizeof *dst->pins)))
+            goto nomem;
+        dst->cap_pins = src->n_pins;
+        for (size_t i = 0; i < src->n_pins; i++, dst->n_pins++) {
+            dst->pins[i].what = mem_strdup(src->pins[i].what);
+            dst->pins[i].device = mem_strdup(src->pins[i].device);
+            if (!dst->pins[i].what || !dst->pins[i].device) {
+                dst->n_pins++;
+                goto nomem;
+            }
+        }
+    }
+    return TDM_OK;
+nomem:
+    plan_options_free(dst);
+    return TDM_E_NOMEM;
+}
+
+tdm_status plan_resolve_fallback(tdm_err *e, tdm_plan *p)
+{
+    p->fallback = p->opts.fallback;
+    if (p->opts.fallback_set)
+        return TDM_OK;
+    const char *env = getenv("TANDEM_FALLBACK");
+    if (!env || !*env)
+        return TDM_OK;
+    if (strcmp(env, "allow") == 0)
+        p->fallback = PLAN_FB_ALLOW;
+    else if (strcmp(env, "deny") == 0)
+        p->fallback = PLAN_FB_DENY;
+    else if (strcmp(env, "deny-compute") == 0)
+        p->fallback = PLAN_FB_DENY_COMPUTE;
+    else
+        return err_set(e, TDM_E_USAGE, "TANDEM_FALLBACK must be allow, deny or deny-compute, not '%.64s'", env);
+    return TDM_OK;
+}
