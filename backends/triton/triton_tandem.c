@@ -29,7 +29,7 @@
  * `input` and `output` (Triton's auto-complete, --strict-model-config=false,
  * the default): the backend fills them from the ONNX model. */
 #define _POSIX_C_SOURCE 200809L
-#include "triton_api.h"
+#include "tt_io.h"
 
 #include <tandem/tandem.h>
 
@@ -43,7 +43,6 @@
 #include <string.h>
 #include <time.h>
 
-#define TT_SENTENCE 1024
 
 /* ----------------------------------------------------------------- helpers */
 
@@ -54,7 +53,7 @@ static uint64_t tt_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void tt_log(TRITONSERVER_LogLevel level, int line, const char *fmt, ...)
+void tt_log(TRITONSERVER_LogLevel level, int line, const char *fmt, ...)
 {
     char msg[TT_SENTENCE * 2];
     va_list ap;
@@ -65,9 +64,8 @@ static void tt_log(TRITONSERVER_LogLevel level, int line, const char *fmt, ...)
     if (e)
         TRITONSERVER_ErrorDelete(e);
 }
-#define TT_LOG(level, ...) tt_log(level, __LINE__, __VA_ARGS__)
 
-static TRITONSERVER_Error *tt_error(TRITONSERVER_Error_Code code, const char *fmt, ...)
+TRITONSERVER_Error *tt_error(TRITONSERVER_Error_Code code, const char *fmt, ...)
 {
     char raw[TT_SENTENCE * 4], msg[TT_SENTENCE * 4];
     va_list ap;
@@ -101,7 +99,7 @@ static TRITONSERVER_Error_Code tt_code(tdm_status st)
     return TRITONSERVER_ERROR_UNKNOWN;
 }
 
-static char *tt_strdup(const char *s)
+char *tt_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;
     char *d = malloc(n);
@@ -111,7 +109,7 @@ static char *tt_strdup(const char *s)
 }
 
 /* tandem element type <-> Triton data type; INVALID when Triton has none. */
-static TRITONSERVER_DataType tt_triton_type(tdm_dtype t)
+TRITONSERVER_DataType tt_triton_type(tdm_dtype t)
 {
     switch (t) {
     case TDM_FLOAT: return TRITONSERVER_TYPE_FP32;
@@ -452,48 +450,6 @@ static int tt_integer(const char *s, long long lo, long long hi, long long *out)
     return 1;
 }
 
-/* "NAME=DxDxD" (-1 keeps a dim dynamic), several separated by ';'. */
-static TRITONSERVER_Error *tt_shapes(tdm_session_options *o, const char *list)
-{
-    char *copy = tt_strdup(list), *save = NULL;
-    if (!copy)
-        return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-    TRITONSERVER_Error *err = NULL;
-    for (char *item = strtok_r(copy, "; ", &save); item && !err; item = strtok_r(NULL, "; ", &save)) {
-        char *eq = strrchr(item, '=');
-        if (!eq || eq == item || !eq[1]) {
-            err = tt_error(TRITONSERVER_ERROR_INVALID_ARG,
-                           "parameter 'shapes': '%s' is not NAME=DxD (for example input=1x3x224x224)", item);
-            break;
-        }
-        *eq = '\0';
-        int64_t dims[32];
-        int rank = 0;
-        char *p = eq + 1;
-        while (*p) {
-            char *end;
-            errno = 0;
-            long long d = strtoll(p, &end, 10);
-            if (end == p || errno || d < -1 || rank == 32) {
-                err = tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'shapes': bad dimension list for '%s'", item);
-                break;
-            }
-            dims[rank++] = (int64_t)d;
-            p = end;
-            if (*p == 'x')
-                p++;
-            else if (*p) {
-                err = tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'shapes': bad dimension list for '%s'", item);
-                break;
-            }
-        }
-        if (!err && tdm_session_options_set_shape(o, item, rank, dims) != TDM_OK)
-            err = tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'shapes': tandem refused the shape of '%s'", item);
-    }
-    free(copy);
-    return err;
-}
-
 /* A comma-separated list, each item given to add(). */
 static TRITONSERVER_Error *tt_each(tdm_session_options *o, const char *key, const char *list,
                                    tdm_status (*add)(tdm_session_options *, const char *))
@@ -783,83 +739,6 @@ static TRITONSERVER_Error *tt_model_io(tt_model *m, const tdm_model *tm, const c
     return NULL;
 }
 
-/* The type's name in a model configuration (TYPE_FP32, TYPE_STRING for
- * BYTES); NULL when Triton has none for it. */
-static const char *tt_config_type(tdm_dtype t)
-{
-    static const char *const names[] = {NULL, "TYPE_BOOL", "TYPE_UINT8", "TYPE_UINT16", "TYPE_UINT32",
-                                        "TYPE_UINT64", "TYPE_INT8", "TYPE_INT16", "TYPE_INT32", "TYPE_INT64",
-                                        "TYPE_FP16", "TYPE_FP32", "TYPE_FP64", "TYPE_STRING", "TYPE_BF16"};
-    unsigned k = (unsigned)tt_triton_type(t);
-    return k < sizeof names / sizeof names[0] ? names[k] : NULL;
-}
-
-/* Triton's auto-complete: when the server allows it, a configuration
- * without `input` or `output` gets them from the ONNX model (name, type,
- * dims; the batch dimension left out when max_batch_size > 0; -1 for a
- * dynamic one) and is handed back (TRITONBACKEND_ModelSetConfig); config
- * is updated in place. */
-static TRITONSERVER_Error *tt_autocomplete(TRITONBACKEND_Model *model, tt_model *m, const tdm_model *tm, cJSON *config)
-{
-    bool allowed = false;
-    TRITONSERVER_Error *err = TRITONBACKEND_ModelAutoCompleteConfig(model, &allowed);
-    if (err) {
-        TRITONSERVER_ErrorDelete(err);
-        return NULL;
-    }
-    if (!allowed)
-        return NULL;
-    int filled = 0;
-    for (int io = 0; io < 2; io++) {
-        const char *key = io ? "output" : "input";
-        if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(config, key)) > 0)
-            continue;
-        cJSON_DeleteItemFromObjectCaseSensitive(config, key);
-        cJSON *arr = cJSON_AddArrayToObject(config, key);
-        if (!arr)
-            return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-        size_t n = io ? tdm_model_output_count(tm) : tdm_model_input_count(tm);
-        for (size_t i = 0; i < n; i++) {
-            tdm_value_info vi;
-            if ((io ? tdm_model_output(tm, i, &vi) : tdm_model_input(tm, i, &vi)) != TDM_OK)
-                return tt_error(TRITONSERVER_ERROR_INTERNAL, "model '%s': cannot read its inputs and outputs", m->name);
-            const char *type = tt_config_type(vi.dtype);
-            int d0 = m->max_batch > 0 ? 1 : 0;
-            if (vi.kind != TDM_KIND_TENSOR || !type || vi.rank < d0)
-                return tt_error(TRITONSERVER_ERROR_UNSUPPORTED,
-                                "model '%s': config.pbtxt has no %s list and %s '%s' (%s of rank %d) cannot be "
-                                "described to Triton; list the %ss in config.pbtxt",
-                                m->name, key, key, vi.name, tdm_dtype_name(vi.dtype), vi.rank, key);
-            cJSON *e = cJSON_CreateObject(), *dims;
-            if (!e || !cJSON_AddItemToArray(arr, e) || !cJSON_AddStringToObject(e, "name", vi.name) ||
-                !cJSON_AddStringToObject(e, "data_type", type) || !(dims = cJSON_AddArrayToObject(e, "dims")))
-                return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-            for (int d = d0; d < vi.rank; d++) {
-                char num[32];
-                snprintf(num, sizeof num, "%lld", (long long)(vi.dims[d].value >= 0 ? vi.dims[d].value : -1));
-                if (!cJSON_AddItemToArray(dims, cJSON_CreateString(num)))
-                    return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-            }
-        }
-        filled = 1;
-    }
-    if (!filled)
-        return NULL;
-    char *text = cJSON_PrintUnformatted(config);
-    if (!text)
-        return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-    TRITONSERVER_Message *msg = NULL;
-    err = TRITONSERVER_MessageNewFromSerializedJson(&msg, text, strlen(text));
-    if (!err)
-        err = TRITONBACKEND_ModelSetConfig(model, 1, msg);
-    if (msg)
-        TRITONSERVER_MessageDelete(msg);
-    if (!err)
-        TT_LOG(TRITONSERVER_LOG_INFO, "tandem: model '%s': inputs and outputs filled from %s", m->name, m->path);
-    cJSON_free(text);
-    return err;
-}
-
 /* The plan at load: summary to the log, policy enforced, plan metrics,
  * the ledger to ledger_file when asked. */
 static TRITONSERVER_Error *tt_model_plan(tt_model *m, const tdm_model *tm, tdm_ctx *ctx, const char *ledger_file)
@@ -1031,7 +910,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model)
         err = tt_error(tt_code(st), "model '%s': %s", m->name, tdm_ctx_error(ctx));
         goto fail;
     }
-    if ((err = tt_autocomplete(model, m, tm, config)) || (err = tt_model_io(m, tm, config)))
+    if ((err = tt_autocomplete(model, m->name, m->path, m->max_batch, tm, config)) || (err = tt_model_io(m, tm, config)))
         goto fail;
     const char *ledger_file = tt_param(params, "ledger_file");
     if ((err = tt_model_plan(m, tm, ctx, ledger_file)))
@@ -1140,38 +1019,6 @@ typedef struct tt_in {
     size_t count;         /* BYTES: elements */
 } tt_in;
 
-/* A 4-byte little-endian length (Triton's BYTES element header). */
-static uint32_t tt_le32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* Indexes a BYTES input's count elements; a sentence when the data is not
- * count length-prefixed elements exactly. */
-static TRITONSERVER_Error *tt_index_bytes(const char *model, const char *name, tt_in *in, size_t count)
-{
-    in->count = count;
-    in->eoff = malloc((count + 1) * sizeof *in->eoff);
-    if (!in->eoff)
-        return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-    size_t off = 0;
-    for (size_t i = 0; i < count; i++) {
-        in->eoff[i] = off;
-        if (in->bytes - off < 4 || tt_le32(in->data + off) > in->bytes - off - 4)
-            return tt_error(TRITONSERVER_ERROR_INVALID_ARG,
-                            "model '%s': BYTES input '%s' ends inside element %zu of %zu (each element is a 4-byte "
-                            "little-endian length and that many bytes)",
-                            model, name, i, count);
-        off += 4 + (size_t)tt_le32(in->data + off);
-    }
-    in->eoff[count] = off;
-    if (off != in->bytes)
-        return tt_error(TRITONSERVER_ERROR_INVALID_ARG,
-                        "model '%s': BYTES input '%s' has %zu bytes after its %zu elements", model, name,
-                        in->bytes - off, count);
-    return NULL;
-}
-
 typedef struct tt_out {
     int64_t *dims;
     int rank;
@@ -1265,8 +1112,9 @@ static TRITONSERVER_Error *tt_read_inputs(const tt_model *m, tt_req *r)
         if (off != in->bytes)
             return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "model '%s': input '%s' has fewer bytes than its shape",
                             m->name, m->in_names[k]);
-        if (strings && (err = tt_index_bytes(m->name, m->in_names[k], in, count)))
+        if (strings && (err = tt_bytes_index(m->name, m->in_names[k], in->data, in->bytes, count, &in->eoff)))
             return err;
+        in->count = strings ? count : 0;
     }
     return NULL;
 }
@@ -1289,22 +1137,9 @@ static TRITONSERVER_Error *tt_append(const tt_model *m, tt_out *out, const tdm_t
             per = count / (size_t)total * (size_t)rows;
             first = count / (size_t)total * (size_t)row0;
         }
-        const char *const *s = (const char *const *)(const void *)data;
         size_t n = 0;
-        for (size_t i = first; i < first + per; i++)
-            n += 4 + strlen(s[i] ? s[i] : "");
-        if (!(ser = malloc(n ? n : 1)))
+        if (tt_bytes_pack((const char *const *)(const void *)data, first, per, &ser, &n))
             return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-        size_t at = 0;
-        for (size_t i = first; i < first + per; i++) {
-            size_t len = strlen(s[i] ? s[i] : "");
-            unsigned char h[4] = {(unsigned char)len, (unsigned char)(len >> 8), (unsigned char)(len >> 16),
-                                  (unsigned char)(len >> 24)};
-            memcpy(ser + at, h, 4);
-            if (len)
-                memcpy(ser + at + 4, s[i], len);
-            at += 4 + len;
-        }
         data = ser;
         bytes = n;
     }
