@@ -57,6 +57,14 @@ def pack4(vals):
     return bytes(nib[i] | (nib[i + 1] << 4) for i in range(0, len(nib), 2))
 
 
+def pack2(vals):
+    crumbs = [v & 0x3 for v in vals]
+    while len(crumbs) % 4:
+        crumbs.append(0)
+    return bytes(crumbs[i] | (crumbs[i + 1] << 2) | (crumbs[i + 2] << 4) | (crumbs[i + 3] << 6)
+                 for i in range(0, len(crumbs), 4))
+
+
 # ---------------------------------------------------------------- dtypes
 
 def dtypes(out):
@@ -115,6 +123,19 @@ def dtypes(out):
     e4 = np.array(i4, np.int8).tobytes()
     add("int4_raw", 22, [5], e4, pack4(i4))
     add("int4_typed", 22, [5], e4, int32_data=list(pack4(i4)))
+    f4 = [0, 1, 7, 8, 15]  # float4e2m1 codes (0, 0.5, 6, -0, -6), held as they are
+    add("float4e2m1_raw", 23, [5], bytes(f4), pack4(f4))
+    add("float4e2m1_typed", 23, [5], bytes(f4), int32_data=list(pack4(f4)))
+    e8 = np.array([0x00, 0x7F, 0x80, 0xFE, 0xFF, 0x01], np.uint8)  # float8e8m0 exponent bytes
+    add("float8e8m0_raw", 24, D, e8.tobytes(), e8.tobytes())
+    add("float8e8m0_typed", 24, D, e8.tobytes(), int32_data=e8.astype(int).tolist())
+    u2 = [0, 1, 2, 3, 1]
+    add("uint2_raw", 25, [5], bytes(u2), pack2(u2))
+    add("uint2_typed", 25, [5], bytes(u2), int32_data=list(pack2(u2)))
+    i2 = [-2, -1, 0, 1, -2]
+    e2 = np.array(i2, np.int8).tobytes()
+    add("int2_raw", 26, [5], e2, pack2(i2))
+    add("int2_typed", 26, [5], e2, int32_data=list(pack2(i2)))
     s = [b"a", b"", b"hello", b"x y"]
     inits.append(tensor("strings", 8, [2, 2], string_data=s))
     lines.append("strings 8 2,2 s:" + ",".join(x.hex() or "-" for x in s))
