@@ -1,6 +1,7 @@
 /* The planner's options (plan.h): names, init, copy, free, and the
  * fallback policy in effect (TANDEM_FALLBACK). */
 #include "plan/plan_internal.h"
+#include "core/ctx.h"
 #include "core/mem.h"
 
 #include <stdlib.h>
@@ -8,35 +9,11 @@
 
 /* ------------------------------------------------------------- options */
 
-const char *plan_granularity_str(plan_granularity g)
-{
-    switch (g) {
-    case PLAN_GRAN_OP:
-        return "op";
-    case PLAN_GRAN_SUBGRAPH:
-        return "subgraph";
-    case PLAN_GRAN_GRAPH:
-        return "graph";
-    case PLAN_GRAN_AUTO:
-        return "auto";
-    case PLAN_GRAN_GREEDY:
-        return "greedy";
-    }
-    return "?";
-}
+/* The public words (src/core/choice.c); the numbers are the same
+ * (static assertions in run/session.c). */
+const char *plan_granularity_str(plan_granularity g) { return tdm_granularity_name((tdm_granularity)g); }
 
-const char *plan_fallback_str(plan_fallback f)
-{
-    switch (f) {
-    case PLAN_FB_ALLOW:
-        return "allow";
-    case PLAN_FB_DENY:
-        return "deny";
-    case PLAN_FB_DENY_COMPUTE:
-        return "deny-compute";
-    }
-    return "?";
-}
+const char *plan_fallback_str(plan_fallback f) { return tdm_fallback_mode_name((tdm_fallback_mode)f); }
 
 void plan_options_init(plan_options *o)
 {
@@ -134,6 +111,8 @@ tdm_status plan_options_copy(const plan_options *src, plan_options *dst)
         goto nomem;
     dst->min_cosine = src->min_cosine;
     dst->max_abs = src->max_abs;
+    dst->rescue = src->rescue;
+    dst->rescue_hooks = src->rescue_hooks;
     if (src->calibration && !(dst->calibration = mem_strdup(src->calibration)))
         goto nomem;
     if (src->probe && !(dst->probe = mem_strdup(src->probe)))
@@ -184,13 +163,12 @@ tdm_status plan_resolve_fallback(tdm_err *e, tdm_plan *p)
     const char *env = getenv("TANDEM_FALLBACK");
     if (!env || !*env)
         return TDM_OK;
-    if (strcmp(env, "allow") == 0)
-        p->fallback = PLAN_FB_ALLOW;
-    else if (strcmp(env, "deny") == 0)
-        p->fallback = PLAN_FB_DENY;
-    else if (strcmp(env, "deny-compute") == 0)
-        p->fallback = PLAN_FB_DENY_COMPUTE;
-    else
-        return err_set(e, TDM_E_USAGE, "TANDEM_FALLBACK must be allow, deny or deny-compute, not '%.64s'", env);
+    /* the words are the public parser's (src/core/choice.c) */
+    tdm_ctx c;
+    tdm_fallback_mode m;
+    memset(&c, 0, sizeof c);
+    if (tdm_fallback_mode_parse(&c, env, &m) != TDM_OK)
+        return err_set(e, TDM_E_USAGE, "TANDEM_FALLBACK: %s", c.err.msg);
+    p->fallback = (plan_fallback)m;
     return TDM_OK;
 }

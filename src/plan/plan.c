@@ -3,11 +3,11 @@
  * passes: triggers.c, granularity.c, memory.c, copies.c; options.c). */
 #include "plan/plan_internal.h"
 #include "core/mem.h"
+#include "plan/rescue.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------- helpers */
@@ -396,6 +396,10 @@ tdm_status plan_build(tdm_err *e, const tdm_model *model, const plan_options *op
         plan_free(p);
         return st;
     }
+    if ((st = plan_rescue_run(e, p)) != TDM_OK) {
+        plan_free(p);
+        return st;
+    }
     const gr_graph *g = p->g;
     pstate s;
     memset(&s, 0, sizeof s);
@@ -433,6 +437,7 @@ tdm_status plan_build(tdm_err *e, const tdm_model *model, const plan_options *op
         goto fail;
     if ((st = p->opts.granularity == PLAN_GRAN_AUTO ? plan_auto_best(&s) : plan_place(&s, p->opts.granularity)) != TDM_OK)
         goto fail;
+    plan_rescue_mark(p);
     if ((st = plan_check_acyclic(&s)) != TDM_OK || (st = plan_make_copies(&s)) != TDM_OK)
         goto fail;
     plan_summarize(&s);
@@ -450,6 +455,7 @@ void plan_free(tdm_plan *p)
     if (!p)
         return;
     dev_list_close(p->devs);
+    plan_rescue_free(p->rescue); /* its model views own_model's constants */
     tdm_model_destroy(p->own_model);
     plan_options_free(&p->opts);
     mem_free(p->copies);
