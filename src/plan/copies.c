@@ -3,10 +3,7 @@
 #include "core/mem.h"
 #include "ops/op.h"
 
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------- copies */

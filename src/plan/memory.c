@@ -2,10 +2,6 @@
 #include "plan/plan_internal.h"
 #include "core/mem.h"
 
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------- order */

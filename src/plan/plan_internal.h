@@ -1,6 +1,8 @@
-/* The planner's private state and the helpers its passes share
- * (src/plan/: plan.c builds, options.c, triggers.c, granularity.c,
- * memory.c, copies.c). Not for use outside src/plan/. */
+/* The planner's private state and the helpers its passes share. The
+ * planner (rules in plan.h) is one entry, plan_build (plan.c: the state,
+ * the graph structure and the devices' verdicts), and one file per pass:
+ * options.c, triggers.c, granularity.c (+ the cost search of auto.c),
+ * memory.c, copies.c. Not for use outside src/plan/. */
 #ifndef TDM_PLAN_PLAN_INTERNAL_H
 #define TDM_PLAN_PLAN_INTERNAL_H
 
@@ -32,45 +34,73 @@ typedef struct pstate {
     int *brk;               /* node starts a partition (memory split) */
     /* scratch */
     int *stamp, cur_stamp;
-    int *rs, *re;           /* v*D+d: residency (compute_residency) */
+    int *rs, *re;           /* v*D+d: residency (plan_compute_residency) */
     size_t *vbytes;         /* static bytes of each value */
     int *vknown;
     int64_t *diff;
 } pstate;
 
-/* state helpers (plan.c) */
+/* ---- state helpers (plan.c) ---- */
+
+/* n (at least 1) zeroed elements of size bytes in the plan's arena. */
 void *plan_arr(pstate *s, size_t n, size_t size);
+/* A formatted sentence (at most 511 bytes) in the plan's arena; NULL when
+ * out of memory. */
 const char *plan_fmt(pstate *s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* Device d's estimate for node n (asked once, then kept in s->est), < 0
+ * when none; *modeled (may be NULL): a modeled, not measured, figure. */
 double plan_node_est(pstate *s, int n, int d, int *modeled);
+/* The estimated time of copying bytes from device `from` to `to` (the
+ * devices' copy_ms, 0 for cpu's side; 0 when neither gives one). */
 double plan_copy_est(pstate *s, int from, int to, size_t bytes, int *modeled);
+/* Puts node n on device d and rebuilds its rejected list and reason. */
 tdm_status plan_assign(pstate *s, int n, int d);
 
-/* options.c */
+/* ---- the passes, in the order plan_build runs them ---- */
+
+/* options.c: the fallback policy in effect (the option, else
+ * TANDEM_FALLBACK, else allow) into p->fallback. */
 tdm_status plan_resolve_fallback(tdm_err *e, tdm_plan *p);
 
-/* triggers.c */
+/* triggers.c: what refuses nodes before placement (plan.h "precision",
+ * "device_fault"): the calibration file, the precision guard's probe and
+ * refusals, precision-sensitive op types, or the circuit breaker. */
 tdm_status plan_apply_precision(pstate *s);
+/* triggers.c: run-time measurements (opts.measured) replace estimates. */
 void plan_apply_measured(pstate *s);
+/* triggers.c: --pin OP_OR_NODE=DEVICE into s->pin and s->pinspec. */
 tdm_status plan_apply_pins(pstate *s);
 
-/* granularity.c */
+/* granularity.c: every node on its preferred (or pinned) device. */
 tdm_status plan_initial_placement(pstate *s);
+/* granularity.c: granularity g (op, subgraph, graph, greedy; auto's
+ * search) from the current placement, the memory rule included. */
 tdm_status plan_place(pstate *s, plan_granularity g);
+/* granularity.c: auto: the search, then the cheapest of it and the op,
+ * subgraph and graph placements once the memory rule applied. */
 tdm_status plan_auto_best(pstate *s);
 
-/* memory.c */
+/* memory.c: order, partitions and the memory rule (plan.h "order",
+ * "memory"); leaves p->order and p->parts final for the placement. */
 tdm_status plan_memory_pass(pstate *s);
+/* memory.c: s->rs/s->re, where each value is resident in the order. */
 void plan_compute_residency(pstate *s);
+/* memory.c: peak bytes on the device of the nodes at positions [a, b) of
+ * the order (after plan_compute_residency); *unknown (may be NULL): some
+ * tensor of unknown size was left out. */
 uint64_t plan_range_peak(pstate *s, int a, int b, int *unknown);
+/* memory.c: every partition edge goes forward. */
 tdm_status plan_check_acyclic(pstate *s);
 
-/* copies.c */
+/* copies.c: the boundary copies (plan.h "copies"). */
 tdm_status plan_make_copies(pstate *s);
+/* copies.c: fallback counts, peaks, estimates and copy bytes. */
 void plan_summarize(pstate *s);
+/* copies.c: the fallback policy's violations and sentence. */
 tdm_status plan_check_policy(pstate *s);
 
 #endif

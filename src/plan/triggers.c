@@ -6,9 +6,7 @@
 #include "core/mem.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* The precision trigger (plan/calib.h): devices refuse nodes whose
@@ -176,35 +174,6 @@ done:
     return st;
 }
 
-static tdm_status apply_sources(pstate *s, unsigned char *safe);
-
-tdm_status plan_apply_precision(pstate *s)
-{
-    tdm_plan *p = s->p;
-    const plan_options *o = &p->opts;
-    int N = s->N, D = s->D;
-    tdm_status st;
-    if (o->device_fault) {
-        for (int n = 0; n < N; n++) {
-            for (int d = 0; d < s->cpu; d++) {
-                size_t k = (size_t)n * (size_t)D + (size_t)d;
-                if (s->sup[k] != TDM_REASON_OK)
-                    continue;
-                s->sup[k] = TDM_REASON_DEVICE_FAULT;
-                s->supdet[k] = o->device_fault;
-            }
-            p->nodes[n].preferred = s->cpu;
-        }
-        return TDM_OK;
-    }
-    unsigned char *safe = mem_calloc((size_t)N * (size_t)D + 1, 1);
-    if (!safe)
-        return err_set(s->e, TDM_E_NOMEM, "out of memory");
-    st = apply_sources(s, safe);
-    mem_free(safe);
-    return st;
-}
-
 /* The calibration file, the guard's probe and refusals, then the static
  * layer: a device's precision-sensitive op types are refused unless a
  * source showed the node safe there (safe[n*D+d]). */
@@ -296,7 +265,41 @@ static tdm_status apply_sources(pstate *s, unsigned char *safe)
     return TDM_OK;
 }
 
-static int find_device(const tdm_plan *p, const char *name);
+tdm_status plan_apply_precision(pstate *s)
+{
+    tdm_plan *p = s->p;
+    const plan_options *o = &p->opts;
+    int N = s->N, D = s->D;
+    tdm_status st;
+    if (o->device_fault) {
+        for (int n = 0; n < N; n++) {
+            for (int d = 0; d < s->cpu; d++) {
+                size_t k = (size_t)n * (size_t)D + (size_t)d;
+                if (s->sup[k] != TDM_REASON_OK)
+                    continue;
+                s->sup[k] = TDM_REASON_DEVICE_FAULT;
+                s->supdet[k] = o->device_fault;
+            }
+            p->nodes[n].preferred = s->cpu;
+        }
+        return TDM_OK;
+    }
+    unsigned char *safe = mem_calloc((size_t)N * (size_t)D + 1, 1);
+    if (!safe)
+        return err_set(s->e, TDM_E_NOMEM, "out of memory");
+    st = apply_sources(s, safe);
+    mem_free(safe);
+    return st;
+}
+
+/* The index of the device named name in the plan's list, or -1. */
+static int find_device(const tdm_plan *p, const char *name)
+{
+    for (size_t d = 0; d < p->devs->n; d++)
+        if (strcmp(p->devs->items[d].name, name) == 0)
+            return (int)d;
+    return -1;
+}
 
 /* Run-time measurements (opts.measured) replace the estimates of (node,
  * device) — after the calibration file's, so the latest figure wins. */
@@ -318,14 +321,6 @@ void plan_apply_measured(pstate *s)
         s->estmod[k] = 0;
         p->adapt_measured++;
     }
-}
-
-static int find_device(const tdm_plan *p, const char *name)
-{
-    for (size_t d = 0; d < p->devs->n; d++)
-        if (strcmp(p->devs->items[d].name, name) == 0)
-            return (int)d;
-    return -1;
 }
 
 tdm_status plan_apply_pins(pstate *s)
