@@ -1,5 +1,5 @@
-/* Values from and to files: NumPy .npy (read and write) and ONNX .pb (read,
- * through the loader). The .npy header is a Python dict literal; it is
+/* NumPy .npy files: read and write (tdm_value_load, which also reads ONNX
+ * .pb values, is in onnx/value_load.c, above the loader). The .npy header is a Python dict literal; it is
  * parsed by a small bounded tokenizer that accepts exactly what numpy
  * writes (and reasonable hand-written variants) and refuses the rest with a
  * sentence naming the file. */
@@ -10,7 +10,6 @@
 #include "core/file.h"
 #include "core/mem.h"
 #include "core/tensor.h"
-#include "onnx/onnx.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -372,49 +371,23 @@ tdm_status npy_decode(tdm_err *e, const char *path, const void *bytes, size_t si
     return TDM_OK;
 }
 
-static int ends_with(const char *s, const char *suffix)
+tdm_status npy_sniff_file(tdm_err *e, const char *path, int *is_npy)
 {
-    size_t ls = strlen(s), lx = strlen(suffix);
-    if (ls < lx)
-        return 0;
-    for (size_t i = 0; i < lx; i++) {
-        char a = s[ls - lx + i], c = suffix[i];
-        if (a >= 'A' && a <= 'Z')
-            a = (char)(a - 'A' + 'a');
-        if (a != c)
-            return 0;
-    }
-    return 1;
+    /* through the one gate, so that a FIFO or a device is refused here too */
+    int fd;
+    uint64_t fsize;
+    unsigned char m[NPY_MAGIC_LEN];
+    *is_npy = 0;
+    tdm_status st = file_open(e, &file_value_npy, path, &fd, &fsize);
+    if (st)
+        return st;
+    *is_npy = fsize >= sizeof m && file_pread(fd, m, sizeof m, 0) == 0 && memcmp(m, NPY_MAGIC, NPY_MAGIC_LEN) == 0;
+    close(fd);
+    return TDM_OK;
 }
 
-/* optional: the value is declared optional(*expect) (tdm_value_load_for). */
-static tdm_status value_load(tdm_ctx *ctx, const char *path, const tdm_kind *expect, int optional, tdm_tensor **out)
+tdm_status npy_load_file(tdm_err *e, const char *path, tdm_tensor **out)
 {
-    tdm_err *e = ctx ? &ctx->err : NULL;
-    err_clear(e);
-    if (!out)
-        return err_set(e, TDM_E_USAGE, "tdm_value_load needs an out pointer");
-    *out = NULL;
-    if (!path)
-        return err_set(e, TDM_E_USAGE, "tdm_value_load needs a path");
-    int npy = ends_with(path, ".npy");
-    if (!npy && !ends_with(path, ".pb")) {
-        /* Neither extension: sniff the magic (through the one gate, so
-         * that a FIFO or a device is refused here too). */
-        int fd;
-        uint64_t fsize;
-        tdm_status st = file_open(e, &file_value_npy, path, &fd, &fsize);
-        if (st)
-            return st;
-        unsigned char m[NPY_MAGIC_LEN];
-        npy = fsize >= sizeof m && file_pread(fd, m, sizeof m, 0) == 0 && memcmp(m, NPY_MAGIC, NPY_MAGIC_LEN) == 0;
-        close(fd);
-    }
-    if (!npy)
-        return optional ? onnx_read_optional(e, path, *expect, out) : onnx_read_value(e, path, expect, out);
-    if (expect && *expect == TDM_KIND_SEQUENCE)
-        return err_set(e, TDM_E_INPUT, "'%s' is a .npy file, which holds one tensor, but a sequence is expected",
-                       path);
     file_data fd;
     tdm_status st = file_load(e, &file_value_npy, path, &fd);
     if (st)
@@ -422,21 +395,6 @@ static tdm_status value_load(tdm_ctx *ctx, const char *path, const tdm_kind *exp
     st = npy_decode(e, path, fd.data, fd.size, out);
     file_release(&fd);
     return st;
-}
-
-tdm_status tdm_value_load(tdm_ctx *ctx, const char *path, const tdm_kind *expect, tdm_tensor **out)
-{
-    return value_load(ctx, path, expect, 0, out);
-}
-
-tdm_status tdm_value_load_for(tdm_ctx *ctx, const char *path, const tdm_value_info *vi, tdm_tensor **out)
-{
-    if (!vi) {
-        if (ctx)
-            err_set(&ctx->err, TDM_E_USAGE, "tdm_value_load_for needs the declared type");
-        return TDM_E_USAGE;
-    }
-    return value_load(ctx, path, &vi->kind, vi->optional && vi->kind != TDM_KIND_NONE, out);
 }
 
 /* ------------------------------------------------------------------ writing */
