@@ -1,6 +1,7 @@
 /* The public model API (include/tandem/tandem.h): building a tdm_model from
- * a loaded IR and the queries on it. Loading from a file or a buffer is in
- * model_load.c, the only part that depends on the ONNX loader. */
+ * a loaded IR, specialising it to fixed input shapes, and the queries on
+ * it. Loading from a file or a buffer is in onnx/model_load.c, above the
+ * loader. */
 #include "graph/model.h"
 #include "core/mem.h"
 #include "ops/op.h"
@@ -31,6 +32,7 @@ void tdm_model_destroy(tdm_model *m)
     mem_free(m->ops);
     mem_free(m->inputs);
     mem_free(m->outputs);
+    mem_free(m->flops);
     mem_free(m);
 }
 
@@ -108,10 +110,11 @@ static tdm_status op_histogram(tdm_err *e, tdm_model *m)
 /* The compute nodes FLOPs are counted for, recorded before folding by
  * value id (value ids survive folding) and evaluated with the final types. */
 enum { FL_CONV, FL_CONVT, FL_GEMM, FL_MATMUL };
-typedef struct flop_node {
+struct flop_node {
     int kind, trans_a;
     int a, b, y; /* value ids: X/A, W/B, Y; -1 when absent */
-} flop_node;
+};
+typedef struct flop_node flop_node;
 
 static int flop_kind(const gr_node *n)
 {
@@ -213,6 +216,20 @@ static void fill_io(const gr_graph *g, int v, model_io *io)
     io->info.dims = io->dims;
 }
 
+/* FLOPs of the file's compute nodes, with the shapes known at the end. */
+static void count_flops(tdm_model *m)
+{
+    m->info.flops = 0;
+    m->info.flops_unknown = 0;
+    for (size_t k = 0; k < m->n_flops; k++) {
+        double macs = node_macs(m->gm->main, &m->flops[k]);
+        if (macs < 0)
+            m->info.flops_unknown++;
+        else
+            m->info.flops += 2.0 * macs;
+    }
+}
+
 static tdm_status describe_io(tdm_err *e, tdm_model *m)
 {
     const gr_graph *g = m->gm->main;
@@ -234,8 +251,6 @@ static tdm_status describe_io(tdm_err *e, tdm_model *m)
 tdm_status model_build(tdm_err *e, gr_model *gm, const char *name, tdm_model **out)
 {
     tdm_status st;
-    flop_node *fl = NULL;
-    size_t n_fl = 0;
     *out = NULL;
     tdm_model *m = mem_calloc(1, sizeof *m);
     if (!m) {
@@ -263,30 +278,123 @@ tdm_status model_build(tdm_err *e, gr_model *gm, const char *name, tdm_model **o
     m->info.graph_name = g->name;
     m->info.node_count = (size_t)g->n_nodes;
     count_params(g, &m->info.param_count, &m->info.param_bytes);
-    if ((st = op_histogram(e, m)) != TDM_OK || (st = snapshot_flops(e, g, &fl, &n_fl)) != TDM_OK)
+    if ((st = op_histogram(e, m)) != TDM_OK || (st = snapshot_flops(e, g, &m->flops, &m->n_flops)) != TDM_OK)
         goto fail;
 
     /* Folding re-infers every node it does not fold: the types are final. */
     if ((st = gr_fold_constants(e, gm->main)) != TDM_OK)
         goto fail;
 
-    /* FLOPs of the file's compute nodes, with the shapes known at the end. */
-    for (size_t k = 0; k < n_fl; k++) {
-        double macs = node_macs(gm->main, &fl[k]);
-        if (macs < 0)
-            m->info.flops_unknown++;
-        else
-            m->info.flops += 2.0 * macs;
-    }
+    count_flops(m);
     if ((st = describe_io(e, m)) != TDM_OK)
         goto fail;
-    mem_free(fl);
     *out = m;
     return TDM_OK;
 fail:
-    mem_free(fl);
     tdm_model_destroy(m);
     model_err_prefix(e, name);
+    return st;
+}
+
+/* ---- specialisation ---- */
+
+/* Forgets what inference found in g and its subgraphs: a value that is
+ * neither declared by the model nor a constant goes back to the unknown
+ * type it had when loaded (gr_value_get), so that inference starts again
+ * from the declarations and the constants, as after a load. */
+static void forget_inferred(gr_graph *g)
+{
+    for (int v = 0; v < g->n_values; v++) {
+        gr_value *x = &g->values[v];
+        if (x->has_type || x->init)
+            continue;
+        memset(&x->type, 0, sizeof x->type);
+        x->type.rank = -1;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int a = 0; a < g->nodes[i].n_attrs; a++) {
+            const gr_attr *at = &g->nodes[i].attrs[a];
+            if (at->type == GA_GRAPH && at->g)
+                forget_inferred(at->g);
+            for (size_t k = 0; at->type == GA_GRAPHS && k < at->n; k++)
+                if (at->graphs[k])
+                    forget_inferred(at->graphs[k]);
+        }
+}
+
+/* Fixes the dimensions shapes give to g's inputs. */
+static void fix_inputs(gr_graph *g, const model_shape *shapes, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const model_shape *o = &shapes[i];
+        int v = gr_value_find(g, o->input);
+        if (v < 0 || !g->values[v].is_input)
+            continue;
+        gr_type *t = &g->values[v].type;
+        if (t->rank >= 0 && t->rank != o->rank)
+            continue;
+        if (t->rank < 0) {
+            t->rank = o->rank;
+            for (int d = 0; d < o->rank; d++) {
+                t->dims[d].v = -1;
+                t->dims[d].sym = NULL;
+            }
+        }
+        for (int d = 0; d < o->rank; d++)
+            if (o->dims[d] >= 0) {
+                t->dims[d].v = o->dims[d];
+                t->dims[d].sym = NULL;
+            }
+    }
+}
+
+tdm_status model_specialize(tdm_err *e, const tdm_model *m, const model_shape *shapes, size_t n, tdm_model **out)
+{
+    tdm_status st;
+    gr_model *gm = NULL;
+    *out = NULL;
+    if (!n)
+        return TDM_OK;
+    if ((st = gr_model_clone(e, m->gm, &gm)) != TDM_OK)
+        return st;
+    tdm_model *s = mem_calloc(1, sizeof *s);
+    if (!s) {
+        gr_model_free(gm);
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    }
+    s->gm = gm;
+    s->info = m->info; /* what describes the file */
+    s->path = mem_strdup(m->path);
+    s->ops = mem_calloc(m->n_ops + 1, sizeof *s->ops);
+    s->flops = mem_calloc(m->n_flops + 1, sizeof *s->flops);
+    if (!s->path || !s->ops || !s->flops) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    if (m->n_ops)
+        memcpy(s->ops, m->ops, m->n_ops * sizeof *s->ops);
+    s->n_ops = m->n_ops;
+    if (m->n_flops)
+        memcpy(s->flops, m->flops, m->n_flops * sizeof *s->flops);
+    s->n_flops = m->n_flops;
+    s->info.path = s->path;
+    s->info.producer_name = gm->producer_name;
+    s->info.producer_version = gm->producer_version;
+    s->info.domain = gm->domain;
+    s->info.graph_name = gm->main ? gm->main->name : NULL;
+    forget_inferred(gm->main);
+    fix_inputs(gm->main, shapes, n);
+    /* Folding re-infers every node it does not fold: the types are final. */
+    if ((st = gr_infer(e, gm->main)) != TDM_OK || (st = gr_fold_constants(e, gm->main)) != TDM_OK)
+        goto fail;
+    count_flops(s);
+    if ((st = describe_io(e, s)) != TDM_OK)
+        goto fail;
+    *out = s;
+    return TDM_OK;
+fail:
+    tdm_model_destroy(s);
+    model_err_prefix(e, m->path);
     return st;
 }
 
