@@ -18,10 +18,22 @@
 #       seed), opset 13, with its post-processing (TopK, NonZero, GatherND,
 #       NonMaxSuppression inside an If); input "images" 3x320x320 in [0, 1],
 #       outputs "boxes", "scores", "labels" (scripts/models/export_detection.py)
+#   decoder_op23
+#       a 2-layer Llama-style decoder authored at opset 23 with onnx.helper
+#       (scripts/models/make_decoder.py, seeded weights): RMSNormalization,
+#       RotaryEmbedding, Attention (GQA, causal) with a KV cache; inputs
+#       input_ids/position_ids [batch, seq] and past_key_L/past_value_L
+#       [batch, 2, past, 32], outputs logits [batch, seq, 256] and
+#       present_key_L/present_value_L
+#   shufflenet_v2_op21
+#       shufflenet_v2_x1_0 converted to opset 21 by onnx.version_converter
+#       (scripts/models/convert_opset.py: ReduceMean takes its axes as an input)
 # The torch models are exported with Debian's python3-torch; the pretrained
 # ones are taken out of their wheels (scripts/py/models.txt pins them),
-# downloaded with pip into $TANDEM_CACHE/wheels without installing anything.
-# usage: scripts/models.sh [MODEL ...]   (default: all 12)
+# downloaded with pip into $TANDEM_CACHE/wheels without installing anything;
+# the opset 21/23 models are made with onnx from the test venv
+# (scripts/testenv.sh).
+# usage: scripts/models.sh [MODEL ...]   (default: all 14)
 # Idempotent: prints nothing and does nothing when the files exist.
 set -eu
 
@@ -34,16 +46,29 @@ PY=/usr/bin/python3
 
 TORCH_MODELS="resnet18 mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0 efficientnet_b0 transformer_op13 transformer_op17"
 DETECTION_MODELS="ssdlite320"
+# made with the test venv's onnx (shufflenet_v2_op21 from shufflenet_v2_x1_0)
+ONNX_MODELS="decoder_op23 shufflenet_v2_op21"
 # name : wheel (as pinned in scripts/py/models.txt) : file inside the wheel
 WHEEL_MODELS="ppocr_det:rapidocr-onnxruntime:rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx
 ppocr_rec:rapidocr-onnxruntime:rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx
 ppocr_cls:rapidocr-onnxruntime:rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx
 silero_vad:silero-vad:silero_vad/data/silero_vad.onnx"
 
-want=${*:-$TORCH_MODELS ppocr_det ppocr_rec ppocr_cls silero_vad $DETECTION_MODELS}
+want=${*:-$TORCH_MODELS ppocr_det ppocr_rec ppocr_cls silero_vad $DETECTION_MODELS $ONNX_MODELS}
 missing=""
 missing_det=""
+missing_onnx=""
 for m in $want; do
+    case " $ONNX_MODELS " in
+        *" $m "*)
+            [ -f "$OUT/$m.onnx" ] && continue
+            missing_onnx="$missing_onnx $m"
+            # shufflenet_v2_op21 is converted from the torch export.
+            if [ "$m" = shufflenet_v2_op21 ] && [ ! -f "$OUT/shufflenet_v2_x1_0.onnx" ]; then
+                case " $missing " in *" shufflenet_v2_x1_0 "*) ;; *) missing="$missing shufflenet_v2_x1_0" ;; esac
+            fi
+            continue ;;
+    esac
     case " $TORCH_MODELS " in
         *" $m "*) [ -f "$OUT/$m.onnx" ] || missing="$missing $m"; continue ;;
     esac
@@ -61,6 +86,17 @@ if [ -n "$missing_det" ]; then
     mkdir -p "$OUT"
     # shellcheck disable=SC2086
     "$PY" "$ROOT/scripts/models/export_detection.py" "$OUT" $missing_det
+fi
+if [ -n "$missing_onnx" ]; then
+    mkdir -p "$OUT"
+    VPY=$(sh "$ROOT/scripts/testenv.sh" --print)
+    for m in $missing_onnx; do
+        case $m in
+            decoder_op23) "$VPY" "$ROOT/scripts/models/make_decoder.py" "$OUT/$m.onnx" ;;
+            shufflenet_v2_op21)
+                "$VPY" "$ROOT/scripts/models/convert_opset.py" "$OUT/shufflenet_v2_x1_0.onnx" 21 "$OUT/$m.onnx" ;;
+        esac
+    done
 fi
 
 for m in $want; do

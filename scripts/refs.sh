@@ -4,7 +4,8 @@
 #   $TANDEM_CACHE/refs/<model>/          realistic inputs (scripts/oracle/
 #                                        make_inputs.py: rendered scenes, pages
 #                                        and text lines, sentence embeddings,
-#                                        speech-like audio), the main case
+#                                        speech-like audio, a sentence's bytes
+#                                        after a KV cache), the main case
 #   $TANDEM_CACHE/refs/<model>.random/   fixed-seed uniform inputs, an extra case
 # each holding
 #   inputs/<sanitized input name>.npy, inputs.txt (one NAME=PATH line per
@@ -20,7 +21,7 @@
 # Runs scripts/models.sh first. Each case folder is built under a temporary
 # name and renamed when complete, so an existing folder is a finished one and
 # is skipped (unless its model file is newer, or it predates this layout).
-# usage: scripts/refs.sh [MODEL ...]     (default: all 12)
+# usage: scripts/refs.sh [MODEL ...]     (default: all 14)
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,7 +33,8 @@ REFS=$CACHE/refs
 STAMP=.v3
 
 ALL="resnet18 mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0 efficientnet_b0 \
-transformer_op13 transformer_op17 ppocr_det ppocr_rec ppocr_cls silero_vad ssdlite320"
+transformer_op13 transformer_op17 ppocr_det ppocr_rec ppocr_cls silero_vad ssdlite320 \
+decoder_op23 shufflenet_v2_op21"
 
 # MODEL -> KIND SHAPE... [--set NAME=VALUE] (see make_inputs.py)
 spec_of() {
@@ -43,6 +45,8 @@ spec_of() {
         ppocr_cls) echo ocr-line 1x3x48x192 ;;
         silero_vad) echo audio 1x576 2x1x128 --set sr=16000 ;;
         ssdlite320) echo detect 3x320x320 ;;
+        # 32 tokens after a past of 48 (the cache of layers 0 and 1)
+        decoder_op23) echo decoder 1x32 1x32 1x2x48x32 1x2x48x32 1x2x48x32 1x2x48x32 ;;
         *) echo imagenet 1x3x224x224 ;;
     esac
 }

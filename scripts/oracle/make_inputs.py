@@ -21,6 +21,12 @@ KIND says what the inputs look like:
   audio      16 kHz speech-like audio: a voiced vowel (glottal pulses through
              three formant resonators) with pitch movement and room noise;
              other float inputs (recurrent state) are zero
+  decoder    a decoder with a KV cache (input_ids, position_ids, past_key_*/
+             past_value_* of shape B x H x P x D): the bytes of an English
+             sentence as token ids, positions P .. P+S-1 continuing after the
+             past, and the past keys/values the model itself computes on the
+             sentence's first P bytes under onnxruntime (each present_* output
+             feeds the past_* input of the same suffix)
 --set NAME=VALUE fixes an integer scalar input (e.g. Silero VAD's sr=16000).
 
 SHAPE is like 1x3x224x224, one per graph input that --set does not fix
@@ -169,6 +175,44 @@ def embedding(shape, rng):
     return np.broadcast_to(x, (b, t, d)).astype(np.float32)
 
 
+def decoder(model_path, free, shape_of):
+    """Inputs of a KV-cached decoder: a sentence's bytes continuing a past.
+
+    Returns {input name: array}. The prefix run uses onnxruntime (in the test
+    venv) on the model itself, with an empty past."""
+    import onnxruntime as ort
+    from onnx import helper
+    shapes = {v.name: tuple(int(d) for d in shape_of[v.name].split("x")) for v in free}
+    ints = [v for v in free if v.type.tensor_type.elem_type != 1]
+    pasts = [v for v in free if v.type.tensor_type.elem_type == 1]
+    ids_in = next((v for v in ints if "position" not in v.name), None)
+    pos_in = next((v for v in ints if "position" in v.name), None)
+    if ids_in is None or pos_in is None or not pasts or any(len(shapes[v.name]) != 4 for v in pasts):
+        die("decoder inputs are input_ids, position_ids and BxHxPxD past_* tensors.")
+    b, s = shapes[ids_in.name]
+    p = shapes[pasts[0].name][2]
+    text = " ".join(LINES).encode("ascii")
+    if p + s > len(text):
+        die("decoder inputs: past %d + sequence %d exceed the sentence's %d bytes." % (p, s, len(text)))
+    tokens = np.frombuffer(text, np.uint8).astype(np.int64)
+    sess = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    feeds = {ids_in.name: np.tile(tokens[:p], (b, 1)),
+             pos_in.name: np.tile(np.arange(p, dtype=np.int64), (b, 1))}
+    for v in pasts:
+        d = shapes[v.name]
+        feeds[v.name] = np.zeros((b, d[1], 0, d[3]), helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type))
+    names = [o.name for o in sess.get_outputs()]
+    outs = dict(zip(names, sess.run(None, feeds)))
+    out = {ids_in.name: np.tile(tokens[p:p + s], (b, 1)),
+           pos_in.name: np.tile(np.arange(p, p + s, dtype=np.int64), (b, 1))}
+    for v in pasts:
+        present = v.name.replace("past", "present", 1)
+        if present not in outs or outs[present].shape != shapes[v.name]:
+            die("decoder input '%s' has no output '%s' of shape %s." % (v.name, present, shapes[v.name]))
+        out[v.name] = outs[present]
+    return out
+
+
 def make(kind, v, shape, dtype, k, outdir, first_float):
     rng = np.random.default_rng(SEED + k)
     if kind == "random" or not np.issubdtype(dtype, np.floating):
@@ -241,11 +285,14 @@ def main(argv):
     lines = []
     shape_of = dict(zip((v.name for v in free), shapes))
     first_float = True
+    fixed = decoder(model_path, free, shape_of) if kind == "decoder" else {}
     for k, v in enumerate(inputs):
         tt = v.type.tensor_type
         dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
         if v.name in sets:
             a = np.array(sets[v.name], dtype=dtype)
+        elif v.name in fixed:
+            a = fixed[v.name]
         else:
             s = shape_of[v.name]
             shape = tuple(int(d) for d in s.split("x")) if s else ()

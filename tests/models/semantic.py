@@ -14,6 +14,10 @@ For each output in REF_DIR (onnxruntime's) that has a meaning:
     connected regions above 0.3 (PaddleOCR DB's threshold, 4-connected,
     at least 10 pixels) are the same boxes as onnxruntime's, and a rendered
     page (not a .random case) has some.
+  - a decoder's "logits" (B x S x V): the next token tandem predicts
+    (argmax) at every position equals onnxruntime's; its "present_*" KV
+    cache (B x H x P+S x D) begins with the "past_*" input of the case
+    (CASE_DIR/inputs/past_*.npy), bit for bit, and is S longer.
 Prints one line per check; exits 1 when one fails, 0 when all pass (also
 when no output has such a meaning: the numeric comparison covers it).
 """
@@ -89,6 +93,26 @@ def main(argv):
         name = f[:-4]
         if got.shape != ref.shape or not np.issubdtype(ref.dtype, np.floating):
             continue
+        if name == "logits" and ref.ndim == 3:
+            g, r = got.argmax(-1), ref.argmax(-1)
+            top2 = np.sort(ref, -1)[..., -2:]
+            ok = np.array_equal(g, r)
+            print("%s: %s next token at %d positions, %d differ (onnxruntime's smallest top-1 margin %.3g)" % (
+                name, "ok" if ok else "FAIL", r.size, int(np.count_nonzero(g != r)),
+                float((top2[..., 1] - top2[..., 0]).min())))
+            failed += not ok
+            continue
+        if name.startswith("present_") and ref.ndim == 4:
+            past_file = os.path.join(case_dir, "inputs", "past_" + name[len("present_"):] + ".npy")
+            if os.path.isfile(past_file):
+                past = np.load(past_file)
+                p = past.shape[2]
+                ok = (got.shape[:2] == past.shape[:2] and got.shape[3] == past.shape[3] and
+                      got.shape[2] > p and np.array_equal(got[:, :, :p], past))
+                print("%s: %s cache of %d keeps the past %d bit for bit and adds %d" % (
+                    name, "ok" if ok else "FAIL", got.shape[2], p, got.shape[2] - p))
+                failed += not ok
+                continue
         if ref.ndim == 2 and ref.shape[0] == 1 and ref.shape[1] >= 100:
             ok = int(got.argmax()) == int(ref.argmax())
             print("%s: %s top-1 class %d (onnxruntime %d)" % (name, "ok" if ok else "FAIL", got.argmax(), ref.argmax()))
