@@ -25,15 +25,16 @@
 #       input_ids/position_ids [batch, seq] and past_key_L/past_value_L
 #       [batch, 2, past, 32], outputs logits [batch, seq, 256] and
 #       present_key_L/present_value_L
-#   shufflenet_v2_op21
-#       shufflenet_v2_x1_0 converted to opset 21 by onnx.version_converter
-#       (scripts/models/convert_opset.py: ReduceMean takes its axes as an input)
+#   shufflenet_v2_op21 ppocr_det_op19
+#       shufflenet_v2_x1_0 converted to opset 21 and ppocr_det to opset 19 by
+#       onnx.version_converter (scripts/models/convert_opset.py checks the new
+#       forms: ReduceMean takes its axes as an input, Resize is version 19)
 # The torch models are exported with Debian's python3-torch; the pretrained
 # ones are taken out of their wheels (scripts/py/models.txt pins them),
 # downloaded with pip into $TANDEM_CACHE/wheels without installing anything;
-# the opset 21/23 models are made with onnx from the test venv
+# the opset 19/21/23 models are made with onnx from the test venv
 # (scripts/testenv.sh).
-# usage: scripts/models.sh [MODEL ...]   (default: all 14)
+# usage: scripts/models.sh [MODEL ...]   (default: all 15)
 # Idempotent: prints nothing and does nothing when the files exist.
 set -eu
 
@@ -46,8 +47,9 @@ PY=/usr/bin/python3
 
 TORCH_MODELS="resnet18 mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0 efficientnet_b0 transformer_op13 transformer_op17"
 DETECTION_MODELS="ssdlite320"
-# made with the test venv's onnx (shufflenet_v2_op21 from shufflenet_v2_x1_0)
-ONNX_MODELS="decoder_op23 shufflenet_v2_op21"
+# made with the test venv's onnx (shufflenet_v2_op21 from shufflenet_v2_x1_0,
+# ppocr_det_op19 from ppocr_det)
+ONNX_MODELS="decoder_op23 shufflenet_v2_op21 ppocr_det_op19"
 # name : wheel (as pinned in scripts/py/models.txt) : file inside the wheel
 WHEEL_MODELS="ppocr_det:rapidocr-onnxruntime:rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx
 ppocr_rec:rapidocr-onnxruntime:rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx
@@ -63,10 +65,11 @@ for m in $want; do
         *" $m "*)
             [ -f "$OUT/$m.onnx" ] && continue
             missing_onnx="$missing_onnx $m"
-            # shufflenet_v2_op21 is converted from the torch export.
+            # the converted ones need their source first
             if [ "$m" = shufflenet_v2_op21 ] && [ ! -f "$OUT/shufflenet_v2_x1_0.onnx" ]; then
                 case " $missing " in *" shufflenet_v2_x1_0 "*) ;; *) missing="$missing shufflenet_v2_x1_0" ;; esac
             fi
+            [ "$m" = ppocr_det_op19 ] && sh "$ROOT/scripts/models.sh" ppocr_det
             continue ;;
     esac
     case " $TORCH_MODELS " in
@@ -95,6 +98,7 @@ if [ -n "$missing_onnx" ]; then
             decoder_op23) "$VPY" "$ROOT/scripts/models/make_decoder.py" "$OUT/$m.onnx" ;;
             shufflenet_v2_op21)
                 "$VPY" "$ROOT/scripts/models/convert_opset.py" "$OUT/shufflenet_v2_x1_0.onnx" 21 "$OUT/$m.onnx" ;;
+            ppocr_det_op19) "$VPY" "$ROOT/scripts/models/convert_opset.py" "$OUT/ppocr_det.onnx" 19 "$OUT/$m.onnx" ;;
         esac
     done
 fi

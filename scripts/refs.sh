@@ -11,7 +11,7 @@
 #   inputs/<sanitized input name>.npy, inputs.txt (one NAME=PATH line per
 #   input), outputs/<sanitized output name>.npy, and text.txt for text lines;
 #   the realistic case also outputs64/: a float64 referee's outputs
-#   (scripts/oracle/f64_ref.py; not for ppocr_det, where it takes a minute and
+#   (scripts/oracle/f64_ref.py; not for ppocr_det(_op19), where it takes a minute and
 #   2 GB, nor for ssdlite320, whose selections a float64 run would change),
 #   which the model tests consult where tandem and onnxruntime differ.
 # Outputs come from onnxruntime's Python package (scripts/oracle/ort_run.py,
@@ -21,7 +21,7 @@
 # Runs scripts/models.sh first. Each case folder is built under a temporary
 # name and renamed when complete, so an existing folder is a finished one and
 # is skipped (unless its model file is newer, or it predates this layout).
-# usage: scripts/refs.sh [MODEL ...]     (default: all 14)
+# usage: scripts/refs.sh [MODEL ...]     (default: all 15)
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,13 +34,13 @@ STAMP=.v3
 
 ALL="resnet18 mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0 efficientnet_b0 \
 transformer_op13 transformer_op17 ppocr_det ppocr_rec ppocr_cls silero_vad ssdlite320 \
-decoder_op23 shufflenet_v2_op21"
+decoder_op23 shufflenet_v2_op21 ppocr_det_op19"
 
 # MODEL -> KIND SHAPE... [--set NAME=VALUE] (see make_inputs.py)
 spec_of() {
     case $1 in
         transformer_*) echo embedding 1x128x256 ;;
-        ppocr_det) echo ocr-det 1x3x640x640 ;;
+        ppocr_det|ppocr_det_op19) echo ocr-det 1x3x640x640 ;;
         ppocr_rec) echo ocr-line 1x3x48x320 ;;
         ppocr_cls) echo ocr-line 1x3x48x192 ;;
         silero_vad) echo audio 1x576 2x1x128 --set sr=16000 ;;
@@ -97,7 +97,7 @@ for case_dir in $todo; do
     done <"$tmp/inputs.txt"
     "$PY" "$ORACLE/ort_run.py" "$CACHE/models/$m.onnx" "$tmp/outputs" "$@"
     "$PY" "$ORACLE/exact_sigmoid.py" "$CACHE/models/$m.onnx" "$tmp/outputs" "$@" >/dev/null
-    if [ "$case_dir" = "$m" ] && [ "$m" != ppocr_det ] && [ "$m" != ssdlite320 ]; then
+    if [ "$case_dir" = "$m" ] && [ "${m%_op19}" != ppocr_det ] && [ "$m" != ssdlite320 ]; then
         "$PY" "$ORACLE/f64_ref.py" "$CACHE/models/$m.onnx" "$tmp/outputs64" "$@"
     fi
     touch "$tmp/$STAMP"
