@@ -441,6 +441,20 @@ TDM_API tdm_status tdm_session_options_set_verify(tdm_session_options *opts, tdm
 /* output_min_cosine 0..1 (0.999), rounds 0..1000 (8). */
 TDM_API tdm_status tdm_session_options_set_verify_thresholds(tdm_session_options *opts, double output_min_cosine,
                                                              int rounds);
+/* One set of calibration inputs for the precision guard (call again for
+ * more sets): n values, values[k] for the model input named names[k] (names
+ * may be NULL, or an entry NULL, when n is 1 and the model has one input).
+ * The values are copied. When the guard is active (a narrow device in the
+ * plan, verify not off), tdm_session_create probes and verifies every set
+ * before it returns — a node is refused when any set shows a problem, the
+ * probes' figures combined worst-first — and the first run is then
+ * verified on its own inputs (outputs against cpu fp32, re-planned on a
+ * breach) without a second probe. A set that does not name every model
+ * input, names one the model lacks, or has a value the model does not take
+ * makes tdm_session_create fail with TDM_E_INPUT and a sentence naming the
+ * set and the input. */
+TDM_API tdm_status tdm_session_options_add_calibration_input(tdm_session_options *opts, const char *const *names,
+                                                             const tdm_tensor *const *values, size_t n);
 /* The rescue pass's mode (default TDM_RESCUE_SAFE). */
 TDM_API tdm_status tdm_session_options_set_rescue(tdm_session_options *opts, tdm_rescue_mode mode);
 

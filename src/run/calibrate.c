@@ -315,6 +315,69 @@ tdm_status plan_probe(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in
     return calibrate(e, p, in, 1, threads, NULL, NULL, json, ref_out);
 }
 
+tdm_status plan_probe_merge(tdm_err *e, char **acc, const char *more)
+{
+    static const char *const figs[] = {"chain", "error"};
+    cJSON *a = cJSON_Parse(*acc), *b = cJSON_Parse(more), *be;
+    cJSON *an = cJSON_GetObjectItemCaseSensitive(a, "nodes"), *bn = cJSON_GetObjectItemCaseSensitive(b, "nodes");
+    tdm_status st = TDM_OK;
+    if (!a || !b || !cJSON_IsObject(an) || !cJSON_IsObject(bn)) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory (or a malformed probe) while combining the guard's probes");
+        goto done;
+    }
+    cJSON_ArrayForEach(be, bn) {
+        cJSON *ae = cJSON_GetObjectItemCaseSensitive(an, be->string), *bx;
+        if (!ae) {
+            cJSON *dup = cJSON_Duplicate(be, 1);
+            if (!dup || !cJSON_AddItemToObject(an, be->string, dup)) {
+                cJSON_Delete(dup);
+                goto nomem;
+            }
+            continue;
+        }
+        cJSON *r = cJSON_GetObjectItemCaseSensitive(be, "range");
+        if (r)
+            range_entry(ae, calib_json_num(r, "in_max_abs", 0), calib_json_num(r, "out_max_abs", 0),
+                        calib_json_num(r, "flush_fp16", 0), calib_json_num(r, "flush_bf16", 0));
+        cJSON *ad = cJSON_GetObjectItemCaseSensitive(ae, "devices");
+        cJSON_ArrayForEach(bx, cJSON_GetObjectItemCaseSensitive(be, "devices")) {
+            cJSON *ax = ad ? cJSON_GetObjectItemCaseSensitive(ad, bx->string) : NULL;
+            if (!ax) {
+                cJSON *dup = cJSON_Duplicate(bx, 1);
+                if (!ad || !dup || !cJSON_AddItemToObject(ad, bx->string, dup)) {
+                    cJSON_Delete(dup);
+                    goto nomem;
+                }
+                continue;
+            }
+            for (size_t k = 0; k < sizeof figs / sizeof figs[0]; k++) {
+                cJSON *m = cJSON_GetObjectItemCaseSensitive(bx, figs[k]);
+                if (!m)
+                    continue;
+                calib_metrics cm = {1, calib_json_num(m, "max_abs", 0), calib_json_num(m, "rmse", 0),
+                                    calib_json_num(m, "cosine", 1),
+                                    cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "nonfinite"))};
+                merge_entry(ax, figs[k], &cm);
+            }
+        }
+    }
+    {
+        char *text = cJSON_PrintUnformatted(a), *copy = text ? mem_strdup(text) : NULL;
+        cJSON_free(text);
+        if (!copy)
+            goto nomem;
+        mem_free(*acc);
+        *acc = copy;
+    }
+    goto done;
+nomem:
+    st = err_set(e, TDM_E_NOMEM, "out of memory");
+done:
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    return st;
+}
+
 /* A device whose float compute type is narrower than float32. */
 static int narrow_device(const dev_instance *di)
 {

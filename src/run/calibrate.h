@@ -24,6 +24,12 @@ tdm_status plan_calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *const
 tdm_status plan_probe(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int threads, char **json,
                       tdm_tensor **ref_out);
 
+/* Combines the probe text more into *acc (both plan_probe's, of the same
+ * plan): per node and device the worst figures of each (lowest cosine,
+ * largest errors and ranges), entries only in more added. *acc is replaced
+ * (mem_alloc). */
+tdm_status plan_probe_merge(tdm_err *e, char **acc, const char *more);
+
 /* The precision guard (run/guard.h). Runs p's graph node by node in p's
  * order on in[] (as plan_calibrate): the nodes at positions <= upto on their
  * planned device (the same kernels and rounding the executors use), the

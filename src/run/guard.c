@@ -259,55 +259,41 @@ static tdm_status locate(tdm_err *e, const guard_state *g, const tdm_plan *p, co
     return TDM_OK;
 }
 
-tdm_status guard_run(tdm_err *e, guard_state *g, adapt_state *a, adapt_variant *v, const tdm_tensor *const *in,
-                     tdm_tensor **out, int threads, exec_stats *stats)
+/* Counts the nodes p moved off a narrow device of the session's original
+ * plan (a node a profile kept off it and the probe showed safe comes back:
+ * not counted) and names the first. */
+static void count_moved(guard_state *g, const tdm_plan *p)
 {
-    pthread_mutex_lock(&g->lock);
-    double t0 = now_ms(), run_ms = 0;
-    const tdm_plan *p = adapt_variant_plan(a, v), *start = p;
-    int nout = p->g->n_outputs, first = !g->first_done;
-    tdm_tensor **ref = mem_calloc((size_t)nout + 1, sizeof *ref), **mixed = NULL;
-    plan_options po;
-    char *probe = NULL;
-    tdm_status st;
-    size_t moved = 0;
-    plan_options_init(&po);
-    if (!ref) {
-        st = err_set(e, TDM_E_NOMEM, "out of memory");
-        goto done;
+    g->moved = 0;
+    g->first[0] = '\0';
+    for (int pos = 0; pos < p->n_nodes; pos++) {
+        int n = p->order[pos];
+        if (n < g->original->n_nodes && narrow(g->original, g->original->nodes[n].device) &&
+            !narrow(p, p->nodes[n].device) && !g->moved++)
+            snprintf(g->first, sizeof g->first, "%s", p->g->nodes[n].name);
     }
-    if ((st = plan_options_copy(&p->opts, &po)) != TDM_OK) {
-        st = err_set(e, TDM_E_NOMEM, "out of memory");
-        goto done;
-    }
-    if (first) {
-        /* the probe: ranges and per-node errors on these inputs */
-        if ((st = plan_probe(e, p, in, threads, &probe, ref)) != TDM_OK)
-            goto done;
-        po.probe = probe;
-        probe = NULL;
-        char detail[300];
-        snprintf(detail, sizeof detail, "precision guard: the probe on the first run's inputs refuses nodes whose "
-                 "range or error does not fit a narrower device type");
-        if ((st = replan(e, a, v, p, &po, detail, &moved, &p)) != TDM_OK)
-            goto done;
-        record(g, "probe", NULL, p, moved, -1, NAN);
-    }
-    if (!first && (st = plan_run_mixed(e, p, in, -1, threads, ref)) != TDM_OK)
-        goto done;
+}
+
+/* Verification rounds on in[] against ref[] (rules in guard.h): the plan
+ * runs node by node; on a breach the first crossing node is refused (po),
+ * re-planned into v (*pp follows) and checked again. `where` names the
+ * inputs in the refusal's sentence. */
+static tdm_status verify(tdm_err *e, guard_state *g, adapt_state *a, adapt_variant *v, plan_options *po,
+                         const tdm_plan **pp, const tdm_plan *start, const tdm_tensor *const *in,
+                         tdm_tensor *const *ref, int threads, const char *where)
+{
+    const tdm_plan *p = *pp;
+    int nout = p->g->n_outputs;
+    tdm_status st = TDM_OK;
+    tdm_tensor **mixed = mem_calloc((size_t)nout + 1, sizeof *mixed);
+    if (!mixed)
+        return err_set(e, TDM_E_NOMEM, "out of memory");
     g->checks++;
-    /* verification rounds run the plan node by node (plan_run_mixed: the
-     * executors' kernels and rounding, no events); the run the caller gets
-     * is made once, after them */
-    if (!(mixed = mem_calloc((size_t)nout + 1, sizeof *mixed))) {
-        st = err_set(e, TDM_E_NOMEM, "out of memory");
-        goto done;
-    }
     for (int round = 0;; round++) {
         double c;
         char why[400];
         if ((st = plan_run_mixed(e, p, in, p->n_nodes - 1, threads, mixed)) != TDM_OK)
-            goto done;
+            break;
         int bad = breach(g, p, ref, mixed, &c, why, sizeof why);
         free_outs(mixed, nout);
         if (round == 0 && p == start)
@@ -321,29 +307,143 @@ tdm_status guard_run(tdm_err *e, guard_state *g, adapt_state *a, adapt_variant *
         }
         int node = -1;
         if ((st = locate(e, g, p, in, ref, threads, &node)) != TDM_OK)
-            goto done;
+            break;
         if (node < 0) {
             record(g, "unverified", why, p, 0, -1, c);
             break;
         }
-        char detail[600];
+        char detail[700];
         snprintf(detail, sizeof detail,
-                 "precision guard: output verification on run %llu: with this node and those before it on %s the "
+                 "precision guard: output verification on %s: with this node and those before it on %s the "
                  "outputs breach the end-to-end rule (%.400s)",
-                 (unsigned long long)g->runs, plan_device_name(p, p->nodes[node].device), why);
-        if (plan_options_add_refusal(&po, p->g->nodes[node].name, plan_device_name(p, p->nodes[node].device), detail)) {
+                 where, plan_device_name(p, p->nodes[node].device), why);
+        if (plan_options_add_refusal(po, p->g->nodes[node].name, plan_device_name(p, p->nodes[node].device), detail)) {
             st = err_set(e, TDM_E_NOMEM, "out of memory");
-            goto done;
+            break;
         }
         size_t m = 0;
         const tdm_plan *before = p;
-        if ((st = replan(e, a, v, p, &po, detail, &m, &p)) != TDM_OK)
-            goto done;
+        if ((st = replan(e, a, v, p, po, detail, &m, &p)) != TDM_OK)
+            break;
         record(g, "verify", why, p, m, node, c);
         if (p == before) {
             record(g, "unverified", "re-planning did not move the node", p, 0, node, c);
             break;
         }
+    }
+    mem_free(mixed);
+    *pp = p;
+    return st;
+}
+
+tdm_status guard_calibrate(tdm_err *e, guard_state *g, adapt_state *a, adapt_variant *v,
+                           const tdm_tensor *const *const *sets, size_t n_sets, int threads)
+{
+    if (!g->active || !n_sets)
+        return TDM_OK;
+    pthread_mutex_lock(&g->lock);
+    double t0 = now_ms();
+    const tdm_plan *p = adapt_variant_plan(a, v), *start = p;
+    int nout = p->g->n_outputs;
+    tdm_tensor **ref = mem_calloc(n_sets * ((size_t)nout + 1), sizeof *ref);
+    char *probe = NULL, *more = NULL;
+    plan_options po;
+    tdm_status st;
+    size_t moved = 0, i;
+    plan_options_init(&po);
+    if (!ref || plan_options_copy(&p->opts, &po) != TDM_OK) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    /* the probe on every set, its figures combined worst-first */
+    for (i = 0; i < n_sets; i++) {
+        if ((st = plan_probe(e, p, sets[i], threads, probe ? &more : &probe, ref + i * ((size_t)nout + 1))) !=
+                TDM_OK ||
+            (more && (st = plan_probe_merge(e, &probe, more)) != TDM_OK))
+            goto done;
+        mem_free(more);
+        more = NULL;
+    }
+    mem_free(po.probe);
+    po.probe = probe;
+    probe = NULL;
+    {
+        char detail[300], why[80];
+        snprintf(detail, sizeof detail, "precision guard: the probe on %zu calibration input set%s refuses nodes whose "
+                 "range or error does not fit a narrower device type", n_sets, n_sets == 1 ? "" : "s");
+        if ((st = replan(e, a, v, p, &po, detail, &moved, &p)) != TDM_OK)
+            goto done;
+        snprintf(why, sizeof why, "probe on %zu calibration input set%s", n_sets, n_sets == 1 ? "" : "s");
+        record(g, "probe", why, p, moved, -1, NAN);
+    }
+    for (i = 0; i < n_sets; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "calibration input set %zu", i + 1);
+        if ((st = verify(e, g, a, v, &po, &p, start, sets[i], ref + i * ((size_t)nout + 1), threads, where)) !=
+            TDM_OK)
+            goto done;
+    }
+    g->probed = 1;
+    g->calib_sets = n_sets;
+    g->calib_ms = now_ms() - t0;
+    if (p != start)
+        count_moved(g, p);
+done:
+    for (i = 0; ref && i < n_sets; i++)
+        free_outs(ref + i * ((size_t)nout + 1), nout);
+    mem_free(ref);
+    mem_free(probe);
+    mem_free(more);
+    plan_options_free(&po);
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
+tdm_status guard_run(tdm_err *e, guard_state *g, adapt_state *a, adapt_variant *v, const tdm_tensor *const *in,
+                     tdm_tensor **out, int threads, exec_stats *stats)
+{
+    pthread_mutex_lock(&g->lock);
+    double t0 = now_ms(), run_ms = 0;
+    const tdm_plan *p = adapt_variant_plan(a, v), *start = p;
+    int nout = p->g->n_outputs, first = !g->first_done, probe_now = first && !g->probed;
+    tdm_tensor **ref = mem_calloc((size_t)nout + 1, sizeof *ref);
+    plan_options po;
+    char *probe = NULL;
+    tdm_status st;
+    size_t moved = 0;
+    plan_options_init(&po);
+    if (!ref) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((st = plan_options_copy(&p->opts, &po)) != TDM_OK) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    if (probe_now) {
+        /* the probe: ranges and per-node errors on these inputs */
+        if ((st = plan_probe(e, p, in, threads, &probe, ref)) != TDM_OK)
+            goto done;
+        mem_free(po.probe);
+        po.probe = probe;
+        probe = NULL;
+        char detail[300];
+        snprintf(detail, sizeof detail, "precision guard: the probe on the first run's inputs refuses nodes whose "
+                 "range or error does not fit a narrower device type");
+        if ((st = replan(e, a, v, p, &po, detail, &moved, &p)) != TDM_OK)
+            goto done;
+        record(g, "probe", NULL, p, moved, -1, NAN);
+    }
+    if (!probe_now && (st = plan_run_mixed(e, p, in, -1, threads, ref)) != TDM_OK)
+        goto done;
+    /* verification rounds run the plan node by node (plan_run_mixed: the
+     * executors' kernels and rounding, no events); the run the caller gets
+     * is made once, after them */
+    {
+        char where[64];
+        snprintf(where, sizeof where, "run %llu", (unsigned long long)g->runs);
+        if ((st = verify(e, g, a, v, &po, &p, start, in, ref, threads, where)) != TDM_OK)
+            goto done;
     }
     {
         double c, r0 = now_ms();
@@ -362,25 +462,11 @@ done:
             g->first_ms = extra;
         g->guard_ms += extra;
         g->first_done = 1;
-        if (p != start) {
-            g->moved = 0;
-            g->first[0] = '\0';
-            for (int pos = 0; pos < p->n_nodes; pos++) {
-                int n = p->order[pos];
-                /* off a narrow device (a node a profile kept off it and the
-                 * probe showed safe comes back: not counted) */
-                if (n < g->original->n_nodes && narrow(g->original, g->original->nodes[n].device) &&
-                    !narrow(p, p->nodes[n].device)) {
-                    if (!g->moved++)
-                        snprintf(g->first, sizeof g->first, "%s", p->g->nodes[n].name);
-                }
-            }
-        }
+        if (p != start)
+            count_moved(g, p);
     }
     free_outs(ref, nout);
     mem_free(ref);
-    free_outs(mixed, nout);
-    mem_free(mixed);
     mem_free(probe);
     plan_options_free(&po);
     pthread_mutex_unlock(&g->lock);
@@ -405,6 +491,10 @@ char *guard_json(guard_state *g)
     cJSON_AddNumberToObject(o, "moved_nodes", (double)g->moved);
     if (g->first[0])
         cJSON_AddStringToObject(o, "first_moved", g->first);
+    if (g->calib_sets) {
+        cJSON_AddNumberToObject(o, "calibration_input_sets", (double)g->calib_sets);
+        cJSON_AddNumberToObject(o, "calibration_ms", g->calib_ms);
+    }
     if (g->first_done) {
         cJSON_AddNumberToObject(o, "first_run_extra_ms", g->first_ms);
         cJSON_AddNumberToObject(o, "extra_ms", g->guard_ms);

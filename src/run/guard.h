@@ -33,6 +33,12 @@
  *             returned and checked again ("unverified" in the record when
  *             they still breach, or the rounds ran out).
  *   every:N   later runs, one in N, are verified the same way (no probe).
+ *   calibration inputs (tdm_session_options_add_calibration_input): at
+ *             session creation, guard_calibrate probes the plan on every
+ *             set, combines the figures (plan_probe_merge: worst of each,
+ *             so a node is refused when any set shows a problem), re-plans
+ *             once, then verifies every set as above; the first run is then
+ *             verified on its own inputs without a second probe.
  * Every change is adopted through the session's adaptation (run/adapt.h
  * adapt_adopt: TDM_EVENT_REPLAN with the sentence) and kept in the guard's
  * JSON (tdm_session_guard_json): each decision with its figures, the nodes
@@ -62,6 +68,9 @@ typedef struct guard_state {
     int have_lock;
     uint64_t runs, checks, breaches;
     int first_done;
+    int probed;            /* guard_calibrate ran the probe at creation */
+    size_t calib_sets;     /* its calibration input sets */
+    double calib_ms;       /* what it cost at creation */
     const tdm_plan *original; /* the session's plan before the guard */
     void *history;         /* cJSON array of decisions */
     size_t moved;          /* nodes whose device the guard changed */
@@ -78,6 +87,12 @@ int guard_due(guard_state *g);
 /* A guarded run of variant v (in[] and out[] as exec_prog_run). */
 tdm_status guard_run(tdm_err *e, guard_state *g, adapt_state *a, adapt_variant *v, const tdm_tensor *const *in,
                      tdm_tensor **out, int threads, exec_stats *stats);
+/* The creation-time pass over calibration input sets (rules above):
+ * sets[i] holds one tensor per graph input of v's plan (as guard_run's
+ * in[]), every set of the same shapes. A no-op when the guard is not
+ * active. */
+tdm_status guard_calibrate(tdm_err *e, guard_state *g, adapt_state *a, adapt_variant *v,
+                           const tdm_tensor *const *const *sets, size_t n_sets, int threads);
 /* The fallback-policy failure of plan p as the session reports it
  * (session.c). */
 void session_policy_message(tdm_err *e, const tdm_plan *p);

@@ -22,6 +22,13 @@ typedef struct shape_override {
     int64_t dims[TDM_MAX_RANK];
 } shape_override;
 
+/* One set of calibration inputs (tdm_session_options_add_calibration_input). */
+typedef struct calib_set {
+    char **names;             /* NULL entries: the model's only input */
+    tdm_tensor **values;
+    size_t n;
+} calib_set;
+
 struct tdm_session_options {
     int threads;
     shape_override *shapes;
@@ -31,6 +38,8 @@ struct tdm_session_options {
     adapt_opts breaker;       /* run-time adaptation (run/adapt.h): breaker, re-planning, plan cache */
     guard_opts guard;         /* the precision guard (run/guard.h) */
     int max_queue;            /* admission (run/admit.h); < 0: ADMIT_DEFAULT_QUEUE */
+    calib_set *cal;           /* the guard's calibration input sets */
+    size_t n_cal, cap_cal;
 };
 
 struct tdm_session {
@@ -73,6 +82,15 @@ void tdm_session_options_destroy(tdm_session_options *opts)
         mem_free(opts->shapes[i].input);
     mem_free(opts->shapes);
     plan_options_free(&opts->po);
+    for (size_t i = 0; i < opts->n_cal; i++) {
+        for (size_t k = 0; k < opts->cal[i].n; k++) {
+            mem_free(opts->cal[i].names[k]);
+            tdm_tensor_destroy(opts->cal[i].values[k]);
+        }
+        mem_free(opts->cal[i].names);
+        mem_free(opts->cal[i].values);
+    }
+    mem_free(opts->cal);
     mem_free(opts);
 }
 
@@ -242,6 +260,40 @@ tdm_status tdm_session_options_set_verify_thresholds(tdm_session_options *opts, 
     opts->guard.out_cosine = output_min_cosine;
     opts->guard.rounds = rounds;
     return TDM_OK;
+}
+
+tdm_status tdm_session_options_add_calibration_input(tdm_session_options *opts, const char *const *names,
+                                                     const tdm_tensor *const *values, size_t n)
+{
+    if (!opts || !values || n == 0 || n > 1000000)
+        return TDM_E_USAGE;
+    for (size_t k = 0; k < n; k++)
+        if (!values[k])
+            return TDM_E_USAGE;
+    if (mem_grow((void **)&opts->cal, &opts->cap_cal, opts->n_cal + 1, sizeof *opts->cal))
+        return TDM_E_NOMEM;
+    calib_set *c = &opts->cal[opts->n_cal];
+    memset(c, 0, sizeof *c);
+    c->names = mem_calloc(n, sizeof *c->names);
+    c->values = mem_calloc(n, sizeof *c->values);
+    tdm_status st = c->names && c->values ? TDM_OK : TDM_E_NOMEM;
+    for (size_t k = 0; !st && k < n; k++, c->n++) {
+        if (names && names[k] && !(c->names[k] = mem_strdup(names[k])))
+            st = TDM_E_NOMEM;
+        else
+            st = tdm_tensor_clone(values[k], &c->values[k]);
+    }
+    if (!st) {
+        opts->n_cal++;
+        return TDM_OK;
+    }
+    for (size_t k = 0; c->names && c->values && k < c->n; k++) {
+        mem_free(c->names[k]);
+        tdm_tensor_destroy(c->values[k]);
+    }
+    mem_free(c->names);
+    mem_free(c->values);
+    return st;
 }
 
 tdm_status tdm_session_options_set_rescue(tdm_session_options *opts, tdm_rescue_mode mode)
@@ -465,6 +517,8 @@ tdm_status tdm_plan_create(tdm_ctx *ctx, const tdm_model *model, const tdm_sessi
 
 void tdm_plan_destroy(tdm_plan *plan) { plan_free(plan); }
 
+static tdm_status session_calibrate(tdm_session *s, tdm_err *e, const tdm_session_options *opts);
+
 tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts,
                               tdm_session **out)
 {
@@ -534,7 +588,8 @@ tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_se
     {
         guard_opts go;
         guard_opts_init(&go);
-        if ((st = guard_init(e, &s->guard, opts ? &opts->guard : &go, s->plan)) != TDM_OK) {
+        if ((st = guard_init(e, &s->guard, opts ? &opts->guard : &go, s->plan)) != TDM_OK ||
+            (st = session_calibrate(s, e, opts)) != TDM_OK) {
             tdm_session_destroy(s);
             return st;
         }
@@ -677,6 +732,96 @@ static tdm_status check_input(const tdm_session *s, tdm_err *e, const model_io *
     return TDM_OK;
 }
 
+/* The graph's input list may include initializer-backed inputs that the
+ * model API hides: inputs[] (the model's order) mapped onto variant var's
+ * graph inputs by value id (mem_alloc; NULL: out of memory). */
+static const tdm_tensor **graph_inputs(const tdm_session *s, adapt_variant *var, const tdm_tensor *const *inputs)
+{
+    const tdm_model *rm =
+        adapt_variant_model(var) ? adapt_variant_model(var) : s->own_model ? s->own_model : s->model;
+    const gr_graph *g = rm->gm->main;
+    const tdm_tensor **gin = mem_calloc((size_t)g->n_inputs + 1, sizeof *gin);
+    for (int k = 0; gin && k < g->n_inputs; k++)
+        for (size_t j = 0; j < rm->n_inputs; j++)
+            if (rm->inputs[j].value == g->inputs[k])
+                gin[k] = inputs[j];
+    return gin;
+}
+
+/* One calibration input set in the model's input order (api[], borrowed
+ * from c), checked as a run's inputs are, and of set 0's shapes (ref). */
+static tdm_status calib_set_inputs(const tdm_session *s, tdm_err *e, const calib_set *c, size_t which,
+                                   const tdm_tensor **api, const tdm_tensor *const *ref)
+{
+    const tdm_model *m = s->model;
+    tdm_status st;
+    for (size_t k = 0; k < c->n; k++) {
+        size_t j = m->n_inputs;
+        if (!c->names[k] && m->n_inputs == 1)
+            j = 0;
+        else if (!c->names[k])
+            return err_set(e, TDM_E_INPUT, "calibration input set %zu has a value without an input name, and the "
+                           "model has %zu inputs", which + 1, m->n_inputs);
+        for (size_t i = 0; c->names[k] && i < m->n_inputs && j == m->n_inputs; i++)
+            if (strcmp(m->inputs[i].info.name, c->names[k]) == 0)
+                j = i;
+        if (j == m->n_inputs)
+            return err_set(e, TDM_E_INPUT, "calibration input set %zu names '%s', which is not an input of the model",
+                           which + 1, c->names[k]);
+        if (api[j])
+            return err_set(e, TDM_E_INPUT, "calibration input set %zu gives input '%s' twice", which + 1,
+                           m->inputs[j].info.name);
+        api[j] = c->values[k];
+    }
+    for (size_t j = 0; j < m->n_inputs; j++) {
+        const tdm_tensor *t = api[j], *r = ref ? ref[j] : NULL;
+        if (!t && !m->inputs[j].info.optional)
+            return err_set(e, TDM_E_INPUT, "calibration input set %zu has no value for input '%s'", which + 1,
+                           m->inputs[j].info.name);
+        if ((st = check_input(s, e, &m->inputs[j], t)) != TDM_OK) {
+            char msg[TDM_ERR_MAX];
+            snprintf(msg, sizeof msg, "%s", e->msg);
+            return err_set(e, st, "calibration input set %zu: %s", which + 1, msg);
+        }
+        int same = !t || !r || (t->kind == r->kind && t->rank == r->rank);
+        for (int d = 0; same && t && r && t->kind == TDM_KIND_TENSOR && d < t->rank; d++)
+            same = t->dims[d] == r->dims[d];
+        if (!same)
+            return err_set(e, TDM_E_INPUT, "calibration input set %zu: input '%s' has another shape than in set 1 "
+                           "(every set must have the same shapes)", which + 1, m->inputs[j].info.name);
+    }
+    return TDM_OK;
+}
+
+/* The precision guard's pass over the options' calibration input sets at
+ * creation (run/guard.h guard_calibrate). */
+static tdm_status session_calibrate(tdm_session *s, tdm_err *e, const tdm_session_options *opts)
+{
+    size_t n = opts ? opts->n_cal : 0, ni = s->model->n_inputs;
+    if (!n || !s->guard.active)
+        return TDM_OK;
+    const tdm_tensor **api = mem_calloc(n * (ni + 1), sizeof *api);
+    const tdm_tensor *const **sets = mem_calloc(n, sizeof *sets);
+    adapt_variant *var = NULL;
+    tdm_status st = api && sets ? TDM_OK : err_set(e, TDM_E_NOMEM, "out of memory");
+    for (size_t i = 0; !st && i < n; i++)
+        st = calib_set_inputs(s, e, &opts->cal[i], i, api + i * (ni + 1), i ? api : NULL);
+    if (!st)
+        st = adapt_select(e, &s->adapt, api, ni, &var);
+    for (size_t i = 0; !st && i < n; i++)
+        if (!(sets[i] = graph_inputs(s, var, api + i * (ni + 1))))
+            st = err_set(e, TDM_E_NOMEM, "out of memory");
+    if (!st)
+        st = guard_calibrate(e, &s->guard, &s->adapt, var, sets, n, s->threads);
+    if (var)
+        adapt_release(&s->adapt, var);
+    for (size_t i = 0; sets && i < n; i++)
+        mem_free((void *)sets[i]);
+    mem_free((void *)sets);
+    mem_free((void *)api);
+    return st;
+}
+
 static tdm_status run_inner(tdm_session *s, tdm_err *e, const tdm_tensor *const *inputs, tdm_tensor **outputs,
                             exec_stats *stats)
 {
@@ -692,19 +837,11 @@ static tdm_status run_inner(tdm_session *s, tdm_err *e, const tdm_tensor *const 
     tdm_status st = adapt_select(e, &s->adapt, inputs, m->n_inputs, &var);
     if (st)
         return st;
-    const tdm_model *rm = adapt_variant_model(var) ? adapt_variant_model(var) : s->own_model ? s->own_model : m;
-    const gr_graph *g = rm->gm->main;
-    /* The graph's input list may include initializer-backed inputs that the
-     * model API hides; map API inputs onto graph inputs by value id. */
-    const tdm_tensor **gin = mem_calloc((size_t)g->n_inputs + 1, sizeof *gin);
+    const tdm_tensor **gin = graph_inputs(s, var, inputs);
     if (!gin) {
         adapt_release(&s->adapt, var);
         return err_set(e, TDM_E_NOMEM, "out of memory");
     }
-    for (int k = 0; k < g->n_inputs; k++)
-        for (size_t j = 0; j < rm->n_inputs; j++)
-            if (rm->inputs[j].value == g->inputs[k])
-                gin[k] = inputs[j];
     /* admission to the devices' memory (run/admit.h), then the run */
     admit_ticket ticket;
     tdm_observer_fn ofn;

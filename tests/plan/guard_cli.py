@@ -16,7 +16,14 @@ argument: guard_cli.py TANDEM MODELS_DIR CASE
   policy     --fallback deny names every node the guard moved; a malformed
              --verify exits 1
   static     a profile's precision_sensitive op is kept off the fp16 device
-             until the probe shows it safe"""
+             until the probe shows it safe
+  calibration  --calibration-input: a calibration set that overflows fp16
+             makes the guard refuse the node at load although the first
+             run's input would not (NAME=FILE, a folder, a lone FILE; two
+             sets combine: any set that shows it); a harmless calibration
+             set and an overflowing first run: the first run is still
+             verified and re-planned (cause output verification); a bad
+             file or a wrong name: one sentence naming it, exit 2"""
 import json
 import os
 import subprocess
@@ -150,6 +157,67 @@ elif case == "static":
     rc, err, led, _ = go("guard_benign", "guard_benign_x.npy", prof, ["--granularity", "op", "--verify", "off"])
     nodes = {n["name"]: n for n in led.get("nodes", [])}
     check(rc == 0 and nodes.get("b_relu", {}).get("device") == "cpu", "static: without the probe it stays on cpu")
+elif case == "calibration":
+    with tempfile.TemporaryDirectory() as tmp:
+        small, big = os.path.join(tmp, "small.npy"), os.path.join(models, "guard_x64.npy")
+        np.save(small, np.linspace(-0.1, 0.1, 64, dtype=np.float32).reshape(1, 64))  # max 9e3 after two Muls
+        folder = os.path.join(tmp, "set")
+        os.mkdir(folder)
+        np.save(os.path.join(folder, "x.npy"), np.load(big))
+
+        def go_small(extra):
+            d = os.path.join(tmp, "run")
+            ledger, out = os.path.join(tmp, "l.json"), os.path.join(d, "out")
+            rc, _, err = run(["run", model("guard_overflow"), "--devices", NPU, "--input", "x=" + small,
+                              "--ledger", ledger, "--output-dir", out, "--overwrite"] + list(extra))
+            led = json.load(open(ledger)) if rc == 0 else {}
+            return rc, err, led, (np.load(os.path.join(out, "y.npy")) if rc == 0 else None)
+
+        rc, err, led, y = go_small([])
+        check(rc == 0 and not refused(led) and led["guard"]["moved_nodes"] == 0,
+              "calibration: the first run's input alone does not overflow: %s" % refused(led))
+        ref = np.linspace(-0.1, 0.1, 64, dtype=np.float32).reshape(1, 64)
+        for form in (["x=" + big], [folder], [big], [small, "x=" + big], ["x=" + big, small]):
+            extra = sum((["--calibration-input", f] for f in form), [])
+            rc, err, led, y = go_small(extra)
+            r, g = refused(led), led.get("guard", {})
+            check(rc == 0 and "g_mul2" in r and r["g_mul2"]["cause"] == "overflow" and r["g_mul2"]["source"] == "guard"
+                  and "g_mul1" not in r, "calibration %s: g_mul2 refused for overflow at load: %s (%s)" % (form, r, err))
+            check(g.get("calibration_input_sets") == len(form) and g.get("moved_nodes", 0) >= 1,
+                  "calibration %s: the ledger counts the sets and the moved node: %s" % (form, g))
+            probes = [d for d in g.get("decisions", []) if d["kind"] == "probe"]
+            check(len(probes) == 1 and "calibration input set" in probes[0].get("why", ""),
+                  "calibration %s: one probe, on the calibration inputs (the first run is not probed again): %s"
+                  % (form, probes))
+            check(g.get("checks") == len(form) + 1, "calibration %s: every set and the first run verified: %s"
+                  % (form, g.get("checks")))
+            check(y is not None and np.allclose(y, ref, rtol=1e-3, atol=1e-3), "calibration %s: outputs are cpu's" % form)
+            check("precision guard: " in err and "moved off" in err, "calibration %s: the stderr line: %r" % (form, err))
+        # a harmless calibration set, then an overflowing first run: still verified, re-planned
+        rc, err, led, y = go("guard_overflow", "guard_x64.npy", extra=["--calibration-input", "x=" + small])
+        r, g = refused(led), led.get("guard", {})
+        check(rc == 0 and "g_mul2" in r and r["g_mul2"]["cause"] == "output verification",
+              "calibration: the first run is verified and g_mul2 refused by verification: %s (%s)" % (r, err))
+        check(y is not None and np.isfinite(y).all() and same_as_cpu("guard_overflow", "guard_x64.npy", y, 1e-3),
+              "calibration: the first run's outputs are cpu's")
+        check(not [d for d in g.get("decisions", []) if d["kind"] == "unverified"], "calibration: verified: %s" % g)
+        # --verify off: no guard, the calibration inputs are not used
+        rc, err, led, y = go_small(["--calibration-input", "x=" + big, "--verify", "off"])
+        check(rc == 0 and "guard" not in led and not refused(led), "calibration: --verify off uses no calibration input")
+        # bad input: one sentence naming it; exit 2 (invalid input), 5 for
+        # a file that does not exist and 1 for a malformed SET (as --input)
+        bad = os.path.join(tmp, "bad.npy")
+        open(bad, "w").write("not a numpy file\n")
+        for arg, needle, want in ((["x=" + bad], bad, 2), ([bad], bad, 2), (["z=" + big], "'z'", 2),
+                                  ([small, "x=" + os.path.join(models, "guard_benign_x.npy")], "set 2", 2),
+                                  ([os.path.join(tmp, "missing.npy")], "missing.npy", 5),
+                                  (["x=" + big + "," + big], "is not NAME=FILE", 1)):
+            extra = sum((["--calibration-input", f] for f in arg), [])
+            rc, err, led, y = go_small(extra)
+            lines = [l for l in err.splitlines() if l.strip()]
+            check(rc == want and len(lines) == 1 and needle in lines[0],
+                  "calibration: a bad set %s exits %d with one sentence naming %s (%d: %r)" % (arg, want, needle, rc,
+                                                                                             err))
 else:
     check(False, "unknown case " + case)
 sys.exit(1 if failures else 0)

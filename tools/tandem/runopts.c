@@ -1,12 +1,14 @@
 /* RUN OPTIONS shared by the commands that plan: --devices, --granularity,
  * --fallback, --max-fallback-ratio, --max-boundary-bytes, --pin, --plugin,
- * --calibration, --min-cosine, --max-abs;
+ * --calibration, --calibration-input, --min-cosine, --max-abs;
  * and the report of a fallback policy violation (exit 3). */
 #include "cli.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void cli_runopts_init(cli_runopts *o) { memset(o, 0, sizeof *o); }
 
@@ -14,6 +16,7 @@ void cli_runopts_free(cli_runopts *o)
 {
     free(o->pins);
     free(o->plugins);
+    free(o->cal_inputs);
     memset(o, 0, sizeof *o);
 }
 
@@ -120,6 +123,21 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
         o->calibration = val;
         return 1;
     }
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--calibration-input", &val)) != 0) {
+        if (r < 0 || !*val) {
+            if (r > 0)
+                cli_error("%s: --calibration-input expects NAME=FILE[,NAME=FILE]..., a folder of NAME.npy files, or "
+                          "the FILE of a model's only input",
+                          cmd);
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        if (cli_push_str(&o->cal_inputs, &o->n_cal_inputs, val)) {
+            cli_error("out of memory");
+            *rc = EXIT_INTERNAL;
+        }
+        return 1;
+    }
     for (int which = 0; which < 2; which++) {
         const char *opt = which == 0 ? "--min-cosine" : "--max-abs";
         if ((r = cli_opt_value(cmd, argc, argv, i, opt, &val)) == 0)
@@ -216,8 +234,135 @@ void cli_calibration_note(const cli_runopts *o, const tdm_plan *plan)
                   o->calibration, matched, entries, missing);
 }
 
+static char *dup_n(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+/* Appends (name or NULL, path) to names[] and paths[]; 0, or -1 when out
+ * of memory (nothing appended). */
+static int cal_push(char ***names, char ***paths, size_t *n, size_t *cap, char *name, char *path)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 8;
+        char **nn = realloc(*names, c * sizeof *nn);
+        if (nn)
+            *names = nn;
+        char **pp = nn ? realloc(*paths, c * sizeof *pp) : NULL;
+        if (pp)
+            *paths = pp;
+        if (pp)
+            *cap = c;
+    }
+    if (!path || *n == *cap) {
+        free(name);
+        free(path);
+        return -1;
+    }
+    (*names)[*n] = name;
+    (*paths)[(*n)++] = path;
+    return 0;
+}
+
+/* One --calibration-input SET's files: "NAME=FILE[,NAME=FILE]...", a
+ * folder (each NAME.npy or NAME.pb in it), or one FILE (no name: the
+ * model's only input). names[] and paths[] are malloc'ed strings. */
+static int cal_set_files(const char *set, char ***names, char ***paths, size_t *n)
+{
+    struct stat sb;
+    size_t cap = 0;
+    *names = *paths = NULL;
+    *n = 0;
+    if (stat(set, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        DIR *d = opendir(set);
+        struct dirent *de;
+        int oom = 0;
+        if (!d) {
+            cli_error("--calibration-input: cannot read the folder '%s'", set);
+            return EXIT_IO;
+        }
+        while (!oom && (de = readdir(d)) != NULL) {
+            const char *dot = strrchr(de->d_name, '.');
+            if (!dot || dot == de->d_name || (strcmp(dot, ".npy") != 0 && strcmp(dot, ".pb") != 0))
+                continue;
+            size_t len = strlen(set) + strlen(de->d_name) + 2;
+            char *path = malloc(len), *name = dup_n(de->d_name, (size_t)(dot - de->d_name));
+            if (path)
+                snprintf(path, len, "%s/%s", set, de->d_name);
+            oom = !name || cal_push(names, paths, n, &cap, name, path);
+        }
+        closedir(d);
+        if (oom) {
+            cli_error("out of memory");
+            return EXIT_INTERNAL;
+        }
+        if (!*n) {
+            cli_error("--calibration-input: the folder '%s' holds no NAME.npy or NAME.pb file", set);
+            return EXIT_INVALID;
+        }
+        return 0;
+    }
+    if (!strchr(set, '=')) /* one FILE */
+        return cal_push(names, paths, n, &cap, NULL, dup_n(set, strlen(set))) ? cli_fail(TDM_E_NOMEM, NULL, NULL)
+                                                                             : 0;
+    for (const char *p = set;; p++) {
+        size_t len = strcspn(p, ",");
+        const char *eq = memchr(p, '=', len);
+        if (!eq || eq == p || eq + 1 == p + len) {
+            cli_error("--calibration-input: '%.*s' in '%s' is not NAME=FILE", (int)len, p, set);
+            return EXIT_USAGE;
+        }
+        if (cal_push(names, paths, n, &cap, dup_n(p, (size_t)(eq - p)), dup_n(eq + 1, (size_t)(p + len - eq - 1))))
+            return cli_fail(TDM_E_NOMEM, NULL, NULL);
+        p += len;
+        if (!*p)
+            return 0;
+    }
+}
+
+/* Loads each --calibration-input set and adds it to so. */
+static int cal_inputs_apply(const cli_runopts *o, tdm_session_options *so)
+{
+    int rc = 0;
+    for (size_t s = 0; !rc && s < o->n_cal_inputs; s++) {
+        char **names = NULL, **paths = NULL;
+        size_t n = 0;
+        tdm_tensor **vals = NULL;
+        tdm_ctx *ctx = NULL;
+        tdm_status st;
+        rc = cal_set_files(o->cal_inputs[s], &names, &paths, &n);
+        if (!rc && ((st = tdm_ctx_create(&ctx)) != TDM_OK || !(vals = calloc(n, sizeof *vals))))
+            rc = cli_fail(TDM_E_NOMEM, "--calibration-input", NULL);
+        for (size_t k = 0; !rc && k < n; k++)
+            if ((st = tdm_value_load(ctx, paths[k], NULL, &vals[k])) != TDM_OK)
+                rc = cli_fail(st, "--calibration-input", tdm_ctx_error(ctx));
+        if (!rc && (st = tdm_session_options_add_calibration_input(so, (const char *const *)names,
+                                                                   (const tdm_tensor *const *)vals, n)) != TDM_OK)
+            rc = cli_fail(st, "--calibration-input", "the set is not accepted");
+        for (size_t k = 0; k < n; k++) {
+            free(names[k]);
+            free(paths[k]);
+            if (vals)
+                tdm_tensor_destroy(vals[k]);
+        }
+        free(names);
+        free(paths);
+        free(vals);
+        tdm_ctx_destroy(ctx);
+    }
+    return rc;
+}
+
 int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so)
 {
+    int rc;
+    if ((rc = cal_inputs_apply(o, so)) != 0)
+        return rc;
     tdm_status st = TDM_OK;
     if (o->no_fusion && (st = tdm_session_options_set_fusion(so, TDM_FUSION_OFF)) != TDM_OK)
         return cli_fail(st, NULL, "--no-fusion: not accepted");
@@ -318,6 +463,11 @@ void usage_runopts(FILE *f)
           "  --calibration FILE     a file of `tandem calibrate`: nodes whose error on a device\n"
           "                         is outside the thresholds run on cpu (PRECISION), also where\n"
           "                         error accumulated along a chain crosses them\n"
+          "  --calibration-input SET  inputs for the precision guard, checked when the session is\n"
+          "                         made (probe and verification; several allowed: a node is\n"
+          "                         kept off the narrow device when any set shows a problem;\n"
+          "                         the first run is still verified): NAME=FILE[,NAME=FILE]...,\n"
+          "                         a folder of NAME.npy files, or the FILE of a one-input model\n"
           "  --min-cosine C         the cosine threshold (default 0.99)\n"
           "  --verify MODE          the precision guard: off, first (default when a device\n"
           "                         computes in fp16/bf16: the first run is probed and checked\n"
