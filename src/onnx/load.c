@@ -11,6 +11,7 @@
  * memory stays close to the size of the weights (resnet18: 1.01x). */
 #include "onnx/internal.h"
 #include "core/mem.h"
+#include "ops/op.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -395,6 +396,19 @@ static tdm_status fill_attr(load_state *s, gr_graph *g, const char *node, Onnx__
     return TDM_OK;
 }
 
+/* A node tandem refuses by name (ZipMap: its values are maps), named
+ * before the types it makes are read. */
+static tdm_status refused_node(onnx_ctx *c, Onnx__NodeProto *const *nodes, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *why = nodes[i] ? op_refused(nodes[i]->domain, nodes[i]->op_type) : NULL;
+        if (why)
+            return err_set(c->e, TDM_E_UNSUPPORTED, "%s: node %s '%.64s' is not supported: %s", c->fname,
+                           nodes[i]->op_type, nodes[i]->name ? nodes[i]->name : "", why);
+    }
+    return TDM_OK;
+}
+
 static tdm_status build_graph(load_state *s, Onnx__GraphProto *gp, gr_graph *g, int take_pre)
 {
     onnx_ctx *c = &s->c;
@@ -430,6 +444,9 @@ static tdm_status build_graph(load_state *s, Onnx__GraphProto *gp, gr_graph *g, 
             return st;
     }
 
+    if ((st = refused_node(c, gp->node, gp->n_node)) != TDM_OK ||
+        (take_pre && (st = refused_node(c, s->nodes, s->n_nodes)) != TDM_OK))
+        return st;
     if (!(g->inputs = mem_calloc(gp->n_input ? gp->n_input : 1, sizeof *g->inputs)) ||
         !(g->outputs = mem_calloc(gp->n_output ? gp->n_output : 1, sizeof *g->outputs)))
         return nomem(c);

@@ -3,6 +3,7 @@
 #include "ops/op.h"
 #include "ops/control.h"
 #include "ops/elementwise.h"
+#include "ops/ml.h"
 #include "ops/nn.h"
 #include "ops/opset24.h"
 #include "ops/reduce.h"
@@ -61,11 +62,32 @@ static int onnx_version_at(const char *op_type, int64_t opset, int *semantic)
     return -1;
 }
 
+/* Operators tandem knows but cannot represent, with the reason. */
+static const struct {
+    const char *domain, *name, *why;
+} op_refused_table[] = {
+    {"ai.onnx.ml", "ZipMap", "it outputs a sequence of maps and tandem's values have no map type"},
+    {"ai.onnx.ml", "DictVectorizer", "it takes a map and tandem's values have no map type"},
+    {"ai.onnx.ml", "CastMap", "it takes a map and tandem's values have no map type"},
+};
+
+const char *op_refused(const char *domain, const char *op_type)
+{
+    const char *dom = domain_is_default(domain) ? "" : domain;
+    for (size_t i = 0; op_type && i < sizeof op_refused_table / sizeof op_refused_table[0]; i++)
+        if (strcmp(op_refused_table[i].name, op_type) == 0 && strcmp(op_refused_table[i].domain, dom) == 0)
+            return op_refused_table[i].why;
+    return NULL;
+}
+
 tdm_status op_resolve(tdm_err *e, const char *domain, const char *op_type, int64_t opset, int *op, int *version)
 {
     *op = -1;
     *version = 0;
     const char *dom = domain_is_default(domain) ? "" : domain;
+    const char *why = op_refused(dom, op_type);
+    if (why)
+        return err_set(e, TDM_E_UNSUPPORTED, "%s of domain %s is not supported: %s", op_type, dom, why);
     for (int i = 0; i < OP_COUNT; i++) {
         const op_def *d = &op_table[i];
         if (strcmp(d->name, op_type) != 0 || strcmp(d->domain, dom) != 0)
