@@ -128,6 +128,7 @@ _PROTOS = {
     "tdm_session_options_set_calibration": (_S, [c_void_p, c_char_p]),
     "tdm_session_options_set_precision": (_S, [c_void_p, c_double, c_double]),
     "tdm_session_options_set_verify": (_S, [c_void_p, c_int, c_int]),
+    "tdm_session_options_add_calibration_input": (_S, [c_void_p, POINTER(c_char_p), POINTER(c_void_p), c_size_t]),
     "tdm_session_create": (_S, [c_void_p, c_void_p, c_void_p, POINTER(c_void_p)]),
     "tdm_session_destroy": (None, [c_void_p]),
     "tdm_session_error": (c_char_p, [c_void_p]),

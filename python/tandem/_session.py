@@ -74,6 +74,7 @@ class SessionOptions:
         self.fusion = True                # True ("on"), False ("off") or "observed"
         self.verify = None                # the precision guard: "off", "first", "every:N"
         self.calibration = None           # a file of `tandem calibrate`
+        self.calibration_inputs = []      # the precision guard's: [{input name: array}, ...], checked at load
         self.min_cosine = None
         self.max_abs = None
 
@@ -132,6 +133,8 @@ class _Options:
             self._choice(lib.tdm_session_options_set_fusion, lib.tdm_fusion_parse, fusion)
             if get("calibration"):
                 self._str(lib.tdm_session_options_set_calibration, "calibration", os.fspath(get("calibration")))
+            for k, feed in enumerate(get("calibration_inputs", []) or []):
+                self._calibration_set(k, feed)
             if get("min_cosine") is not None or get("max_abs") is not None:
                 mc = get("min_cosine")
                 ma = get("max_abs")
@@ -149,6 +152,21 @@ class _Options:
         if st != 0:
             raise TandemError(st, text(lib.tdm_ctx_error(self.ctx)))
         return self._call(setter, "%r" % (word,), value.value, *((n.value,) if every else ()))
+
+    def _calibration_set(self, k, feed):
+        """One {input name: array} of calibration_inputs (the library copies it)."""
+        items = list(dict(feed).items())
+        names = (c_char_p * max(len(items), 1))(*[str(n).encode() for n, _ in items])
+        vals = (c_void_p * max(len(items), 1))()
+        try:
+            for i, (_, v) in enumerate(items):
+                vals[i] = _to_tensor(v, KIND_TENSOR)
+            self._call(lib.tdm_session_options_add_calibration_input, "calibration_inputs[%d]" % k, names, vals,
+                       len(items))
+        finally:
+            for t in vals:
+                if t:
+                    lib.tdm_tensor_destroy(t)
 
     def _str(self, fn, what, value):
         return self._call(fn, "%s %r" % (what, value), str(value).encode())

@@ -258,6 +258,33 @@ def test_option_words():
     tandem.InferenceSession(tiny(), sess_options=so, providers=["cpu"])
 
 
+def test_calibration_inputs():
+    """SessionOptions.calibration_inputs: the precision guard probes them at
+    load; an overflowing set refuses the node although the first run's input
+    would not overflow; a set naming no model input raises TDM_E_INPUT."""
+    k = numpy_helper.from_array(np.array(300, np.float32), "k")
+    kinv = numpy_helper.from_array(np.array(1 / 9e4, np.float32), "kinv")
+    path = save("guard_overflow", helper.make_graph(
+        [helper.make_node("Mul", ["x", "k"], ["a"], name="g_mul1"), helper.make_node("Mul", ["a", "k"], ["b"], name="g_mul2"),
+         helper.make_node("Mul", ["b", "kinv"], ["y"], name="g_mul3")],
+        "guard_overflow", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])], [k, kinv]))
+    big = np.linspace(-1, 1, 64, dtype=np.float32).reshape(1, 64)  # 9e4 after two Muls: beyond fp16
+    small = big / 10
+    so = tandem.SessionOptions()
+    so.calibration_inputs = [{"x": small}, {"x": big}]
+    s = tandem.InferenceSession(path, providers=["vnpu:server-npu", "cpu"], sess_options=so)
+    g = s.ledger["guard"]
+    assert g["calibration_input_sets"] == 2 and g["moved_nodes"] >= 1, g
+    refused = {r["node"]: r for r in s.ledger["precision"]["refused"]}
+    assert refused["g_mul2"]["cause"] == "overflow", refused
+    (y,) = s.run(None, {"x": small})
+    np.testing.assert_allclose(y, small, rtol=1e-3, atol=1e-3)
+    so.calibration_inputs = [{"z": big}]
+    e = expect_error(4, lambda: tandem.InferenceSession(path, providers=["vnpu:server-npu", "cpu"], sess_options=so))
+    assert "calibration input set 1 names 'z'" in e.message, e.message
+
+
 def test_errors():
     s = tandem.InferenceSession(tiny(), providers=["cpu"])
     e = expect_error(4, lambda: s.run(None, {"nope": x_in()}))
