@@ -143,13 +143,13 @@ static void cell_free(audit_cell *c)
     free(c->parts);
 }
 
-static const char *jstr(const cJSON *o, const char *key)
+const char *audit_jstr(const cJSON *o, const char *key)
 {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsString(x) ? x->valuestring : "";
 }
 
-static double jnum(const cJSON *o, const char *key, double dflt)
+double audit_jnum(const cJSON *o, const char *key, double dflt)
 {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsNumber(x) ? x->valuedouble : dflt;
@@ -230,7 +230,7 @@ static int cell_from_ledger(audit_cell *c, const char *device, const char *ledge
     const cJSON *n;
     cJSON_ArrayForEach(n, nodes)
     {
-        const char *dev = jstr(n, "device"), *reason = jstr(n, "reason");
+        const char *dev = audit_jstr(n, "device"), *reason = audit_jstr(n, "reason");
         c->nodes++;
         /* on the device itself (OK, RESCUED), or where the user pinned it */
         if (strcmp(dev, device) == 0 || strcmp(reason, "USER") == 0) {
@@ -238,11 +238,11 @@ static int cell_from_ledger(audit_cell *c, const char *device, const char *ledge
             continue;
         }
         c->off_device++;
-        double ms = jnum(n, "estimated_ms", 0);
+        double ms = audit_jnum(n, "estimated_ms", 0);
         c->off_ms += ms;
         if (count_reason(c, reason) ||
-            add_group(&c->groups, &c->n_groups, c->model, jstr(n, "op"), reason, jstr(n, "name"),
-                      jstr(n, "detail"), 1, ms))
+            add_group(&c->groups, &c->n_groups, c->model, audit_jstr(n, "op"), reason, audit_jstr(n, "name"),
+                      audit_jstr(n, "detail"), 1, ms))
             goto done;
     }
     if (c->n_groups)
@@ -254,14 +254,14 @@ static int cell_from_ledger(audit_cell *c, const char *device, const char *ledge
         if (!a)
             goto done;
         c->parts = a;
-        if (!(a[c->n_parts].device = dup_str(jstr(p, "device"))))
+        if (!(a[c->n_parts].device = dup_str(audit_jstr(p, "device"))))
             goto done;
-        a[c->n_parts].nodes = (size_t)jnum(p, "nodes", 0);
-        a[c->n_parts++].ms = jnum(p, "estimated_ms", -1);
+        a[c->n_parts].nodes = (size_t)audit_jnum(p, "nodes", 0);
+        a[c->n_parts++].ms = audit_jnum(p, "estimated_ms", -1);
     }
-    c->boundary = (uint64_t)jnum(sum, "boundary_bytes", 0);
-    c->total_ms = cJSON_IsObject(est) ? jnum(est, "total", -1) : -1;
-    c->copies_ms = cJSON_IsObject(est) ? jnum(est, "copies", -1) : -1;
+    c->boundary = (uint64_t)audit_jnum(sum, "boundary_bytes", 0);
+    c->total_ms = cJSON_IsObject(est) ? audit_jnum(est, "total", -1) : -1;
+    c->copies_ms = cJSON_IsObject(est) ? audit_jnum(est, "copies", -1) : -1;
     c->modeled = cJSON_IsObject(est) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(est, "modeled"));
     c->complete = cJSON_IsObject(est) && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(est, "complete"));
     /* the policy's verdict: its sentence and every offending node */
@@ -269,17 +269,17 @@ static int cell_from_ledger(audit_cell *c, const char *device, const char *ledge
     const cJSON *viol = cJSON_GetObjectItemCaseSensitive(pol, "violations");
     size_t nv = cJSON_IsArray(viol) ? (size_t)cJSON_GetArraySize(viol) : 0;
     if (nv) {
-        if (!(c->policy = dup_str(jstr(pol, "error"))) || !(c->offending = calloc(nv, sizeof *c->offending)))
+        if (!(c->policy = dup_str(audit_jstr(pol, "error"))) || !(c->offending = calloc(nv, sizeof *c->offending)))
             goto done;
         const cJSON *v;
         cJSON_ArrayForEach(v, viol)
         {
-            const char *node = jstr(v, "node");
-            size_t len = strlen(node) + strlen(jstr(v, "reason")) + strlen(jstr(v, "detail")) + 32;
+            const char *node = audit_jstr(v, "node");
+            size_t len = strlen(node) + strlen(audit_jstr(v, "reason")) + strlen(audit_jstr(v, "detail")) + 32;
             if (!(c->offending[c->violations] = malloc(len)))
                 goto done;
             snprintf(c->offending[c->violations++], len, "%s (%s): %s", *node ? node : "(graph output)",
-                     jstr(v, "reason"), jstr(v, "detail"));
+                     audit_jstr(v, "reason"), audit_jstr(v, "detail"));
         }
     }
     rc = 0;
@@ -319,29 +319,29 @@ static char *dynamic_inputs(const tdm_model *m, size_t model, const audit_shape 
 
 /* What the user can do about a group of fallback nodes: one sentence, from
  * the reason code and the device's sentence. */
-static void hint(const audit_group *g, const char *device, const char *dyn, char *out, size_t size)
+void audit_hint(const char *r, const char *op, const char *d, const char *device, const char *dyn, char *out,
+                size_t size)
 {
-    const char *r = g->reason, *d = g->detail;
     if (strcmp(r, "OP_UNSUPPORTED") == 0)
         snprintf(out, size,
                  "%s has no %s: replace it in the model with ops the device lists, or accept cpu for it "
                  "(--pin %s=cpu keeps --fallback deny quiet about it)",
-                 device, g->op, g->op);
+                 device, op, op);
     else if (strcmp(r, "DTYPE_UNSUPPORTED") == 0)
         snprintf(out, size,
                  "%s lacks this element type: export or quantize the model to a type the device lists, or accept "
                  "cpu for it (--pin %s=cpu)",
-                 device, g->op);
+                 device, op);
     else if (strcmp(r, "ATTR_UNSUPPORTED") == 0 && strstr(d, "constant"))
         snprintf(out, size,
                  "the device needs that input as a constant: fix the input shapes (--shape) and fold constant "
                  "subgraphs before export, or accept cpu for it (--pin %s=cpu)",
-                 g->op);
+                 op);
     else if (strcmp(r, "ATTR_UNSUPPORTED") == 0)
         snprintf(out, size,
                  "an attribute is outside the device's limit (the sentence names it): re-export with a value it "
                  "allows, or accept cpu for it (--pin %s=cpu)",
-                 g->op);
+                 op);
     else if (strcmp(r, "SHAPE_UNSUPPORTED") == 0 && strstr(d, "static shapes") && (!dyn || *dyn))
         snprintf(out, size, "dynamic dimensions: give --shape for %s", dyn ? dyn : "the models' dynamic inputs");
     else if (strcmp(r, "SHAPE_UNSUPPORTED") == 0 && strstr(d, "static shapes"))
@@ -352,7 +352,7 @@ static void hint(const audit_group *g, const char *device, const char *dyn, char
         snprintf(out, size,
                  "a rank or dimension above the device's limit: reshape to a lower rank in the model or use a "
                  "smaller --shape, or accept cpu for it (--pin %s=cpu)",
-                 g->op);
+                 op);
     else if (strcmp(r, "MEMORY") == 0)
         snprintf(out, size,
                  "the partition does not fit the device's memory: a smaller --shape, or --granularity op|auto "
@@ -363,7 +363,7 @@ static void hint(const audit_group *g, const char *device, const char *dyn, char
                  "measured; --min-cosine moves the threshold");
     else if (strcmp(r, "COST") == 0)
         snprintf(out, size, "the planner's choice (cheaper on cpu once copies count): --pin %s=%s forces it",
-                 g->op, device);
+                 op, device);
     else if (strcmp(r, "GRANULARITY") == 0)
         snprintf(out, size, "moved to keep a partition whole: --granularity op or auto keeps it on %s", device);
     else if (strcmp(r, "DEVICE_FAULT") == 0)
@@ -595,7 +595,7 @@ static int print_text(const audit *a)
         for (size_t g = 0; g < shown(a, c->n_groups); g++) {
             const audit_group *x = &c->groups[g];
             printf("  %5zu  %-20s %-18s e.g. %s: %s\n", x->count, x->op, x->reason, x->node, x->detail);
-            hint(x, dev, a->dyn[c->model], h, sizeof h);
+            audit_hint(x->reason, x->op, x->detail, dev, a->dyn[c->model], h, sizeof h);
             if (h[0])
                 printf("         hint: %s\n", h);
         }
@@ -608,7 +608,7 @@ static int print_text(const audit *a)
         if (n) {
             printf("\ntop blockers on %s (all models):\n", a->devices[d]);
             for (size_t k = 0; k < shown(a, n); k++) {
-                hint(&g[k], a->devices[d], a->dyn[g[k].model], h, sizeof h);
+                audit_hint(g[k].reason, g[k].op, g[k].detail, a->devices[d], a->dyn[g[k].model], h, sizeof h);
                 printf("  %5zu  %-20s %-18s %s\n", g[k].count, g[k].op, g[k].reason, g[k].detail);
                 if (h[0])
                     printf("         hint: %s\n", h);
@@ -621,7 +621,7 @@ static int print_text(const audit *a)
 static void json_group(jw *w, const audit *a, const audit_group *g, const char *device, const char *dyn)
 {
     char h[512];
-    hint(g, device, dyn, h, sizeof h);
+    audit_hint(g->reason, g->op, g->detail, device, dyn, h, sizeof h);
     jw_obj_begin(w);
     jw_key(w, "model");
     jw_str(w, a->models[g->model]);

@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------ shared options */
 
@@ -508,6 +510,23 @@ void diag_json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* ,"time":"2026-12-04T14:20:51Z","host":"NAME" (when the log is written):
+ * what `tandem logs` buckets and groups the records of many runs by. */
+static void log_stamp(FILE *f)
+{
+    char when[32] = "", host[256] = "";
+    time_t now = time(NULL);
+    struct tm tm;
+    if (now != (time_t)-1 && gmtime_r(&now, &tm))
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (gethostname(host, sizeof host - 1) != 0)
+        host[0] = '\0';
+    fputs(",\"time\":", f);
+    diag_json_str(f, when);
+    fputs(",\"host\":", f);
+    diag_json_str(f, host);
+}
+
 /* One JSON line per fallback decision of the plan and per device fault. */
 int diag_write_fallback_log(const diag_collector *c, const char *model, const char *path)
 {
@@ -536,7 +555,11 @@ int diag_write_fallback_log(const diag_collector *c, const char *model, const ch
         fputs(",\"detail\":", f);
         diag_json_str(f, detail);
         const diag_node *dn = &c->nodes[n];
-        fprintf(f, ",\"calls\":%llu,\"total_ms\":%.6f}\n", (unsigned long long)dn->calls, (double)dn->ns / 1e6);
+        fprintf(f, ",\"calls\":%llu,\"total_ms\":%.6f", (unsigned long long)dn->calls, (double)dn->ns / 1e6);
+        if (dn->modeled)
+            fprintf(f, ",\"modeled_ms\":%.6f", dn->modeled_ms);
+        log_stamp(f);
+        fputs("}\n", f);
     }
     for (size_t k = 0; k < c->n_faults; k++) {
         const diag_fault *x = &c->faults[k];
@@ -548,6 +571,7 @@ int diag_write_fallback_log(const diag_collector *c, const char *model, const ch
         diag_json_str(f, x->device >= 0 ? tdm_plan_device_name(c->plan, (size_t)x->device) : "");
         fputs(",\"detail\":", f);
         diag_json_str(f, x->detail);
+        log_stamp(f);
         fputs("}\n", f);
     }
     return close_out("fallback log", path, f);

@@ -1,6 +1,7 @@
 /* tandem: the command-line tool. Uses only the public API. */
 #include "audit.h"
 #include "cli.h"
+#include "logs.h"
 
 #include <string.h>
 
@@ -21,6 +22,8 @@ void usage_main(FILE *f)
           "  extract   MODEL --node NAME --out DIR  a one-node ONNX reproduction with its real inputs\n"
           "  calibrate  measure per node and device: time, error against cpu fp32, copy cost\n"
           "  audit     MODEL... --devices LIST [--json]  models x devices: fits / falls back by reason / blocked\n"
+          "  logs      FILE|DIR... [--json]          fallback logs and ledgers of many runs: when, why, cost, what to fix\n"
+          "  diff      A B [--json]                 two ledgers of one model: moved nodes and why, before/after\n"
           "\n"
           "`tandem COMMAND --help` describes a command. `tandem --version` prints the version.\n"
           "\n"
@@ -134,6 +137,10 @@ int main(int argc, char **argv)
             usage_calibrate(stdout);
         else if (strcmp(argv[2], "audit") == 0)
             usage_audit(stdout);
+        else if (strcmp(argv[2], "logs") == 0)
+            usage_logs(stdout);
+        else if (strcmp(argv[2], "diff") == 0)
+            usage_diff(stdout);
         else {
             for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
                 if (strcmp(argv[2], later[i]) == 0) {
@@ -167,6 +174,10 @@ int main(int argc, char **argv)
         return cmd_calibrate(argc - 1, argv + 1);
     if (strcmp(cmd, "audit") == 0)
         return cmd_audit(argc - 1, argv + 1);
+    if (strcmp(cmd, "logs") == 0)
+        return cmd_logs(argc - 1, argv + 1);
+    if (strcmp(cmd, "diff") == 0)
+        return cmd_diff(argc - 1, argv + 1);
     for (size_t i = 0; i < sizeof later / sizeof later[0]; i++)
         if (strcmp(cmd, later[i]) == 0) {
             cli_error("'%s' is not implemented yet", cmd);
