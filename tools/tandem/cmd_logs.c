@@ -539,6 +539,17 @@ static void bucket_label(int bk, long long t, char *buf)
     strftime(buf, BUCKET_LEN, bk == BK_HOUR ? "%Y-%m-%dT%H:00Z" : bk == BK_DAY ? "%Y-%m-%d" : "%Y-%m", &tm);
 }
 
+/* "2026-12-04T14:20:51Z" for t, into buf (BUCKET_LEN). */
+static void time_label(long long t, char *buf)
+{
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if (gmtime_r(&tt, &tm))
+        strftime(buf, BUCKET_LEN, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    else
+        snprintf(buf, BUCKET_LEN, "?");
+}
+
 /* The start of the bucket after the one holding t. */
 static long long bucket_next(int bk, long long t)
 {
@@ -700,14 +711,15 @@ static void print_groups(const char *title, const lg_groups *gs)
 
 static void print_text(const lg *g, const lg_report *p, size_t top)
 {
-    printf("fallback analysis: %zu files (%zu fallback logs, %zu ledgers, %zu profiles): %zu fallbacks, %zu device "
-           "faults\n",
-           g->files, g->logs, g->ledgers, g->profiles, p->fallbacks, p->faults_n);
+    printf("fallback analysis: %zu file%s (%zu fallback log%s, %zu ledger%s, %zu profile%s): %zu fallbacks, %zu "
+           "device faults\n",
+           g->files, g->files == 1 ? "" : "s", g->logs, g->logs == 1 ? "" : "s", g->ledgers,
+           g->ledgers == 1 ? "" : "s", g->profiles, g->profiles == 1 ? "" : "s", p->fallbacks, p->faults_n);
     printf("  %zu models, %zu devices, %zu hosts", p->model.n, p->device.n, p->host.n);
     if (p->timed) {
         char a[BUCKET_LEN], b[BUCKET_LEN];
-        bucket_label(BK_HOUR, p->first, a);
-        bucket_label(BK_HOUR, p->last, b);
+        time_label(p->first, a);
+        time_label(p->last, b);
         printf("; from %s to %s", a, b);
     }
     putchar('\n');
@@ -715,8 +727,8 @@ static void print_text(const lg *g, const lg_report *p, size_t top)
         printf("fallback ratio (ledgers, estimated time): %zu plans, mean %.3f, max %.3f; %zu of %zu nodes fell back\n",
                g->plans, g->ratio_sum / (double)g->plans, g->ratio_max, g->plan_fallbacks, g->plan_nodes);
     if (g->runs)
-        printf("fallback ratio (profiles, measured): %zu runs, mean %.3f, max %.3f\n", g->runs,
-               g->mratio_sum / (double)g->runs, g->mratio_max);
+        printf("fallback ratio (profiles, measured): %zu run%s, mean %.3f, max %.3f\n", g->runs,
+               g->runs == 1 ? "" : "s", g->mratio_sum / (double)g->runs, g->mratio_max);
     printf("cost after fallback: %.3f ms measured (%zu records), %.3f ms modeled (%zu records)\n", p->measured_ms,
            p->measured_n, p->modeled_ms, p->modeled_n);
     if (p->time.n) {
@@ -845,8 +857,8 @@ static void print_json(const lg *g, const lg_report *p, size_t top)
     jw_str(&w, p->time.n ? bucket_name[p->bucket] : NULL);
     char a[BUCKET_LEN] = "", b[BUCKET_LEN] = "";
     if (p->timed) {
-        bucket_label(BK_HOUR, p->first, a);
-        bucket_label(BK_HOUR, p->last, b);
+        time_label(p->first, a);
+        time_label(p->last, b);
     }
     jw_key(&w, "first");
     jw_str(&w, p->timed ? a : NULL);
