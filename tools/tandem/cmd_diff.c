@@ -339,18 +339,15 @@ static void json_side(jw *w, const char *key, const df_doc *d)
 {
     jw_key(w, key);
     jw_obj_begin(w);
-    jw_key(w, "file");
-    jw_str(w, d->path);
-    jw_key(w, "kind");
-    jw_str(w, d->kind);
+    jw_kstr(w, "file", d->path);
+    jw_kstr(w, "kind", d->kind);
     jw_key(w, "devices");
     jw_arr_begin_inline(w);
     const cJSON *x;
     cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(d->root, "devices"))
         jw_str(w, cJSON_IsString(x) ? x->valuestring : "");
     jw_arr_end(w);
-    jw_key(w, "nodes");
-    jw_uint(w, d->n);
+    jw_kuint(w, "nodes", d->n);
     jw_obj_end(w);
 }
 
@@ -361,22 +358,14 @@ static void json_pairs(jw *w, const char *key, const df_node **pairs, size_t n)
     for (size_t k = 0; k < n; k++) {
         const df_node *x = pairs[2 * k], *y = pairs[2 * k + 1];
         jw_obj_begin(w);
-        jw_key(w, "node");
-        jw_str(w, x->name);
-        jw_key(w, "op");
-        jw_str(w, x->op);
-        jw_key(w, "device_before");
-        jw_str(w, x->device);
-        jw_key(w, "device_after");
-        jw_str(w, y->device);
-        jw_key(w, "reason_before");
-        jw_str(w, x->reason);
-        jw_key(w, "reason_after");
-        jw_str(w, y->reason);
-        jw_key(w, "detail_before");
-        jw_str(w, x->detail);
-        jw_key(w, "detail_after");
-        jw_str(w, y->detail);
+        jw_kstr(w, "node", x->name);
+        jw_kstr(w, "op", x->op);
+        jw_kstr(w, "device_before", x->device);
+        jw_kstr(w, "device_after", y->device);
+        jw_kstr(w, "reason_before", x->reason);
+        jw_kstr(w, "reason_after", y->reason);
+        jw_kstr(w, "detail_before", x->detail);
+        jw_kstr(w, "detail_after", y->detail);
         jw_obj_end(w);
     }
     jw_arr_end(w);
@@ -399,10 +388,8 @@ static void json_counts(jw *w, const char *key, const char *name, const df_count
         jw_obj_begin(w);
         jw_key(w, name);
         jw_str(w, cs->c[k].key);
-        jw_key(w, "before");
-        jw_uint(w, cs->c[k].before);
-        jw_key(w, "after");
-        jw_uint(w, cs->c[k].after);
+        jw_kuint(w, "before", cs->c[k].before);
+        jw_kuint(w, "after", cs->c[k].after);
         jw_obj_end(w);
     }
     jw_arr_end(w);
@@ -413,8 +400,7 @@ static void print_json(const df_doc *a, const df_doc *b, const df_result *r)
     jw w;
     jw_init(&w, stdout);
     jw_obj_begin(&w);
-    jw_key(&w, "model");
-    jw_str(&w, a->model);
+    jw_kstr(&w, "model", a->model);
     json_side(&w, "before", a);
     json_side(&w, "after", b);
     json_pairs(&w, "moved", r->moved, r->n_moved);
@@ -431,10 +417,8 @@ static void print_json(const df_doc *a, const df_doc *b, const df_result *r)
             continue;
         jw_key(&w, figs[k].name);
         jw_obj_begin(&w);
-        jw_key(&w, "before");
-        jw_num(&w, x);
-        jw_key(&w, "after");
-        jw_num(&w, y);
+        jw_knum(&w, "before", x);
+        jw_knum(&w, "after", y);
         jw_obj_end(&w);
     }
     jw_obj_end(&w);

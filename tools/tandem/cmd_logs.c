@@ -17,6 +17,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -115,14 +116,34 @@ typedef struct lg_rec {
     int fault;                       /* a device_fault event */
 } lg_rec;
 
+/* Fallback ratios of several plans or runs. */
+typedef struct lg_ratio {
+    size_t n;
+    double sum, max;
+} lg_ratio;
+
+/* Adds the ratio o holds at key; 1 when it holds one. */
+static int ratio_add(lg_ratio *r, const cJSON *o, const char *key)
+{
+    double v = audit_jnum(o, key, -1);
+    if (v < 0)
+        return 0;
+    r->n++;
+    r->sum += v;
+    if (v > r->max)
+        r->max = v;
+    return 1;
+}
+
+static double ratio_mean(const lg_ratio *r) { return r->n ? r->sum / (double)r->n : NAN; }
+
 typedef struct lg {
     lg_rec *recs;
     size_t n, cap;
     size_t files, logs, ledgers, profiles, lines;
-    size_t plans, plan_nodes, plan_fallbacks;  /* ledgers */
-    double ratio_sum, ratio_max;               /* ledgers' estimated-time ratio */
-    size_t runs;                               /* profiles */
-    double mratio_sum, mratio_max;             /* profiles' measured ratio */
+    size_t plan_nodes, plan_fallbacks;         /* ledgers */
+    lg_ratio est;                              /* ledgers' estimated-time ratio */
+    lg_ratio meas;                             /* profiles' measured ratio */
     int rc;                                    /* the exit code so far */
 } lg;
 
@@ -234,12 +255,7 @@ static int read_ledger(lg *g, const cJSON *root, long long mtime)
             return -1;
     }
     g->ledgers++;
-    double ratio = audit_jnum(sum, "fallback_ratio", -1);
-    if (ratio >= 0) {
-        g->plans++;
-        g->ratio_sum += ratio;
-        if (ratio > g->ratio_max)
-            g->ratio_max = ratio;
+    if (ratio_add(&g->est, sum, "fallback_ratio")) {
         g->plan_nodes += (size_t)audit_jnum(sum, "nodes", 0);
         g->plan_fallbacks += fb;
     }
@@ -261,13 +277,7 @@ static int read_profile(lg *g, const cJSON *root, long long mtime)
             return -1;
     }
     g->profiles++;
-    double ratio = audit_jnum(root, "fallback_ratio", -1);
-    if (ratio >= 0) {
-        g->runs++;
-        g->mratio_sum += ratio;
-        if (ratio > g->mratio_max)
-            g->mratio_max = ratio;
-    }
+    ratio_add(&g->meas, root, "fallback_ratio");
     return 0;
 }
 
@@ -723,12 +733,13 @@ static void print_text(const lg *g, const lg_report *p, size_t top)
         printf("; from %s to %s", a, b);
     }
     putchar('\n');
-    if (g->plans)
-        printf("fallback ratio (ledgers, estimated time): %zu plans, mean %.3f, max %.3f; %zu of %zu nodes fell back\n",
-               g->plans, g->ratio_sum / (double)g->plans, g->ratio_max, g->plan_fallbacks, g->plan_nodes);
-    if (g->runs)
-        printf("fallback ratio (profiles, measured): %zu run%s, mean %.3f, max %.3f\n", g->runs,
-               g->runs == 1 ? "" : "s", g->mratio_sum / (double)g->runs, g->mratio_max);
+    if (g->est.n)
+        printf("fallback ratio (ledgers, estimated time): %zu plan%s, mean %.3f, max %.3f; %zu of %zu nodes fell "
+               "back\n",
+               g->est.n, g->est.n == 1 ? "" : "s", ratio_mean(&g->est), g->est.max, g->plan_fallbacks, g->plan_nodes);
+    if (g->meas.n)
+        printf("fallback ratio (profiles, measured): %zu run%s, mean %.3f, max %.3f\n", g->meas.n,
+               g->meas.n == 1 ? "" : "s", ratio_mean(&g->meas), g->meas.max);
     printf("cost after fallback: %.3f ms measured (%zu records), %.3f ms modeled (%zu records)\n", p->measured_ms,
            p->measured_n, p->modeled_ms, p->modeled_n);
     if (p->time.n) {
@@ -778,10 +789,8 @@ static void json_groups(jw *w, const char *key, const lg_groups *gs, const char 
         jw_obj_begin(w);
         jw_key(w, name);
         jw_str(w, gs->g[k].key);
-        jw_key(w, "count");
-        jw_uint(w, gs->g[k].count);
-        jw_key(w, "cost_ms");
-        jw_num(w, gs->g[k].cost_ms);
+        jw_kuint(w, "count", gs->g[k].count);
+        jw_knum(w, "cost_ms", gs->g[k].cost_ms);
         jw_obj_end(w);
     }
     jw_arr_end(w);
@@ -794,76 +803,42 @@ static void print_json(const lg *g, const lg_report *p, size_t top)
     jw_obj_begin(&w);
     jw_key(&w, "files");
     jw_obj_begin(&w);
-    jw_key(&w, "read");
-    jw_uint(&w, g->files);
-    jw_key(&w, "fallback_logs");
-    jw_uint(&w, g->logs);
-    jw_key(&w, "ledgers");
-    jw_uint(&w, g->ledgers);
-    jw_key(&w, "profiles");
-    jw_uint(&w, g->profiles);
-    jw_key(&w, "log_records");
-    jw_uint(&w, g->lines);
+    jw_kuint(&w, "read", g->files);
+    jw_kuint(&w, "fallback_logs", g->logs);
+    jw_kuint(&w, "ledgers", g->ledgers);
+    jw_kuint(&w, "profiles", g->profiles);
+    jw_kuint(&w, "log_records", g->lines);
     jw_obj_end(&w);
-    jw_key(&w, "fallbacks");
-    jw_uint(&w, p->fallbacks);
-    jw_key(&w, "device_faults");
-    jw_uint(&w, p->faults_n);
+    jw_kuint(&w, "fallbacks", p->fallbacks);
+    jw_kuint(&w, "device_faults", p->faults_n);
     jw_key(&w, "cost_ms");
     jw_obj_begin(&w);
-    jw_key(&w, "measured");
-    jw_num(&w, p->measured_ms);
-    jw_key(&w, "measured_records");
-    jw_uint(&w, p->measured_n);
-    jw_key(&w, "modeled");
-    jw_num(&w, p->modeled_ms);
-    jw_key(&w, "modeled_records");
-    jw_uint(&w, p->modeled_n);
+    jw_knum(&w, "measured", p->measured_ms);
+    jw_kuint(&w, "measured_records", p->measured_n);
+    jw_knum(&w, "modeled", p->modeled_ms);
+    jw_kuint(&w, "modeled_records", p->modeled_n);
     jw_obj_end(&w);
     jw_key(&w, "fallback_ratio");
     jw_obj_begin(&w);
-    jw_key(&w, "plans");
-    jw_uint(&w, g->plans);
-    jw_key(&w, "estimated_mean");
-    if (g->plans)
-        jw_num(&w, g->ratio_sum / (double)g->plans);
-    else
-        jw_null(&w);
-    jw_key(&w, "estimated_max");
-    if (g->plans)
-        jw_num(&w, g->ratio_max);
-    else
-        jw_null(&w);
-    jw_key(&w, "plan_nodes");
-    jw_uint(&w, g->plan_nodes);
-    jw_key(&w, "plan_fallback_nodes");
-    jw_uint(&w, g->plan_fallbacks);
-    jw_key(&w, "measured_runs");
-    jw_uint(&w, g->runs);
-    jw_key(&w, "measured_mean");
-    if (g->runs)
-        jw_num(&w, g->mratio_sum / (double)g->runs);
-    else
-        jw_null(&w);
-    jw_key(&w, "measured_max");
-    if (g->runs)
-        jw_num(&w, g->mratio_max);
-    else
-        jw_null(&w);
+    jw_kuint(&w, "plans", g->est.n);
+    jw_knum(&w, "estimated_mean", ratio_mean(&g->est)); /* null when none */
+    jw_knum(&w, "estimated_max", g->est.n ? g->est.max : NAN);
+    jw_kuint(&w, "plan_nodes", g->plan_nodes);
+    jw_kuint(&w, "plan_fallback_nodes", g->plan_fallbacks);
+    jw_kuint(&w, "measured_runs", g->meas.n);
+    jw_knum(&w, "measured_mean", ratio_mean(&g->meas));
+    jw_knum(&w, "measured_max", g->meas.n ? g->meas.max : NAN);
     jw_obj_end(&w);
     jw_key(&w, "over_time");
     jw_obj_begin(&w);
-    jw_key(&w, "bucket");
-    jw_str(&w, p->time.n ? bucket_name[p->bucket] : NULL);
+    jw_kstr(&w, "bucket", p->time.n ? bucket_name[p->bucket] : NULL);
     char a[BUCKET_LEN] = "", b[BUCKET_LEN] = "";
     if (p->timed) {
         time_label(p->first, a);
         time_label(p->last, b);
     }
-    jw_key(&w, "first");
-    jw_str(&w, p->timed ? a : NULL);
-    jw_key(&w, "last");
-    jw_str(&w, p->timed ? b : NULL);
+    jw_kstr(&w, "first", p->timed ? a : NULL);
+    jw_kstr(&w, "last", p->timed ? b : NULL);
     json_groups(&w, "buckets", &p->time, "bucket");
     jw_obj_end(&w);
     json_groups(&w, "by_reason", &p->reason, "reason");
@@ -882,27 +857,19 @@ static void print_json(const lg *g, const lg_report *p, size_t top)
         char h[512];
         audit_hint(x->first->reason, x->first->op, x->first->detail, x->first->device, NULL, h, sizeof h);
         jw_obj_begin(&w);
-        jw_key(&w, "op");
-        jw_str(&w, x->key);
-        jw_key(&w, "reason");
-        jw_str(&w, x->first->reason);
-        jw_key(&w, "device");
-        jw_str(&w, x->first->device);
-        jw_key(&w, "count");
-        jw_uint(&w, x->count);
-        jw_key(&w, "cost_ms");
-        jw_num(&w, x->cost_ms);
+        jw_kstr(&w, "op", x->key);
+        jw_kstr(&w, "reason", x->first->reason);
+        jw_kstr(&w, "device", x->first->device);
+        jw_kuint(&w, "count", x->count);
+        jw_knum(&w, "cost_ms", x->cost_ms);
         jw_key(&w, "models");
         jw_arr_begin_inline(&w);
         for (size_t m = 0; m < nm; m++)
             jw_str(&w, models[m]);
         jw_arr_end(&w);
-        jw_key(&w, "example_node");
-        jw_str(&w, x->first->node);
-        jw_key(&w, "detail");
-        jw_str(&w, x->first->detail);
-        jw_key(&w, "hint");
-        jw_str(&w, *h ? h : NULL);
+        jw_kstr(&w, "example_node", x->first->node);
+        jw_kstr(&w, "detail", x->first->detail);
+        jw_kstr(&w, "hint", *h ? h : NULL);
         jw_obj_end(&w);
     }
     jw_arr_end(&w);

@@ -186,4 +186,22 @@ void jw_null(jw *w)
     fputs("null", w->f);
 }
 
+void jw_kstr(jw *w, const char *key, const char *s)
+{
+    jw_key(w, key);
+    jw_str(w, s);
+}
+
+void jw_kuint(jw *w, const char *key, unsigned long long v)
+{
+    jw_key(w, key);
+    jw_uint(w, v);
+}
+
+void jw_knum(jw *w, const char *key, double v)
+{
+    jw_key(w, key);
+    jw_num(w, v);
+}
+
 void jw_finish(jw *w) { fputc('\n', w->f); }

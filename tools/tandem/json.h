@@ -31,6 +31,10 @@ void jw_uint(jw *w, unsigned long long v);
 void jw_num(jw *w, double v); /* NaN and infinities write null */
 void jw_bool(jw *w, int v);
 void jw_null(jw *w);
+/* A key and its value in one call. */
+void jw_kstr(jw *w, const char *key, const char *s);
+void jw_kuint(jw *w, const char *key, unsigned long long v);
+void jw_knum(jw *w, const char *key, double v);
 /* Ends the document with a newline. */
 void jw_finish(jw *w);
 
