@@ -538,11 +538,15 @@ static tdm_status fill_model(load_state *s, const Onnx__ModelProto *mp)
     for (size_t i = 0; i < mp->n_opset_import; i++) {
         const Onnx__OperatorSetIdProto *os = mp->opset_import[i];
         const char *d = os->domain && strcmp(os->domain, "ai.onnx") != 0 ? os->domain : "";
-        if (gr_opset_version(m, d) >= 0)
-            return err_set(c->e, TDM_E_MODEL, "%s imports opset domain '%.64s' twice", c->fname, *d ? d : "ai.onnx");
         if (!os->has_version || os->version < 0)
             return err_set(c->e, TDM_E_MODEL, "%s imports opset domain '%.64s' without a valid version", c->fname,
                            *d ? d : "ai.onnx");
+        int64_t before = gr_opset_version(m, d);
+        if (before == os->version) /* repeated as it was (skl2onnx 1.20 writes ai.onnx twice): as onnxruntime */
+            continue;
+        if (before >= 0)
+            return err_set(c->e, TDM_E_MODEL, "%s imports opset domain '%.64s' twice, at versions %lld and %lld",
+                           c->fname, *d ? d : "ai.onnx", (long long)before, (long long)os->version);
         if (!(m->opsets[m->n_opsets].domain = mem_strdup(d)))
             return nomem(c);
         m->opsets[m->n_opsets++].version = os->version;

@@ -71,6 +71,17 @@ static const struct {
     {"ai.onnx.ml", "CastMap", "it takes a map and tandem's values have no map type"},
 };
 
+/* Operators of other domains that a later opset of theirs removes
+ * (onnx marks them deprecated there, and onnxruntime refuses them). */
+static const struct {
+    const char *domain, *name;
+    int64_t from;
+    const char *instead;
+} op_removed_table[] = {
+    {"ai.onnx.ml", "TreeEnsembleClassifier", 5, "TreeEnsemble"},
+    {"ai.onnx.ml", "TreeEnsembleRegressor", 5, "TreeEnsemble"},
+};
+
 const char *op_refused(const char *domain, const char *op_type)
 {
     const char *dom = domain_is_default(domain) ? "" : domain;
@@ -95,6 +106,11 @@ tdm_status op_resolve(tdm_err *e, const char *domain, const char *op_type, int64
         if (opset < 0)
             return err_set(e, TDM_E_MODEL, "the model imports no opset for domain '%s'",
                            *dom ? dom : "ai.onnx");
+        for (size_t k = 0; *dom && k < sizeof op_removed_table / sizeof op_removed_table[0]; k++)
+            if (strcmp(op_removed_table[k].name, op_type) == 0 && strcmp(op_removed_table[k].domain, dom) == 0 &&
+                opset >= op_removed_table[k].from)
+                return err_set(e, TDM_E_MODEL, "%s is deprecated in domain %s from opset %lld on (%s replaces it)",
+                               op_type, dom, (long long)op_removed_table[k].from, op_removed_table[k].instead);
         if (!*dom && opset > OP_MAX_OPSET)
             return err_set(e, TDM_E_UNSUPPORTED,
                            "opset %lld of domain ai.onnx is newer than tandem supports (up to %d)",

@@ -465,6 +465,24 @@ def tree_ensemble_v5():
     return out
 
 
+SKLEARN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sklearn")
+
+
+@case
+def sklearn_pipelines():
+    """Real pipelines exported by skl2onnx (gen_sklearn.py wrote them)."""
+    out = []
+    for f in sorted(os.listdir(SKLEARN)):
+        if not f.endswith(".onnx") or f.startswith("zipmap_"):
+            continue
+        m = onnx.load(os.path.join(SKLEARN, f))
+        t = onnx.TensorProto()
+        with open(os.path.join(SKLEARN, f[:-5] + ".X.pb"), "rb") as fh:
+            t.ParseFromString(fh.read())
+        out.append(("sklearn_" + f[:-5], m, {m.graph.input[0].name: numpy_helper.to_array(t)}))
+    return out
+
+
 # ------------------------------------------------------------- running
 
 def out_entry(name, i):
@@ -574,6 +592,24 @@ def cli_checks(tandem, out_dir):
     err = r.stderr.decode(errors="replace").strip()
     if r.returncode != 2 or "zipmap_1" not in err or "map" not in err or len(err.splitlines()) != 1:
         fails.append("ZipMap: expected exit 2 and one sentence naming node zipmap_1, got %d: %s" % (r.returncode, err))
+    # TreeEnsembleRegressor at ai.onnx.ml 5, where onnx deprecates it
+    t, w = random_forest(x, 2, 2, 1)
+    m5 = model("TreeEnsembleRegressor", [("X", x)], [("Y", None)], ml_opset=5, **tree_attrs(t, w, "target"))
+    p = os.path.join(out_dir, "cli_tree_ml5.onnx")
+    onnx.save(m5, p)
+    r = subprocess.run([tandem, "info", p], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    err = r.stderr.decode(errors="replace").strip()
+    if r.returncode != 2 or "deprecated" not in err or "TreeEnsemble replaces" not in err:
+        fails.append("TreeEnsembleRegressor at ai.onnx.ml 5: expected exit 2 saying it is deprecated, got %d: %s"
+                     % (r.returncode, err))
+    # the same in skl2onnx's own export (its default: probabilities through ZipMap)
+    p = os.path.join(SKLEARN, "zipmap_logreg.onnx")
+    for cmd in ("info", "plan", "run"):
+        r = subprocess.run([tandem, cmd, p], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        err = r.stderr.decode(errors="replace").strip()
+        if r.returncode != 2 or "ZipMap 'ZipMap'" not in err or len(err.splitlines()) != 1:
+            fails.append("tandem %s on skl2onnx's ZipMap: expected exit 2 and one sentence naming the node, got %d: %s"
+                         % (cmd, r.returncode, err))
     return fails
 
 
