@@ -206,6 +206,10 @@ def case_counts():
     # Files given one by one count the same as their folder.
     j2, _ = logs_json(files)
     check(j2 and j2["fallbacks"] == len(fb) and j2["by_reason"] == j["by_reason"], "files one by one")
+    # A file given twice, or inside a folder also given, is read once.
+    j3, _ = logs_json(["logs", files[0], files[0]])
+    check(j3 and j3["fallbacks"] == len(fb) and j3["files"]["read"] == len(files), "files read once: %s" % (
+        j3 and j3["files"]))
 
 
 def case_buckets():
@@ -247,6 +251,11 @@ def case_buckets():
     so, _ = tandem(["logs", "b", "--bucket", "month"])
     check("fallbacks per month:" in so and "2026-03" in so, "--bucket month text: %s" % so)
     tandem(["logs", "b", "--bucket", "week"], 1)
+    # A span of more than 100,000 buckets is refused with a sentence.
+    with open("b/far.jsonl", "w") as f:
+        f.write(json.dumps(dict(lines[0], time="2000-01-01T00:00:00Z")) + "\n")
+    so, se = tandem(["logs", "b", "--bucket", "hour"], 1)
+    check("more than 100000 buckets" in se, "too many buckets: %s" % se)
 
 
 def case_top():

@@ -52,6 +52,7 @@ void usage_logs(FILE *f)
 
 #define LOGS_MAX_FILE ((size_t)1 << 30)
 #define LOGS_MAX_DEPTH 64
+#define LOGS_MAX_BUCKETS 100000
 
 const char *logs_base(const char *path)
 {
@@ -145,6 +146,11 @@ typedef struct lg {
     lg_ratio est;                              /* ledgers' estimated-time ratio */
     lg_ratio meas;                             /* profiles' measured ratio */
     int rc;                                    /* the exit code so far */
+    struct lg_seen {
+        dev_t dev;
+        ino_t ino;
+    } *seen;                                   /* the files read, once each */
+    size_t n_seen;
 } lg;
 
 static void lg_bad(lg *g, int rc)
@@ -228,6 +234,7 @@ static void lg_free(lg *g)
         free(r->host);
     }
     free(g->recs);
+    free(g->seen);
 }
 
 /* The first entry of the "devices" array: the device a fallback left. */
@@ -361,7 +368,22 @@ static int read_one(lg *g, const char *path)
         return 0;
     }
     struct stat st;
-    long long mtime = stat(path, &st) == 0 ? (long long)st.st_mtime : -1;
+    long long mtime = -1;
+    if (stat(path, &st) == 0) {
+        mtime = (long long)st.st_mtime;
+        for (size_t k = 0; k < g->n_seen; k++)
+            if (g->seen[k].dev == st.st_dev && g->seen[k].ino == st.st_ino) {
+                free(text); /* given twice, or also inside a folder given */
+                return 0;
+            }
+        struct lg_seen *ns = realloc(g->seen, (g->n_seen + 1) * sizeof *ns);
+        if (!ns) {
+            free(text);
+            return -1;
+        }
+        g->seen = ns;
+        g->seen[g->n_seen++] = (struct lg_seen){st.st_dev, st.st_ino};
+    }
     g->files++;
     int r = 0;
     cJSON *root = ends_with(path, ".jsonl") ? NULL : cJSON_ParseWithLength(text, len);
@@ -560,6 +582,20 @@ static void time_label(long long t, char *buf)
         snprintf(buf, BUCKET_LEN, "?");
 }
 
+/* The number of the hour, day or month since 1970 that holds t (>= 0). */
+static long long bucket_no(int bk, long long t)
+{
+    if (bk == BK_HOUR)
+        return t / 3600;
+    if (bk == BK_DAY)
+        return t / 86400;
+    time_t tt = (time_t)t;
+    struct tm tm;
+    if (!gmtime_r(&tt, &tm))
+        return 0;
+    return (long long)(tm.tm_year + 1900) * 12 + tm.tm_mon;
+}
+
 /* The start of the bucket after the one holding t. */
 static long long bucket_next(int bk, long long t)
 {
@@ -598,7 +634,8 @@ static void report_free(lg_report *p)
     free(p->labels);
 }
 
-/* The buckets from the first record's to the last's, empty ones too. */
+/* The buckets from the first record's to the last's, empty ones too; 0,
+ * -1 when out of memory, EXIT_USAGE when there would be too many. */
 static int report_time(lg_report *p, const lg *g)
 {
     if (!p->timed)
@@ -606,9 +643,16 @@ static int report_time(lg_report *p, const lg *g)
     long long span = p->last - p->first;
     if (p->bucket < 0)
         p->bucket = span <= 2 * 86400 ? BK_HOUR : span <= 92 * 86400LL ? BK_DAY : BK_MONTH;
-    size_t n = 0;
-    for (long long t = p->first; t <= p->last; t = bucket_next(p->bucket, t))
-        n++;
+    long long b0 = bucket_no(p->bucket, p->first), nb = bucket_no(p->bucket, p->last) - b0 + 1;
+    if (nb > LOGS_MAX_BUCKETS) {
+        char a[BUCKET_LEN], b[BUCKET_LEN];
+        time_label(p->first, a);
+        time_label(p->last, b);
+        cli_error("logs: the records span %s to %s, %lld %ss: more than %d buckets; choose a larger --bucket", a, b,
+                  nb, bucket_name[p->bucket], LOGS_MAX_BUCKETS);
+        return EXIT_USAGE;
+    }
+    size_t n = (size_t)nb;
     if (!(p->labels = calloc(n, sizeof *p->labels)) || !(p->time.g = calloc(n, sizeof *p->time.g)))
         return -1;
     long long t = p->first;
@@ -621,20 +665,14 @@ static int report_time(lg_report *p, const lg *g)
         const lg_rec *r = &g->recs[i];
         if (r->fault || r->time < 0)
             continue;
-        char lab[BUCKET_LEN];
-        bucket_label(p->bucket, r->time, lab);
-        for (size_t k = 0; k < n; k++)
-            if (strcmp(p->labels[k], lab) == 0) {
-                lg_group *b = &p->time.g[k];
-                if (!b->first)
-                    b->first = r;
-                b->count++;
-                if (rec_cost(r) >= 0) {
-                    b->cost_ms += rec_cost(r);
-                    b->costed++;
-                }
-                break;
-            }
+        lg_group *b = &p->time.g[bucket_no(p->bucket, r->time) - b0];
+        if (!b->first)
+            b->first = r;
+        b->count++;
+        if (rec_cost(r) >= 0) {
+            b->cost_ms += rec_cost(r);
+            b->costed++;
+        }
     }
     return 0;
 }
@@ -940,12 +978,12 @@ int cmd_logs(int argc, char **argv)
         }
     }
     lg_report p;
-    if (!oom)
-        oom = report_build(&p, &g, bucket) != 0;
-    else
-        memset(&p, 0, sizeof p);
-    if (oom) {
+    memset(&p, 0, sizeof p);
+    int built = oom ? -1 : report_build(&p, &g, bucket); /* -1: out of memory; > 0 an exit code */
+    if (built < 0) {
         rc = cli_fail(TDM_E_NOMEM, "logs", NULL);
+    } else if (built > 0) {
+        rc = built;
     } else if (!g.files) {
         cli_error("logs: no fallback log, ledger or profile was read from the %zu path%s given", n_paths,
                   n_paths == 1 ? "" : "s");
