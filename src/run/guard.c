@@ -331,6 +331,7 @@ static tdm_status verify(tdm_err *e, guard_state *g, adapt_state *a, adapt_varia
             break;
         }
     }
+    free_outs(mixed, nout);
     mem_free(mixed);
     *pp = p;
     return st;
