@@ -10,6 +10,9 @@
 # each holding
 #   inputs/<sanitized input name>.npy, inputs.txt (one NAME=PATH line per
 #   input), outputs/<sanitized output name>.npy, and text.txt for text lines;
+#   a quantized model (*_qdq, *_qop) also outputs_unfused/: onnxruntime's
+#   outputs with graph optimisation off (the QDQ graph run as written, no
+#   integer fusion), in both cases and instead of outputs64/;
 #   the realistic case also outputs64/: a float64 referee's outputs
 #   (scripts/oracle/f64_ref.py; not for ppocr_det(_op19), where it takes a minute and
 #   2 GB, nor for ssdlite320, whose selections a float64 run would change),
@@ -21,7 +24,7 @@
 # Runs scripts/models.sh first. Each case folder is built under a temporary
 # name and renamed when complete, so an existing folder is a finished one and
 # is skipped (unless its model file is newer, or it predates this layout).
-# usage: scripts/refs.sh [MODEL ...]     (default: all 15)
+# usage: scripts/refs.sh [MODEL ...]     (default: all 19)
 set -eu
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,13 +37,14 @@ STAMP=.v3
 
 ALL="resnet18 mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0 efficientnet_b0 \
 transformer_op13 transformer_op17 ppocr_det ppocr_rec ppocr_cls silero_vad ssdlite320 \
-decoder_op23 shufflenet_v2_op21 ppocr_det_op19"
+decoder_op23 shufflenet_v2_op21 ppocr_det_op19 \
+resnet18_qdq mobilenet_v2_qdq ppocr_det_qdq resnet18_qop"
 
 # MODEL -> KIND SHAPE... [--set NAME=VALUE] (see make_inputs.py)
 spec_of() {
     case $1 in
         transformer_*) echo embedding 1x128x256 ;;
-        ppocr_det|ppocr_det_op19) echo ocr-det 1x3x640x640 ;;
+        ppocr_det|ppocr_det_op19|ppocr_det_qdq) echo ocr-det 1x3x640x640 ;;
         ppocr_rec) echo ocr-line 1x3x48x320 ;;
         ppocr_cls) echo ocr-line 1x3x48x192 ;;
         silero_vad) echo audio 1x576 2x1x128 --set sr=16000 ;;
@@ -97,7 +101,12 @@ for case_dir in $todo; do
     done <"$tmp/inputs.txt"
     "$PY" "$ORACLE/ort_run.py" "$CACHE/models/$m.onnx" "$tmp/outputs" "$@"
     "$PY" "$ORACLE/exact_sigmoid.py" "$CACHE/models/$m.onnx" "$tmp/outputs" "$@" >/dev/null
-    if [ "$case_dir" = "$m" ] && [ "${m%_op19}" != ppocr_det ] && [ "$m" != ssdlite320 ]; then
+    case $m in
+        *_qdq|*_qop)
+            ORT_OPT=off "$PY" "$ORACLE/ort_run.py" "$CACHE/models/$m.onnx" "$tmp/outputs_unfused" "$@" ;;
+    esac
+    if [ "$case_dir" = "$m" ] && [ "${m%_op19}" != ppocr_det ] && [ "$m" != ssdlite320 ] &&
+       [ "${m%_qdq}" = "$m" ] && [ "${m%_qop}" = "$m" ]; then
         "$PY" "$ORACLE/f64_ref.py" "$CACHE/models/$m.onnx" "$tmp/outputs64" "$@"
     fi
     touch "$tmp/$STAMP"

@@ -2,8 +2,10 @@
 
 usage: python ort_run.py MODEL OUTDIR NAME=FILE.npy ...   (the test venv's python)
 
-CPU execution provider, graph optimisation ORT_ENABLE_ALL, intra-op threads
-from env ORT_THREADS (default 1), sequential. Writes one
+CPU execution provider, graph optimisation ORT_ENABLE_ALL (ORT_DISABLE_ALL
+when env ORT_OPT is "off": a QDQ model then runs as written, float ops between
+DequantizeLinear and QuantizeLinear, instead of fused into integer kernels),
+intra-op threads from env ORT_THREADS (default 1), sequential. Writes one
 OUTDIR/<sanitized output name>.npy per graph output, where every character
 outside [A-Za-z0-9._-] becomes '_'. On error: one sentence on stderr, exit 1
 (2 for bad usage).
@@ -28,6 +30,8 @@ def session(model, threads=None, extra_outputs=()):
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if os.environ.get("ORT_OPT") == "off":
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.intra_op_num_threads = int(os.environ.get("ORT_THREADS", "1")) if threads is None else threads
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
