@@ -65,6 +65,8 @@ tdm_status ml_rows(op_ctx *ctx, const tdm_tensor *x, int64_t *n, int64_t *c);
 void ml_labels(const gr_node *node, const char *ints_name, const int64_t **ints, char *const **strs, size_t *n);
 /* Writes label k of the node's labels into Y[i] (int64 or string). */
 tdm_status ml_put_label(op_ctx *ctx, tdm_tensor *y, size_t i, const int64_t *ints, char *const *strs, int64_t k);
+/* Output o of an infer hook as [rows of X, cols] of type dt (1-D X: one row). */
+void ml_infer_rows(op_infer_ctx *ctx, gr_type *o, tdm_dtype dt, int64_t cols);
 /* A string-list attribute: count and *vals, or -1 when absent. */
 int ml_attr_strings(const gr_node *n, const char *name, char *const **vals);
 

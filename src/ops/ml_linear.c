@@ -176,6 +176,37 @@ static tdm_status check_num(op_ctx *ctx, const tdm_tensor *x)
     return TDM_OK;
 }
 
+/* The inputs and attributes both linear models read. */
+typedef struct lin {
+    const tdm_tensor *x;
+    int64_t n, c; /* rows, features */
+    ml_post post;
+    const float *coef, *icpt;
+    int ncoef, nicpt; /* counts; -1 when absent */
+} lin;
+
+static tdm_status lin_read(op_ctx *ctx, lin *l)
+{
+    tdm_status st;
+    memset(l, 0, sizeof *l);
+    l->x = ctx->in[0];
+    if ((st = check_num(ctx, l->x)) || (st = ml_rows(ctx, l->x, &l->n, &l->c)) || (st = ml_post_attr(ctx, &l->post)))
+        return st;
+    l->ncoef = gr_attr_floats(ctx->node, "coefficients", &l->coef);
+    l->nicpt = gr_attr_floats(ctx->node, "intercepts", &l->icpt);
+    return TDM_OK;
+}
+
+/* Row i's score for coefficient row j: intercept + x . coefficients, in
+ * double, rounded to float. */
+static float lin_score(const lin *l, int64_t i, int64_t j)
+{
+    double acc = l->nicpt > 0 ? l->icpt[j] : 0.0;
+    for (int64_t f = 0; f < l->c; f++)
+        acc += (double)x_at(l->x, (size_t)(i * l->c + f)) * l->coef[j * l->c + f];
+    return (float)acc;
+}
+
 /* ------------------------------------------------------------- LinearClassifier */
 
 /* Y[i] = the label of the best class; Z = X coefficients^T + intercepts,
@@ -183,15 +214,13 @@ static tdm_status check_num(op_ctx *ctx, const tdm_tensor *x)
  * score s is the second class's and Z gets two columns. */
 tdm_status op_run_LinearClassifier(op_ctx *ctx)
 {
-    const tdm_tensor *x = ctx->in[0];
+    lin l;
     tdm_status st;
-    int64_t n, c;
-    ml_post post;
-    if ((st = check_num(ctx, x)) || (st = ml_rows(ctx, x, &n, &c)) || (st = ml_post_attr(ctx, &post)))
+    if ((st = lin_read(ctx, &l)))
         return st;
-    const float *coef = NULL, *icpt = NULL;
-    int ncoef = gr_attr_floats(ctx->node, "coefficients", &coef);
-    int nicpt = gr_attr_floats(ctx->node, "intercepts", &icpt);
+    int64_t n = l.n, c = l.c;
+    ml_post post = l.post;
+    int ncoef = l.ncoef, nicpt = l.nicpt;
     const int64_t *ints;
     char *const *strs;
     size_t nlab;
@@ -214,12 +243,8 @@ tdm_status op_run_LinearClassifier(op_ctx *ctx)
     float *z = ctx->out[1]->data;
     for (int64_t i = 0; i < n; i++) {
         float *row = z + i * zc;
-        for (int64_t j = 0; j < k; j++) {
-            double acc = nicpt > 0 ? icpt[j] : 0.0;
-            for (int64_t f = 0; f < c; f++)
-                acc += (double)x_at(x, (size_t)(i * c + f)) * coef[j * c + f];
-            row[second ? 1 : j] = (float)acc;
-        }
+        for (int64_t j = 0; j < k; j++)
+            row[second ? 1 : j] = lin_score(&l, i, j);
         int64_t best = 0;
         if (k == 1) {
             best = row[second ? 1 : 0] > 0 ? 1 : 0;
@@ -243,7 +268,7 @@ tdm_status op_run_LinearClassifier(op_ctx *ctx)
             ml_post_row(post == ML_POST_LOGISTIC || post == ML_POST_PROBIT ? post : ML_POST_NONE, &t, 1);
             row[0] = 1.0f - t;
             row[1] = t;
-        } else if (k > 1 || post == ML_POST_PROBIT || post == ML_POST_LOGISTIC) {
+        } else if (k > 1 || post == ML_POST_PROBIT) {
             ml_post_row(post, row, (size_t)k);
         }
     }
@@ -292,20 +317,17 @@ tdm_status op_infer_ml_classifier(op_infer_ctx *ctx)
 
 /* -------------------------------------------------------------- LinearRegressor */
 
-/* Y = X coefficients^T + intercepts, targets columns; post_transform NONE
- * only (onnxruntime implements no other for this op). */
+/* Y = X coefficients^T + intercepts, targets columns, post-transformed
+ * per row; a single target only by PROBIT (onnxruntime applies no other
+ * transform to one score). */
 tdm_status op_run_LinearRegressor(op_ctx *ctx)
 {
-    const tdm_tensor *x = ctx->in[0];
+    lin l;
     tdm_status st;
-    int64_t n, c;
-    ml_post post;
-    if ((st = check_num(ctx, x)) || (st = ml_rows(ctx, x, &n, &c)) || (st = ml_post_attr(ctx, &post)))
+    if ((st = lin_read(ctx, &l)))
         return st;
-    int64_t targets = gr_attr_int(ctx->node, "targets", 1);
-    const float *coef = NULL, *icpt = NULL;
-    int ncoef = gr_attr_floats(ctx->node, "coefficients", &coef);
-    int nicpt = gr_attr_floats(ctx->node, "intercepts", &icpt);
+    int64_t n = l.n, c = l.c, targets = gr_attr_int(ctx->node, "targets", 1);
+    int ncoef = l.ncoef, nicpt = l.nicpt;
     if (targets < 1 || ncoef < 0 || ncoef != targets * c)
         return op_fail(ctx, TDM_E_RUNTIME, "%d coefficients for %lld targets of %lld features", ncoef < 0 ? 0 : ncoef,
                        (long long)targets, (long long)c);
@@ -316,29 +338,29 @@ tdm_status op_run_LinearRegressor(op_ctx *ctx)
         return st;
     float *y = ctx->out[0]->data;
     for (int64_t i = 0; i < n; i++) {
-        for (int64_t j = 0; j < targets; j++) {
-            double acc = nicpt > 0 ? icpt[j] : 0.0;
-            for (int64_t f = 0; f < c; f++)
-                acc += (double)x_at(x, (size_t)(i * c + f)) * coef[j * c + f];
-            y[i * targets + j] = (float)acc;
-        }
-        if (targets > 1 || post == ML_POST_PROBIT || post == ML_POST_LOGISTIC)
-            ml_post_row(post, y + i * targets, (size_t)targets);
+        for (int64_t j = 0; j < targets; j++)
+            y[i * targets + j] = lin_score(&l, i, j);
+        if (targets > 1 || l.post == ML_POST_PROBIT)
+            ml_post_row(l.post, y + i * targets, (size_t)targets);
     }
     return TDM_OK;
 }
 
-tdm_status op_infer_LinearRegressor(op_infer_ctx *ctx)
+void ml_infer_rows(op_infer_ctx *ctx, gr_type *o, tdm_dtype dt, int64_t cols)
 {
     const gr_type *x = ctx->n_in > 0 ? ctx->in[0] : NULL;
-    gr_type *y = &ctx->out[0];
-    y->kind = TDM_KIND_TENSOR;
-    y->dtype = TDM_FLOAT;
-    y->rank = 2;
-    y->dims[0] = (gr_dim){x && x->rank == 1 ? 1 : -1, NULL};
+    o->kind = TDM_KIND_TENSOR;
+    o->dtype = dt;
+    o->rank = 2;
+    o->dims[0] = (gr_dim){x && x->rank == 1 ? 1 : -1, NULL};
     if (x && x->rank >= 2)
-        y->dims[0] = x->dims[0];
-    y->dims[1] = (gr_dim){gr_attr_int(ctx->node, "targets", 1), NULL};
+        o->dims[0] = x->dims[0];
+    o->dims[1] = (gr_dim){cols, NULL};
+}
+
+tdm_status op_infer_LinearRegressor(op_infer_ctx *ctx)
+{
+    ml_infer_rows(ctx, &ctx->out[0], TDM_FLOAT, gr_attr_int(ctx->node, "targets", 1));
     return TDM_OK;
 }
 

@@ -697,27 +697,15 @@ done:
 
 /* ------------------------------------------------------------------------ infer */
 
-static void infer_rows(op_infer_ctx *ctx, gr_type *o, tdm_dtype dt, int64_t cols)
-{
-    const gr_type *x = ctx->n_in > 0 ? ctx->in[0] : NULL;
-    o->kind = TDM_KIND_TENSOR;
-    o->dtype = dt;
-    o->rank = 2;
-    o->dims[0] = (gr_dim){x && x->rank == 1 ? 1 : -1, NULL};
-    if (x && x->rank >= 2)
-        o->dims[0] = x->dims[0];
-    o->dims[1] = (gr_dim){cols, NULL};
-}
-
 tdm_status op_infer_TreeEnsembleRegressor(op_infer_ctx *ctx)
 {
-    infer_rows(ctx, &ctx->out[0], TDM_FLOAT, gr_attr_int(ctx->node, "n_targets", 1));
+    ml_infer_rows(ctx, &ctx->out[0], TDM_FLOAT, gr_attr_int(ctx->node, "n_targets", 1));
     return TDM_OK;
 }
 
 tdm_status op_infer_TreeEnsemble(op_infer_ctx *ctx)
 {
     int64_t nt = gr_attr_int(ctx->node, "n_targets", -1);
-    infer_rows(ctx, &ctx->out[0], ctx->n_in > 0 && ctx->in[0] ? ctx->in[0]->dtype : TDM_UNDEFINED, nt > 0 ? nt : -1);
+    ml_infer_rows(ctx, &ctx->out[0], ctx->n_in > 0 && ctx->in[0] ? ctx->in[0]->dtype : TDM_UNDEFINED, nt > 0 ? nt : -1);
     return TDM_OK;
 }

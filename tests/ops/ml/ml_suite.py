@@ -234,6 +234,10 @@ def linear_regressor():
                            coefficients=c1.tolist(), intercepts=[0.25]), {"X": x}),
         ("linreg_3", model("LinearRegressor", [("X", x)], [("variable", None)], ml_opset=1,
                            coefficients=c3.ravel().tolist(), intercepts=[0.1, -0.2, 0.3], targets=3), {"X": x}),
+        ("linreg_3_softmax", model("LinearRegressor", [("X", x)], [("variable", None)], ml_opset=1,
+                                   coefficients=c3.ravel().tolist(), targets=3, post_transform="SOFTMAX"), {"X": x}),
+        ("linreg_1_logistic", model("LinearRegressor", [("X", x)], [("variable", None)], ml_opset=1,
+                                    coefficients=c1.tolist(), post_transform="LOGISTIC"), {"X": x}),
         # (onnxruntime has no double LinearRegressor: no double case)
         ("linreg_3_rows1", model("LinearRegressor", [("X", xd[:1].astype(np.float32))], [("variable", None)],
                                  ml_opset=1, coefficients=c3.ravel().tolist(), targets=3),
@@ -311,16 +315,19 @@ def encoders():
     ]
 
 
+def add_base(a, base, as_tensor):
+    if base is not None and as_tensor:
+        a["base_values_as_tensor"] = numpy_helper.from_array(np.array(base, as_tensor), "b")
+    elif base is not None:
+        a["base_values"] = base
+
+
 def regressor(name, x, n_trees, depth, n_out, agg, post="NONE", modes=("BRANCH_LEQ",), miss=False,
               as_tensor=None, base=None, weights="mixed"):
     t, w = random_forest(x, n_trees, depth, n_out, modes=modes, weights=weights, miss=miss,
                          eq_values=np.unique(np.round(np.nan_to_num(x), 0)))
     a = tree_attrs(t, w, "target", as_tensor=as_tensor, miss=miss)
-    if base is not None:
-        if as_tensor:
-            a["base_values_as_tensor"] = numpy_helper.from_array(np.array(base, as_tensor), "b")
-        else:
-            a["base_values"] = base
+    add_base(a, base, as_tensor)
     return (name, model("TreeEnsembleRegressor", [("X", x)], [("variable", None)], ml_opset=3 if as_tensor else 1,
                         n_targets=n_out, aggregate_function=agg, post_transform=post, **a), {"X": x})
 
@@ -353,11 +360,7 @@ def classifier(name, x, n_trees, depth, labels, post="NONE", weights="positive",
     t, w = random_forest(x, n_trees, depth, n_ids, modes=modes, weights=weights, miss=miss,
                          eq_values=np.unique(np.round(np.nan_to_num(x), 0)))
     a = tree_attrs(t, w, "class", as_tensor=as_tensor, miss=miss)
-    if base is not None:
-        if as_tensor:
-            a["base_values_as_tensor"] = numpy_helper.from_array(np.array(base, as_tensor), "b")
-        else:
-            a["base_values"] = base
+    add_base(a, base, as_tensor)
     key = "classlabels_strings" if isinstance(labels[0], str) else "classlabels_int64s"
     a[key] = labels
     return (name, model("TreeEnsembleClassifier", [("X", x)], [("label", None), ("probabilities", None)],
