@@ -87,7 +87,7 @@ def check_plan(tandem, model_path, profile, extra, n_nodes, static):
         if static and "static shapes" in detail:
             problems.append("%s: node '%s' still falls back for a dynamic shape: %s" % (label, n.get("name"), detail))
     rc, out, err = run([tandem, "plan", model_path, "--devices", devices] + extra)
-    if rc != 0 or "summary:" not in out:
+    if rc != 0 or "placement:" not in out or "estimated:" not in out:
         problems.append("%s: plan (text) exited %d: %s" % (label, rc, err.strip()))
     print("%s: %s %d of %d planned nodes on the vnpu; fallback %s" % (
         label, "FAIL" if problems else "ok", on_vnpu, len(nodes),

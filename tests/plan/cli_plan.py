@@ -28,12 +28,18 @@ def model(name):
     return os.path.join(models, name + ".onnx")
 
 
-# plan: the readable report
+# plan: the story first (counts by reason and op type), the nodes with --nodes
 rc, out, err = run(["plan", model("op_unsupported"), "--devices", "vnpu:edge-npu", "--granularity", "op"])
 check(rc == 0, "plan exits 0 (%d: %s)" % (rc, err))
-for s in ["partitions", "nodes per device", "fallback nodes (1)", "OP_UNSUPPORTED", "boundary tensors",
+for s in ["placement:", "by reason: OP_UNSUPPORTED 1", "by op type: LayerNormalization 1", "partitions:",
+          "boundary:", "(modeled)", "all on cpu", "vnpu:edge-npu"]:
+    check(s in out, "the plan's story shows %r: %s" % (s, out))
+check("fallback nodes (" not in out and "boundary tensors" not in out, "no node table without --nodes: %s" % out)
+rc, out, err = run(["plan", model("op_unsupported"), "--devices", "vnpu:edge-npu", "--granularity", "op", "--nodes"])
+check(rc == 0, "plan --nodes exits 0 (%d: %s)" % (rc, err))
+for s in ["placement:", "partitions", "nodes per device", "fallback nodes (1)", "OP_UNSUPPORTED", "boundary tensors",
           "estimated time", "modeled", "vnpu:edge-npu"]:
-    check(s in out, "the plan report shows %r" % s)
+    check(s in out, "the plan report with --nodes shows %r" % s)
 
 # plan --json: the ledger
 rc, out, err = run(["plan", model("op_unsupported"), "--devices", "vnpu:edge-npu,cpu", "--json"])
@@ -84,14 +90,15 @@ check(rc == 1, "a malformed pin exits 1")
 
 # usage and device errors
 check(run(["plan", model("ok"), "--granularity", "auto-ish"])[0] == 1, "bad granularity exits 1")
-# the summary counts in words: one partition, not "1 partitions"
+# the summary counts partitions once, as a number after "partitions:"
 rc, out, err = run(["plan", model("ok"), "--devices", "cpu"])
-summary = [l for l in out.splitlines() if l.startswith("summary:")]
-check(rc == 0 and len(summary) == 1 and " 1 partition," in summary[0], "all-cpu summary: %r" % summary)
+summary = [l for l in out.splitlines() if l.startswith("partitions:")]
+check(rc == 0 and len(summary) == 1 and summary[0].startswith("partitions: 1;"), "all-cpu summary: %r" % summary)
 rc, out, err = run(["plan", model("ok"), "--devices", "vnpu:edge-npu", "--granularity", "op", "--pin", "relu=cpu"])
-summary = [l for l in out.splitlines() if l.startswith("summary:")]
-check(rc == 0 and len(summary) == 1 and " 2 partitions," in summary[0] and " 1 partitions" not in summary[0],
+summary = [l for l in out.splitlines() if l.startswith("partitions:")]
+check(rc == 0 and len(summary) == 1 and summary[0].startswith("partitions: 2 ") and "1 partitions" not in out,
       "pinned summary: %r" % summary)
+check("pinned:    1 node (--pin)" in out, "pinned count: %s" % out)
 check(run(["plan", model("ok"), "--fallback", "never"])[0] == 1, "bad fallback exits 1")
 check(run(["plan", model("ok"), "--max-fallback-ratio", "2"])[0] == 1, "bad ratio exits 1")
 rc, out, err = run(["plan", model("ok"), "--devices", "vnpu:no-such-profile"])

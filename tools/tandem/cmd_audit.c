@@ -10,6 +10,7 @@
 #include "audit.h"
 #include "cli.h"
 #include "json.h"
+#include "story.h"
 
 #include <cjson/cJSON.h>
 
@@ -50,37 +51,21 @@ enum { CELL_FITS, CELL_FALLS_BACK, CELL_BLOCKED };
 static const char *const verdict_word[] = {"fits", "falls back", "blocked"};
 static const char *const verdict_key[] = {"fits", "falls_back", "blocked"};
 
-typedef struct audit_group {
-    char *op, *reason, *node, *detail;
-    size_t model;    /* the model of the first node */
-    size_t count;
-    double ms;       /* modeled time of these nodes where they run */
-} audit_group;
-
 typedef struct audit_part {
     char *device;
     size_t nodes;
     double ms;
 } audit_part;
 
-typedef struct audit_reason {
-    char *reason;
-    size_t count;
-} audit_reason;
-
 typedef struct audit_cell {
     size_t model, device;  /* indices into the audit's lists */
     int verdict;
     int rc;                /* exit code of a failed plan, 0 otherwise */
     char *error;           /* why blocked */
-    size_t nodes, on_device, off_device;
-    audit_reason *reasons;
-    size_t n_reasons;
-    audit_group *groups;
-    size_t n_groups;
+    story_tally t;         /* the nodes off the device by reason and op type */
     audit_part *parts;
     size_t n_parts;
-    double total_ms, off_ms, copies_ms, cpu_ms; /* cpu_ms: the same model all on cpu */
+    double total_ms, copies_ms, cpu_ms; /* cpu_ms: the same model all on cpu */
     int modeled, complete;
     uint64_t boundary;
     size_t violations;
@@ -105,21 +90,10 @@ typedef struct audit {
     double *cpu_ms;        /* per model: the all-cpu modeled time, < 0 when unknown */
     audit_cell *cells;
     size_t n_cells;
-    audit_group **blockers; /* per device: its cells' groups merged (device_blockers) */
+    story_group **blockers; /* per device: its cells' groups merged (device_blockers) */
     size_t *n_blockers;
     size_t top;
 } audit;
-
-static char *dup_str(const char *s)
-{
-    if (!s)
-        s = "";
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
 
 static void cell_free(audit_cell *c)
 {
@@ -128,16 +102,7 @@ static void cell_free(audit_cell *c)
     for (size_t k = 0; c->offending && k < c->violations; k++)
         free(c->offending[k]);
     free(c->offending);
-    for (size_t k = 0; k < c->n_reasons; k++)
-        free(c->reasons[k].reason);
-    free(c->reasons);
-    for (size_t k = 0; k < c->n_groups; k++) {
-        free(c->groups[k].op);
-        free(c->groups[k].reason);
-        free(c->groups[k].node);
-        free(c->groups[k].detail);
-    }
-    free(c->groups);
+    story_tally_free(&c->t);
     for (size_t k = 0; k < c->n_parts; k++)
         free(c->parts[k].device);
     free(c->parts);
@@ -155,66 +120,6 @@ double audit_jnum(const cJSON *o, const char *key, double dflt)
     return cJSON_IsNumber(x) ? x->valuedouble : dflt;
 }
 
-/* Counts reason r of the cell; -1 when out of memory. */
-static int count_reason(audit_cell *c, const char *r)
-{
-    for (size_t k = 0; k < c->n_reasons; k++)
-        if (strcmp(c->reasons[k].reason, r) == 0) {
-            c->reasons[k].count++;
-            return 0;
-        }
-    audit_reason *n = realloc(c->reasons, (c->n_reasons + 1) * sizeof *n);
-    if (!n)
-        return -1;
-    c->reasons = n;
-    if (!(n[c->n_reasons].reason = dup_str(r)))
-        return -1;
-    n[c->n_reasons++].count = 1;
-    return 0;
-}
-
-/* Adds a node to the group of its op type and reason; -1 when out of memory. */
-static int add_group(audit_group **groups, size_t *n, size_t model, const char *op, const char *reason,
-                     const char *node, const char *detail, size_t count, double ms)
-{
-    for (size_t k = 0; k < *n; k++) {
-        audit_group *g = &(*groups)[k];
-        if (strcmp(g->op, op) == 0 && strcmp(g->reason, reason) == 0) {
-            g->count += count;
-            g->ms += ms;
-            return 0;
-        }
-    }
-    audit_group *a = realloc(*groups, (*n + 1) * sizeof *a);
-    if (!a)
-        return -1;
-    *groups = a;
-    audit_group *g = &a[*n];
-    memset(g, 0, sizeof *g);
-    g->model = model;
-    g->count = count;
-    g->ms = ms;
-    if (!(g->op = dup_str(op)) || !(g->reason = dup_str(reason)) || !(g->node = dup_str(node)) ||
-        !(g->detail = dup_str(detail))) {
-        free(g->op);
-        free(g->reason);
-        free(g->node);
-        free(g->detail);
-        return -1;
-    }
-    (*n)++;
-    return 0;
-}
-
-static int group_cmp(const void *a, const void *b)
-{
-    const audit_group *x = a, *y = b;
-    if (x->count != y->count)
-        return x->count < y->count ? 1 : -1;
-    int r = strcmp(x->reason, y->reason);
-    return r ? r : strcmp(x->op, y->op);
-}
-
 /* Fills the cell from the plan's ledger; -1 when out of memory or the
  * ledger cannot be read. */
 static int cell_from_ledger(audit_cell *c, const char *device, const char *ledger)
@@ -227,26 +132,8 @@ static int cell_from_ledger(audit_cell *c, const char *device, const char *ledge
     const cJSON *parts = cJSON_GetObjectItemCaseSensitive(root, "partitions");
     const cJSON *sum = cJSON_GetObjectItemCaseSensitive(root, "summary");
     const cJSON *est = cJSON_GetObjectItemCaseSensitive(sum, "estimated_ms");
-    const cJSON *n;
-    cJSON_ArrayForEach(n, nodes)
-    {
-        const char *dev = audit_jstr(n, "device"), *reason = audit_jstr(n, "reason");
-        c->nodes++;
-        /* on the device itself (OK, RESCUED), or where the user pinned it */
-        if (strcmp(dev, device) == 0 || strcmp(reason, "USER") == 0) {
-            c->on_device += strcmp(dev, device) == 0;
-            continue;
-        }
-        c->off_device++;
-        double ms = audit_jnum(n, "estimated_ms", 0);
-        c->off_ms += ms;
-        if (count_reason(c, reason) ||
-            add_group(&c->groups, &c->n_groups, c->model, audit_jstr(n, "op"), reason, audit_jstr(n, "name"),
-                      audit_jstr(n, "detail"), 1, ms))
-            goto done;
-    }
-    if (c->n_groups)
-        qsort(c->groups, c->n_groups, sizeof *c->groups, group_cmp);
+    if (story_tally_nodes(&c->t, nodes, device, c->model))
+        goto done;
     const cJSON *p;
     cJSON_ArrayForEach(p, parts)
     {
@@ -254,7 +141,7 @@ static int cell_from_ledger(audit_cell *c, const char *device, const char *ledge
         if (!a)
             goto done;
         c->parts = a;
-        if (!(a[c->n_parts].device = dup_str(audit_jstr(p, "device"))))
+        if (!(a[c->n_parts].device = story_strdup(audit_jstr(p, "device"))))
             goto done;
         a[c->n_parts].nodes = (size_t)audit_jnum(p, "nodes", 0);
         a[c->n_parts++].ms = audit_jnum(p, "estimated_ms", -1);
@@ -269,7 +156,7 @@ static int cell_from_ledger(audit_cell *c, const char *device, const char *ledge
     const cJSON *viol = cJSON_GetObjectItemCaseSensitive(pol, "violations");
     size_t nv = cJSON_IsArray(viol) ? (size_t)cJSON_GetArraySize(viol) : 0;
     if (nv) {
-        if (!(c->policy = dup_str(audit_jstr(pol, "error"))) || !(c->offending = calloc(nv, sizeof *c->offending)))
+        if (!(c->policy = story_strdup(audit_jstr(pol, "error"))) || !(c->offending = calloc(nv, sizeof *c->offending)))
             goto done;
         const cJSON *v;
         cJSON_ArrayForEach(v, viol)
@@ -288,33 +175,20 @@ done:
     return rc;
 }
 
-/* The model's inputs with dynamic dimensions that no --shape fixes
- * ("x [N, 3, ?, ?]"; "" when none), NULL when out of memory. */
-static char *dynamic_inputs(const tdm_model *m, size_t model, const audit_shape *shapes, size_t n_shapes)
+typedef struct shape_scope {
+    const audit_shape *shapes;
+    size_t n_shapes, model;
+} shape_scope;
+
+/* Whether a --shape fixes input name of the scope's model. */
+static int shape_fixes(const char *name, void *arg)
 {
-    char buf[1024];
-    size_t len = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < tdm_model_input_count(m); i++) {
-        tdm_value_info vi;
-        if (tdm_model_input(m, i, &vi) != TDM_OK)
-            continue;
-        int dynamic = vi.rank < 0;
-        for (int d = 0; d < vi.rank; d++)
-            dynamic |= vi.dims[d].value < 0;
-        for (size_t k = 0; dynamic && k < n_shapes; k++)
-            dynamic = !((shapes[k].model < 0 || (size_t)shapes[k].model == model) &&
-                        strcmp(shapes[k].kv.name, vi.name) == 0);
-        if (!dynamic)
-            continue;
-        char shape[256];
-        int w = snprintf(buf + len, sizeof buf - len, "%s%s %s", len ? ", " : "", vi.name,
-                         cli_info_shape_str(&vi, shape, sizeof shape));
-        if (w < 0 || (size_t)w >= sizeof buf - len)
-            break;
-        len += (size_t)w;
-    }
-    return dup_str(buf);
+    const shape_scope *x = arg;
+    for (size_t k = 0; k < x->n_shapes; k++)
+        if ((x->shapes[k].model < 0 || (size_t)x->shapes[k].model == x->model) &&
+            strcmp(x->shapes[k].kv.name, name) == 0)
+            return 1;
+    return 0;
 }
 
 /* What the user can do about a group of fallback nodes: one sentence, from
@@ -412,7 +286,7 @@ static int audit_cell_plan(tdm_ctx *ctx, const tdm_model *m, size_t model, const
         goto done;
     if ((c->rc = cli_runopts_apply(ro, so)) != 0) {
         c->verdict = CELL_BLOCKED;
-        rc = (c->error = dup_str("the run options were refused (see above)")) ? 0 : -1;
+        rc = (c->error = story_strdup("the run options were refused (see above)")) ? 0 : -1;
         goto done;
     }
     if ((st = apply_shapes(so, m, model, shapes, n_shapes)) != TDM_OK)
@@ -423,13 +297,13 @@ static int audit_cell_plan(tdm_ctx *ctx, const tdm_model *m, size_t model, const
         c->verdict = CELL_BLOCKED;
         c->rc = cli_exit_code(st);
         const char *why = tdm_ctx_error(ctx);
-        rc = (c->error = dup_str(why && *why ? why : tdm_status_str(st))) ? 0 : -1;
+        rc = (c->error = story_strdup(why && *why ? why : tdm_status_str(st))) ? 0 : -1;
         goto done;
     }
     if (tdm_plan_ledger_json(plan, &ledger) != TDM_OK || cell_from_ledger(c, device, ledger))
         goto done;
-    c->verdict = c->on_device == 0 ? CELL_BLOCKED : c->off_device ? CELL_FALLS_BACK : CELL_FITS;
-    if (c->on_device == 0 && !(c->error = dup_str("no node of the model runs on the device")))
+    c->verdict = c->t.on_device == 0 ? CELL_BLOCKED : c->t.off_device ? CELL_FALLS_BACK : CELL_FITS;
+    if (c->t.on_device == 0 && !(c->error = story_strdup("no node of the model runs on the device")))
         goto done;
     rc = 0;
 done:
@@ -443,17 +317,9 @@ done:
 static double all_cpu_ms(tdm_ctx *ctx, const tdm_model *m, size_t model, audit_shape *shapes, size_t n_shapes)
 {
     tdm_session_options *so = NULL;
-    tdm_plan *plan = NULL;
     double ms = -1;
-    if (tdm_session_options_create(&so) || tdm_session_options_set_devices(so, "cpu") ||
-        apply_shapes(so, m, model, shapes, n_shapes))
-        goto done;
-    tdm_plan_summary s;
-    if (tdm_plan_create(ctx, m, so, &plan) == TDM_OK && tdm_plan_get_summary(plan, &s) == TDM_OK &&
-        s.estimates_complete)
-        ms = s.estimated_ms;
-done:
-    tdm_plan_destroy(plan);
+    if (tdm_session_options_create(&so) == TDM_OK && apply_shapes(so, m, model, shapes, n_shapes) == TDM_OK)
+        ms = story_all_cpu_ms(ctx, m, so);
     tdm_session_options_destroy(so);
     return ms;
 }
@@ -462,29 +328,6 @@ static const char *base_name(const char *path)
 {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
-}
-
-static void reasons_str(const audit_cell *c, char *buf, size_t size)
-{
-    size_t len = 0;
-    buf[0] = '\0';
-    /* largest first */
-    int *done = calloc(c->n_reasons ? c->n_reasons : 1, sizeof *done);
-    if (!done)
-        return;
-    for (size_t round = 0; round < c->n_reasons; round++) {
-        size_t best = SIZE_MAX;
-        for (size_t k = 0; k < c->n_reasons; k++)
-            if (!done[k] && (best == SIZE_MAX || c->reasons[k].count > c->reasons[best].count))
-                best = k;
-        done[best] = 1;
-        int w = snprintf(buf + len, size - len, "%s%zu %s", len ? ", " : "", c->reasons[best].count,
-                         c->reasons[best].reason);
-        if (w < 0 || (size_t)w >= size - len)
-            break;
-        len += (size_t)w;
-    }
-    free(done);
 }
 
 static size_t parts_on(const audit_cell *c, const char *device)
@@ -497,7 +340,7 @@ static size_t parts_on(const audit_cell *c, const char *device)
 
 /* Top blockers of device d over every model: the groups of its cells
  * merged by op type and reason, largest first. */
-static int device_blockers(const audit *a, size_t d, audit_group **out, size_t *n)
+static int device_blockers(const audit *a, size_t d, story_group **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
@@ -505,25 +348,13 @@ static int device_blockers(const audit *a, size_t d, audit_group **out, size_t *
         const audit_cell *c = &a->cells[k];
         if (c->device != d)
             continue;
-        for (size_t g = 0; g < c->n_groups; g++)
-            if (add_group(out, n, c->model, c->groups[g].op, c->groups[g].reason, c->groups[g].node,
-                          c->groups[g].detail, c->groups[g].count, c->groups[g].ms))
+        for (size_t g = 0; g < c->t.n_groups; g++)
+            if (story_add_group(out, n, c->model, c->t.groups[g].op, c->t.groups[g].reason, c->t.groups[g].node,
+                                c->t.groups[g].detail, c->t.groups[g].count, c->t.groups[g].ms))
                 return -1;
     }
-    if (*n)
-        qsort(*out, *n, sizeof **out, group_cmp);
+    story_sort_groups(*out, *n);
     return 0;
-}
-
-static void groups_free(audit_group *g, size_t n)
-{
-    for (size_t k = 0; k < n; k++) {
-        free(g[k].op);
-        free(g[k].reason);
-        free(g[k].node);
-        free(g[k].detail);
-    }
-    free(g);
 }
 
 static size_t shown(const audit *a, size_t n) { return a->top && a->top < n ? a->top : n; }
@@ -553,16 +384,16 @@ static int print_text(const audit *a)
     for (size_t k = 0; k < a->n_cells; k++) {
         const audit_cell *c = &a->cells[k];
         char on[32], ms[32], cpu[32];
-        reasons_str(c, buf, sizeof buf);
-        if (c->verdict == CELL_BLOCKED && !c->nodes)
+        story_counts_str(c->t.reasons, c->t.n_reasons, 0, 1, buf, sizeof buf);
+        if (c->verdict == CELL_BLOCKED && !c->t.nodes)
             snprintf(on, sizeof on, "-");
         else
-            snprintf(on, sizeof on, "%zu/%zu", c->on_device, c->nodes);
-        snprintf(ms, sizeof ms, c->total_ms >= 0 && c->nodes ? "%.3f" : "-", c->total_ms);
+            snprintf(on, sizeof on, "%zu/%zu", c->t.on_device, c->t.nodes);
+        snprintf(ms, sizeof ms, c->total_ms >= 0 && c->t.nodes ? "%.3f" : "-", c->total_ms);
         snprintf(cpu, sizeof cpu, a->cpu_ms[c->model] >= 0 ? "%.3f" : "-", a->cpu_ms[c->model]);
         printf("%-*s  %-*s  %-10s  %9s  %5zu  %10s  %10s  %s\n", (int)wm, base_name(a->models[c->model]), (int)wd,
                a->devices[c->device], verdict_word[c->verdict], on, c->n_parts, ms, cpu,
-               c->n_reasons ? buf : (c->error ? c->error : "0"));
+               c->t.n_reasons ? buf : (c->error ? c->error : "0"));
     }
     for (size_t k = 0; k < a->n_cells; k++) {
         const audit_cell *c = &a->cells[k];
@@ -572,10 +403,10 @@ static int print_text(const audit *a)
         printf("\n%s on %s: %s", base_name(a->models[c->model]), dev, verdict_word[c->verdict]);
         if (c->error) {
             printf(": %s\n", c->error);
-            if (!c->nodes)
+            if (!c->t.nodes)
                 continue;
         } else {
-            printf(": %zu of %zu nodes on %s, %zu elsewhere\n", c->on_device, c->nodes, dev, c->off_device);
+            printf(": %zu of %zu nodes on %s, %zu elsewhere\n", c->t.on_device, c->t.nodes, dev, c->t.off_device);
         }
         printf("  partitions: %zu (%zu on %s, %zu on cpu)\n", c->n_parts, parts_on(c, dev), dev,
                c->n_parts - parts_on(c, dev));
@@ -583,7 +414,7 @@ static int print_text(const audit *a)
         print_ms(c->total_ms);
         fputs(" ms per run (all-cpu ", stdout);
         print_ms(a->cpu_ms[c->model]);
-        printf(" ms); fallback nodes %.3f ms, copies ", c->off_ms);
+        printf(" ms); fallback nodes %.3f ms, copies ", c->t.off_ms);
         print_ms(c->copies_ms);
         printf(" ms, %llu boundary bytes%s\n", (unsigned long long)c->boundary,
                c->complete ? "" : " (some nodes had no estimate)");
@@ -592,18 +423,18 @@ static int print_text(const audit *a)
             for (size_t v = 0; v < c->violations; v++)
                 printf("    %s\n", c->offending[v]);
         }
-        for (size_t g = 0; g < shown(a, c->n_groups); g++) {
-            const audit_group *x = &c->groups[g];
+        for (size_t g = 0; g < shown(a, c->t.n_groups); g++) {
+            const story_group *x = &c->t.groups[g];
             printf("  %5zu  %-20s %-18s e.g. %s: %s\n", x->count, x->op, x->reason, x->node, x->detail);
             audit_hint(x->reason, x->op, x->detail, dev, a->dyn[c->model], h, sizeof h);
             if (h[0])
                 printf("         hint: %s\n", h);
         }
-        if (shown(a, c->n_groups) < c->n_groups)
-            printf("  ... %zu more groups (--top 0 shows all)\n", c->n_groups - shown(a, c->n_groups));
+        if (shown(a, c->t.n_groups) < c->t.n_groups)
+            printf("  ... %zu more groups (--top 0 shows all)\n", c->t.n_groups - shown(a, c->t.n_groups));
     }
     for (size_t d = 0; d < a->n_devices; d++) {
-        const audit_group *g = a->blockers[d];
+        const story_group *g = a->blockers[d];
         size_t n = a->n_blockers[d];
         if (n) {
             printf("\ntop blockers on %s (all models):\n", a->devices[d]);
@@ -618,7 +449,7 @@ static int print_text(const audit *a)
     return 0;
 }
 
-static void json_group(jw *w, const audit *a, const audit_group *g, const char *device, const char *dyn)
+static void json_group(jw *w, const audit *a, const story_group *g, const char *device, const char *dyn)
 {
     char h[512];
     audit_hint(g->reason, g->op, g->detail, device, dyn, h, sizeof h);
@@ -674,22 +505,22 @@ static int print_json(const audit *a)
             jw_str(&w, c->error);
         }
         jw_key(&w, "nodes");
-        jw_uint(&w, c->nodes);
+        jw_uint(&w, c->t.nodes);
         jw_key(&w, "on_device");
-        jw_uint(&w, c->on_device);
+        jw_uint(&w, c->t.on_device);
         jw_key(&w, "fallback_nodes");
-        jw_uint(&w, c->off_device);
+        jw_uint(&w, c->t.off_device);
         jw_key(&w, "by_reason");
         jw_obj_begin(&w);
-        for (size_t r = 0; r < c->n_reasons; r++) {
-            jw_key(&w, c->reasons[r].reason);
-            jw_uint(&w, c->reasons[r].count);
+        for (size_t r = 0; r < c->t.n_reasons; r++) {
+            jw_key(&w, c->t.reasons[r].name);
+            jw_uint(&w, c->t.reasons[r].count);
         }
         jw_obj_end(&w);
         jw_key(&w, "groups");
         jw_arr_begin(&w);
-        for (size_t g = 0; g < c->n_groups; g++)
-            json_group(&w, a, &c->groups[g], dev, a->dyn[c->model]);
+        for (size_t g = 0; g < c->t.n_groups; g++)
+            json_group(&w, a, &c->t.groups[g], dev, a->dyn[c->model]);
         jw_arr_end(&w);
         jw_key(&w, "partitions");
         jw_arr_begin(&w);
@@ -710,14 +541,14 @@ static int print_json(const audit *a)
         jw_key(&w, "estimated_ms");
         jw_obj_begin(&w);
         jw_key(&w, "total");
-        if (c->nodes && c->total_ms >= 0)
+        if (c->t.nodes && c->total_ms >= 0)
             jw_num(&w, c->total_ms);
         else
             jw_null(&w);
         jw_key(&w, "fallback_nodes");
-        jw_num(&w, c->off_ms);
+        jw_num(&w, c->t.off_ms);
         jw_key(&w, "copies");
-        if (c->nodes && c->copies_ms >= 0)
+        if (c->t.nodes && c->copies_ms >= 0)
             jw_num(&w, c->copies_ms);
         else
             jw_null(&w);
@@ -919,11 +750,12 @@ int cmd_audit(int argc, char **argv)
                 c->device = d;
                 c->verdict = CELL_BLOCKED;
                 c->rc = rc;
-                c->error = dup_str(why && *why ? why : tdm_status_str(st));
+                c->error = story_strdup(why && *why ? why : tdm_status_str(st));
             }
             continue;
         }
-        a.dyn[i] = dynamic_inputs(m, i, shapes, n_shapes);
+        shape_scope scope = {shapes, n_shapes, i};
+        a.dyn[i] = story_dynamic_inputs(m, shape_fixes, &scope, 0);
         a.cpu_ms[i] = all_cpu_ms(ctx, m, i, shapes, n_shapes);
         for (size_t d = 0; d < a.n_devices; d++) {
             audit_cell *c = &a.cells[a.n_cells++];
@@ -980,7 +812,7 @@ int cmd_audit(int argc, char **argv)
     }
 done:
     for (size_t d = 0; a.blockers && d < a.n_devices; d++)
-        groups_free(a.blockers[d], a.n_blockers[d]);
+        story_groups_free(a.blockers[d], a.n_blockers[d]);
     free(a.blockers);
     free(a.n_blockers);
     for (size_t k = 0; k < a.n_cells; k++)

@@ -1,7 +1,8 @@
-/* tandem plan MODEL [RUN OPTIONS] [--shape NAME=DxD]... [--json]
+/* tandem plan MODEL [RUN OPTIONS] [--shape NAME=DxD]... [--nodes] [--json]
  * tandem devices [--plugin PATH]... [--json] */
 #include "cli.h"
 #include "json.h"
+#include "story.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,15 +10,20 @@
 
 void usage_plan(FILE *f)
 {
-    fputs("usage: tandem plan MODEL [RUN OPTIONS] [--shape NAME=DxD]... [--json]\n"
+    fputs("usage: tandem plan MODEL [RUN OPTIONS] [--shape NAME=DxD]... [--nodes] [--json]\n"
           "\n"
-          "Decides, without running, where every node of the model runs and why: the\n"
-          "partitions, the nodes per device, every fallback node with its reason code and\n"
-          "sentence, the boundary tensors and their bytes, and the estimated time per\n"
-          "device (marked modeled where a device's figures are modeled).\n"
+          "Decides, without running, where every node of the model runs and why. It opens\n"
+          "with the story: nodes per device, the fallback nodes counted by reason code and\n"
+          "by op type, the partitions, the boundary bytes, the estimated time per run\n"
+          "against the same model all on cpu (marked modeled where a device's figures are\n"
+          "modeled), the fallback policy's verdict and hints (what to do about the largest\n"
+          "groups). A policy violation lists every offending node once, on stderr.\n"
           "\n"
           "  --shape NAME=DxD    fix dynamic dimensions of input NAME, so that devices that\n"
           "                      need static shapes can take the model ('?' keeps one)\n"
+          "  --nodes, --verbose  then the details: nodes and time per device, every\n"
+          "                      partition, every fallback and pinned node with its reason\n"
+          "                      code and sentence, every boundary tensor with its bytes\n"
           "  --json              print the ledger (one JSON document) instead\n"
           "\n",
           f);
@@ -42,18 +48,82 @@ typedef struct shape_arg {
     const char *value;
 } shape_arg;
 
+/* Whether a --shape of the list (arg: a shape_list) fixes input name. */
+typedef struct shape_list {
+    const shape_arg *shapes;
+    size_t n;
+} shape_list;
+
+static int shape_given(const char *name, void *arg)
+{
+    const shape_list *l = arg;
+    for (size_t k = 0; k < l->n; k++)
+        if (strcmp(l->shapes[k].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* The story (story_print_plan) under the report's title line, then with
+ * nodes the report's details (up to its own summary and policy lines,
+ * which the story replaces). Returns 0 or an exit code. */
+static int print_story(tdm_ctx *ctx, const tdm_model *m, const tdm_plan *plan, const shape_arg *shapes,
+                       size_t n_shapes, const char *report, const char *ledger, int nodes)
+{
+    shape_list l = {shapes, n_shapes};
+    char *dyn = story_dynamic_inputs(m, shape_given, &l, 2), *flags = story_dynamic_inputs(m, shape_given, &l, 1);
+    double cpu_ms = -1;
+    tdm_session_options *so = NULL;
+    int rc = 0;
+    if (!dyn || !flags || tdm_session_options_create(&so) != TDM_OK) {
+        cli_error("out of memory");
+        rc = EXIT_INTERNAL;
+        goto done;
+    }
+    /* the same model all on cpu, with the same --shape values */
+    int ok = 1;
+    for (size_t k = 0; k < n_shapes && ok; k++) {
+        int rank;
+        int64_t dims[CLI_MAX_RANK];
+        ok = cli_parse_dims("plan", shapes[k].name, shapes[k].value, &rank, dims) == 0 &&
+             tdm_session_options_set_shape(so, shapes[k].name, rank, dims) == TDM_OK;
+    }
+    if (ok && tdm_plan_device_count(plan) > 1)
+        cpu_ms = story_all_cpu_ms(ctx, m, so);
+    const char *nl = strchr(report, '\n');
+    size_t title = nl ? (size_t)(nl - report) + 1 : strlen(report);
+    fwrite(report, 1, title, stdout);
+    fputc('\n', stdout);
+    if (story_print_plan(stdout, ledger, cpu_ms, dyn, flags)) {
+        cli_error("out of memory reading the plan's ledger");
+        rc = EXIT_INTERNAL;
+        goto done;
+    }
+    if (nodes) {
+        const char *body = report + title, *end = strstr(body, "\nsummary: ");
+        if (*body == '\n')
+            body++;
+        fputc('\n', stdout);
+        fwrite(body, 1, end ? (size_t)(end - body) + 1 : strlen(body), stdout);
+    }
+done:
+    free(dyn);
+    free(flags);
+    tdm_session_options_destroy(so);
+    return rc;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     cli_runopts ro;
     const char *model = NULL;
-    int json = 0, rc = 0;
+    int json = 0, nodes = 0, rc = 0;
     shape_arg *shapes = calloc((size_t)argc + 1, sizeof *shapes);
     size_t n_shapes = 0;
     tdm_ctx *ctx = NULL;
     tdm_model *m = NULL;
     tdm_session_options *so = NULL;
     tdm_plan *plan = NULL;
-    char *text = NULL;
+    char *text = NULL, *ledger = NULL;
     tdm_status st;
     cli_runopts_init(&ro);
     if (!shapes) {
@@ -68,6 +138,10 @@ int cmd_plan(int argc, char **argv)
         }
         if (strcmp(a, "--json") == 0) {
             json = 1;
+            continue;
+        }
+        if (strcmp(a, "--nodes") == 0 || strcmp(a, "--verbose") == 0) {
+            nodes = 1;
             continue;
         }
         if (cli_runopts_parse("plan", argc, argv, &i, &ro, &rc)) {
@@ -126,6 +200,14 @@ int cmd_plan(int argc, char **argv)
             rc = EXIT_USAGE;
             goto done;
         }
+        if (cli_find_input(m, shapes[k].name) < 0) {
+            char names[180];
+            cli_list_inputs(m, names, sizeof names);
+            cli_error("--shape names '%s', which is not an input of the model (its inputs: %s)", shapes[k].name,
+                      names);
+            rc = EXIT_INVALID;
+            goto done;
+        }
         if ((st = tdm_session_options_set_shape(so, shapes[k].name, rank, dims)) != TDM_OK) {
             rc = cli_fail(st, NULL, "--shape: the value is not accepted");
             goto done;
@@ -139,13 +221,16 @@ int cmd_plan(int argc, char **argv)
     }
     cli_calibration_note(&ro, plan);
     st = json ? tdm_plan_ledger_json(plan, &text) : tdm_plan_report(plan, &text);
-    if (st) {
+    if (st || (!json && (st = tdm_plan_ledger_json(plan, &ledger)) != TDM_OK)) {
         rc = cli_fail(st, NULL, "cannot write the plan");
         goto done;
     }
-    fputs(text, stdout);
-    if (json)
+    if (json) {
+        fputs(text, stdout);
         fputc('\n', stdout);
+    } else if ((rc = print_story(ctx, m, plan, shapes, n_shapes, text, ledger, nodes)) != 0) {
+        goto done;
+    }
     if (fflush(stdout) != 0 || ferror(stdout)) {
         cli_error("cannot write to standard output");
         rc = EXIT_IO;
@@ -155,6 +240,7 @@ int cmd_plan(int argc, char **argv)
         rc = cli_policy_report(plan);
 done:
     tdm_free(text);
+    tdm_free(ledger);
     tdm_plan_destroy(plan);
     tdm_session_options_destroy(so);
     tdm_model_destroy(m);

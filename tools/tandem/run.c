@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "cli.h"
+#include "story.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -679,33 +680,6 @@ static int write_outputs(tdm_ctx *ctx, const run_args *a, const tdm_model *m, td
 
 /* ------------------------------------------------------------------- run */
 
-static void list_inputs(const tdm_model *m, char *buf, size_t size)
-{
-    size_t off = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < tdm_model_input_count(m) && off < size; i++) {
-        tdm_value_info vi;
-        if (tdm_model_input(m, i, &vi))
-            continue;
-        int w = snprintf(buf + off, size - off, "%s'%s'", off ? ", " : "", vi.name);
-        if (w < 0)
-            break;
-        off += (size_t)w;
-    }
-    if (!off)
-        snprintf(buf, size, "none");
-}
-
-static int find_input(const tdm_model *m, const char *name)
-{
-    for (size_t i = 0; i < tdm_model_input_count(m); i++) {
-        tdm_value_info vi;
-        if (tdm_model_input(m, i, &vi) == TDM_OK && strcmp(vi.name, name) == 0)
-            return (int)i;
-    }
-    return -1;
-}
-
 /* The dynamic dimensions the given inputs fix (and --shape does not) are
  * set on the options, and the session planned again with them, so that
  * devices that need static shapes can take the model. */
@@ -857,8 +831,8 @@ int cmd_run(int argc, char **argv)
     n_out = tdm_model_output_count(m);
     char names[180];
     for (size_t i = 0; i < a.n_inputs; i++) {
-        if (find_input(m, a.inputs[i].name) < 0) {
-            list_inputs(m, names, sizeof names);
+        if (cli_find_input(m, a.inputs[i].name) < 0) {
+            cli_list_inputs(m, names, sizeof names);
             cli_error("--input names '%s', which is not an input of the model (its inputs: %s)", a.inputs[i].name,
                       names);
             rc = EXIT_INVALID;
@@ -880,8 +854,8 @@ int cmd_run(int argc, char **argv)
             rc = EXIT_USAGE;
             goto done;
         }
-        if (find_input(m, a.shapes[i].name) < 0) {
-            list_inputs(m, names, sizeof names);
+        if (cli_find_input(m, a.shapes[i].name) < 0) {
+            cli_list_inputs(m, names, sizeof names);
             cli_error("--shape names '%s', which is not an input of the model (its inputs: %s)", a.shapes[i].name,
                       names);
             rc = EXIT_INVALID;
