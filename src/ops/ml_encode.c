@@ -63,8 +63,8 @@ tdm_status op_run_Imputer(op_ctx *ctx)
     if (nv <= 0 || (nv > 1 && nv != last))
         return op_fail(ctx, TDM_E_RUNTIME, "imputed_value_%s has %d values for %lld columns",
                        is_int ? "int64s" : "floats", nv < 0 ? 0 : nv, (long long)last);
-    double rep = is_int ? (double)gr_attr_int(ctx->node, "replaced_value_int64", 0)
-                        : (double)gr_attr_float(ctx->node, "replaced_value_float", 0.0f);
+    int64_t irep = gr_attr_int(ctx->node, "replaced_value_int64", 0);
+    double rep = (double)gr_attr_float(ctx->node, "replaced_value_float", 0.0f);
     if ((st = op_out(ctx, 0, x->dtype, x->rank, x->dims)))
         return st;
     memcpy(ctx->out[0]->data, x->data, x->nbytes);
@@ -72,7 +72,7 @@ tdm_status op_run_Imputer(op_ctx *ctx)
         size_t j = nv > 1 ? i % (size_t)last : 0;
         if (is_int) {
             int64_t *y = ctx->out[0]->data;
-            if (y[i] == (int64_t)rep)
+            if (y[i] == irep)
                 y[i] = iv[j];
         } else {
             double v = tensor_get_f64(x, i);
@@ -221,7 +221,7 @@ static int64_t key_index(const mlist *keys, const tdm_tensor *x, size_t i)
     if (x->dtype == TDM_INT64) {
         int64_t v = ((const int64_t *)x->data)[i];
         for (size_t k = 0; k < keys->n; k++)
-            if ((keys->i ? keys->i[k] : (int64_t)list_num(keys, k)) == v)
+            if (keys->i ? keys->i[k] == v : list_num(keys, k) == (double)v)
                 return (int64_t)k;
         return -1;
     }
@@ -404,8 +404,11 @@ tdm_status op_run_OneHotEncoder(op_ctx *ctx)
                 if (strcmp(cs[j], s) == 0)
                     k = j;
         } else {
-            int64_t v = x->dtype == TDM_INT64 ? ((const int64_t *)x->data)[i] : (int64_t)tensor_get_f64(x, i);
-            for (int j = 0; j < ncat && k < 0; j++)
+            /* a number matches a category when its integer part equals it */
+            double d = tensor_get_f64(x, i);
+            int in_range = x->dtype == TDM_INT64 || (d > -9.2e18 && d < 9.2e18);
+            int64_t v = x->dtype == TDM_INT64 ? ((const int64_t *)x->data)[i] : in_range ? (int64_t)d : 0;
+            for (int j = 0; j < ncat && k < 0 && in_range; j++)
                 if (ci[j] == v)
                     k = j;
         }

@@ -290,9 +290,10 @@ static tdm_status build_v5(op_ctx *ctx, ens *e)
     int nr = gr_attr_ints(ctx->node, "tree_roots", &roots);
     int nl = gr_attr_ints(ctx->node, "leaf_targetids", &ltid);
     const gr_attr *ma = gr_attr_find(ctx->node, "nodes_modes");
-    if (nf < 0 || nr <= 0 || nl <= 0 || !ma || ma->type != GA_TENSOR || !ma->t)
+    if (nf < 0 || nr <= 0 || nl <= 0 || !ma || ma->type != GA_TENSOR || !ma->t || !(DT_BIT(ma->t->dtype) & DT_INTS))
         return op_fail(ctx, TDM_E_MODEL,
-                       "TreeEnsemble needs nodes_featureids, nodes_modes, tree_roots and leaf_targetids");
+                       "TreeEnsemble needs nodes_featureids, nodes_modes (an integer tensor), tree_roots and "
+                       "leaf_targetids");
     size_t n = (size_t)nf, nleaf = (size_t)nl;
     if ((st = attr_ints_n(ctx, "nodes_truenodeids", n, 0, &tn)) ||
         (st = attr_ints_n(ctx, "nodes_trueleafs", n, 0, &tl)) ||
