@@ -2,6 +2,7 @@
 """Compare a run's outputs with reference outputs.
 
 usage: /usr/bin/python3 tests/models/compare.py GOT_DIR REF_DIR [REF64_DIR]
+           [--model MODEL --unfused UNFUSED_DIR]
 
 For every .npy in REF_DIR (onnxruntime's outputs), GOT_DIR must hold the same
 file name with equal shape and dtype. Floating outputs pass when their cosine
@@ -15,10 +16,23 @@ REF64_DIR, when given and holding the output, is a float64 referee
 passes when it meets the same bound against the exact float64 answer and is
 closer to it than onnxruntime is — onnxruntime approximates some functions
 (Sigmoid), and a model with large activations magnifies that. Both figures
-are printed. Prints one line per output and exits 1 when any output fails,
-2 on bad usage.
+are printed.
+
+With --model, an output that MODEL produces with a DequantizeLinear of one
+scale s (a quantized model's) is judged in steps of s instead: it passes when
+every element is within one step of onnxruntime's. Where it is not, and
+UNFUSED_DIR (onnxruntime with graph optimisation off) holds the output, it
+passes when at least 99% of its elements are within one step of that run and
+its cosine to it is at least 0.999: onnxruntime fuses a QDQ graph into its
+integer kernels, tandem evaluates the float ops between DequantizeLinear and
+QuantizeLinear as written, and a value on a rounding boundary that lands one
+step apart in one layer moves later layers by a step more (the figures
+against both runs are printed).
+
+Prints one line per output and exits 1 when any output fails, 2 on bad usage.
 """
 import os
+import re
 import sys
 
 import numpy as np
@@ -77,6 +91,11 @@ def compare_one(name, got, ref):
     return ok, "%s: %s exact %s" % (name, "ok" if ok else "FAIL", ref.dtype)
 
 
+def sanitize_name(name):
+    """As the oracle names its files (scripts/oracle/make_inputs.py)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
+
+
 def rel_err(a, b):
     a = a.astype(np.float64).ravel()
     b = b.astype(np.float64).ravel()
@@ -102,12 +121,80 @@ def referee(name, got, ref, ref64_dir):
         name, "ok" if ok else "FAIL", line.split(": ", 1)[1], e_got, e_ort)
 
 
+QUANT_IN_STEP = 0.99
+QUANT_COS_MIN = 0.999
+
+
+def dequantized_outputs(model_path):
+    """{graph output name: its DequantizeLinear's scale} for outputs a
+    DequantizeLinear of one constant scale produces."""
+    import onnx
+    from onnx import numpy_helper
+    m = onnx.load(model_path, load_external_data=False)
+    consts = {i.name: i for i in m.graph.initializer}
+    for n in m.graph.node:
+        if n.op_type == "Constant" and n.attribute and n.attribute[0].name == "value":
+            consts[n.output[0]] = n.attribute[0].t
+    outs = {o.name for o in m.graph.output}
+    found = {}
+    for n in m.graph.node:
+        if n.op_type == "DequantizeLinear" and n.output[0] in outs and len(n.input) > 1 and n.input[1] in consts:
+            scale = numpy_helper.to_array(consts[n.input[1]])
+            if scale.size == 1:
+                found[n.output[0]] = float(scale.reshape(()))
+    return found
+
+
+def steps_figures(got, ref, step):
+    g = got.astype(np.float64).ravel()
+    r = ref.astype(np.float64).ravel()
+    d = np.abs(g - r) / step
+    ng, nr = np.linalg.norm(g), np.linalg.norm(r)
+    cos = float(np.dot(g, r) / (ng * nr)) if ng > 0 and nr > 0 else float(ng == nr)
+    # (1e-3: the dequantized values themselves are rounded to float32)
+    within = float(np.mean(d <= 1.001)) if d.size else 1.0
+    return float(d.max()) if d.size else 0.0, within, cos
+
+
+def compare_quantized(name, got, ref, step, unfused_dir):
+    """(ok, line) for a dequantized output, judged in steps of its scale."""
+    if got.shape != ref.shape or got.dtype != ref.dtype:
+        return compare_one(name, got, ref)
+    mx, within, cos = steps_figures(got, ref, step)
+    line = "%s: VERDICT dequantized (step %.4g): max %.1f steps, %.2f%% within one step, cosine %.6f" % (
+        name, step, mx, 100 * within, cos)
+    if mx <= 1.001:
+        return True, line.replace("VERDICT", "ok")
+    path = os.path.join(unfused_dir, name + ".npy") if unfused_dir else ""
+    if not os.path.isfile(path):
+        return False, line.replace("VERDICT", "FAIL")
+    umx, uwithin, ucos = steps_figures(got, np.load(path, allow_pickle=False), step)
+    ok = uwithin >= QUANT_IN_STEP and ucos >= QUANT_COS_MIN
+    return ok, (line.replace("VERDICT", "ok" if ok else "FAIL") +
+                "; against onnxruntime unfused: max %.1f steps, %.2f%% within one step, cosine %.6f"
+                " (needs %.0f%%, %.3f)" % (umx, 100 * uwithin, ucos, 100 * QUANT_IN_STEP, QUANT_COS_MIN))
+
+
 def main(argv):
+    argv = list(argv)
+    opts = {}
+    for flag in ("--model", "--unfused"):
+        if flag in argv:
+            i = argv.index(flag)
+            if i + 1 >= len(argv):
+                sys.stderr.write("compare: %s needs a value.\n" % flag)
+                return 2
+            opts[flag] = argv[i + 1]
+            del argv[i:i + 2]
     if len(argv) not in (3, 4):
-        sys.stderr.write("usage: compare.py GOT_DIR REF_DIR [REF64_DIR]\n")
+        sys.stderr.write("usage: compare.py GOT_DIR REF_DIR [REF64_DIR] [--model MODEL --unfused DIR]\n")
         return 2
     got_dir, ref_dir = argv[1], argv[2]
     ref64_dir = argv[3] if len(argv) == 4 else None
+    quant = {}
+    if "--model" in opts:
+        from_model = dequantized_outputs(opts["--model"])
+        quant = {sanitize_name(k): v for k, v in from_model.items()}
     if not os.path.isdir(ref_dir):
         sys.stderr.write("compare: reference folder %s does not exist.\n" % ref_dir)
         return 2
@@ -130,6 +217,12 @@ def main(argv):
             failed.append(name)
             continue
         ref = np.load(os.path.join(ref_dir, f), allow_pickle=False)
+        if name in quant:
+            ok, line = compare_quantized(name, got, ref, quant[name], opts.get("--unfused"))
+            print(line)
+            if not ok:
+                failed.append(name)
+            continue
         ok, line = compare_one(name, got, ref)
         print(line)
         if not ok and got.shape == ref.shape:

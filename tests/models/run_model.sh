@@ -20,5 +20,11 @@ while IFS= read -r line; do
 done < "$refs/inputs.txt"
 # shellcheck disable=SC2086
 "$tandem" run "$cache/models/$model.onnx" $args --output-dir "$out/got" "$@"
-/usr/bin/python3 "$(dirname "$0")/compare.py" "$out/got" "$refs/outputs" "$refs/outputs64"
+if [ -d "$refs/outputs_unfused" ]; then
+    # a quantized model: dequantized outputs are judged in steps of their scale
+    /usr/bin/python3 "$(dirname "$0")/compare.py" "$out/got" "$refs/outputs" \
+        --model "$cache/models/$model.onnx" --unfused "$refs/outputs_unfused"
+else
+    /usr/bin/python3 "$(dirname "$0")/compare.py" "$out/got" "$refs/outputs" "$refs/outputs64"
+fi
 /usr/bin/python3 "$(dirname "$0")/semantic.py" "$out/got" "$refs/outputs" "$cache/models/$model.onnx" "$refs"
