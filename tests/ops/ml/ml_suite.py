@@ -605,6 +605,33 @@ def cli_checks(tandem, out_dir):
     if r.returncode != 2 or "deprecated" not in err or "TreeEnsemble replaces" not in err:
         fails.append("TreeEnsembleRegressor at ai.onnx.ml 5: expected exit 2 saying it is deprecated, got %d: %s"
                      % (r.returncode, err))
+    # malformed ensembles and models: one sentence and exit 2, no hang or crash
+    x2 = features(3, 2)
+    loop = model("TreeEnsemble", [("X", x2)], [("Y", None)], ml_opset=5, nodes_featureids=[0, 1],
+                 nodes_splits=numpy_helper.from_array(np.array([0.0, 1.0], np.float32), "s"),
+                 nodes_modes=numpy_helper.from_array(np.array([0, 0], np.uint8), "m"),
+                 nodes_truenodeids=[1, 0], nodes_trueleafs=[0, 0], nodes_falsenodeids=[1, 0], nodes_falseleafs=[0, 0],
+                 tree_roots=[0], leaf_targetids=[0], leaf_weights=numpy_helper.from_array(np.array([1.0], np.float32),
+                                                                                         "w"), n_targets=1)
+    t, w = random_forest(x2, 1, 2, 1)
+    far = dict(tree_attrs(t, w, "target"))
+    far["nodes_featureids"] = [7 if m != "LEAF" else 0 for m in t["modes"]]
+    bad = [("loop", loop, "loops"),
+           ("feature", model("TreeEnsembleRegressor", [("X", x2)], [("Y", None)], **far), "feature 7"),
+           ("coefficients", model("LinearClassifier", [("X", x2)], [("label", None), ("probabilities", None)],
+                                  ml_opset=1, coefficients=[1.0, 2.0, 3.0], classlabels_ints=[0, 1, 2]), "coefficients")]
+    for name, bm, want in bad:
+        p = os.path.join(out_dir, "cli_bad_%s.onnx" % name)
+        onnx.save(bm, p)
+        fi = os.path.join(out_dir, "cli_bad_X.pb")
+        with open(fi, "wb") as fh:
+            fh.write(numpy_helper.from_array(x2, "X").SerializeToString())
+        r = subprocess.run([tandem, "run", p, "--input", "X=" + fi], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=60)
+        err = r.stderr.decode(errors="replace").strip()
+        if r.returncode != 2 or want not in err or len(err.splitlines()) != 1:
+            fails.append("malformed %s: expected exit 2 and one sentence with '%s', got %d: %s"
+                         % (name, want, r.returncode, err))
     # the same in skl2onnx's own export (its default: probabilities through ZipMap)
     p = os.path.join(SKLEARN, "zipmap_logreg.onnx")
     for cmd in ("info", "plan", "run"):
