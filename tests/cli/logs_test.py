@@ -365,6 +365,9 @@ def case_diff():
         # The pin is not a fallback: three OP_UNSUPPORTED before and after.
         check(j["fallbacks_by_reason"] == [{"reason": "OP_UNSUPPORTED", "before": 3, "after": 3}],
               "fallbacks by reason %s" % j["fallbacks_by_reason"])
+        cos = j["figures"].get("output_cosine", {})
+        check("guard" in a and near(cos.get("before", -1), a["guard"]["output_cosine_after"])
+              and near(cos.get("after", -1), b["guard"]["output_cosine_after"]), "output cosine %s" % cos)
         est = j["figures"]["modeled_ms"]
         check(near(est["before"], a["summary"]["estimated_ms"]["total"])
               and near(est["after"], b["summary"]["estimated_ms"]["total"]), "modeled ms %s" % est)

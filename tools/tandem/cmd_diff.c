@@ -286,7 +286,7 @@ static void print_value(double v)
     else if (v == floor(v) && fabs(v) < 1e15)
         printf(" %14.0f", v);
     else
-        printf(" %14.6g", v);
+        printf(" %14.9g", v);
 }
 
 static void print_text(const df_doc *a, const df_doc *b, const df_result *r)
