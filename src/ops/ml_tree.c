@@ -575,14 +575,13 @@ static void finish_binary(const ens *e, int binary_case, int all_pos, double *sc
     size_t size = 2;
     int add = -1;
     if (e->n_base == 2) {
-        if (has[1]) {
+        if (has[1]) { /* onnxruntime's rule: base_values[1] + the first class's score */
             score[1] = e->base[1] + score[0];
             score[0] = -score[1];
         } else {
             score[1] += e->base[1];
             score[0] += e->base[0];
         }
-        has[1] = 1;
     } else if (e->n_base == 1) {
         score[0] += e->base[0];
         if (!has[1])
@@ -604,9 +603,9 @@ static void finish_binary(const ens *e, int binary_case, int all_pos, double *sc
     } else {
         *label = pos > 0;
     }
-    if (size == 2) {
-        z[0] = (float)score[0];
-        z[1] = (float)score[1];
+    if (size == 2) { /* a class no leaf scored is written as 0 */
+        z[0] = has[0] ? (float)score[0] : 0.0f;
+        z[1] = has[1] ? (float)score[1] : 0.0f;
         ml_post_row(e->post, z, 2);
         return;
     }

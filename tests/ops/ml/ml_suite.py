@@ -199,6 +199,10 @@ def linear_classifier():
                       coefficients=coef.ravel().tolist(), intercepts=icpt.tolist(),
                       classlabels_strings=["setosa", "versicolor", "virginica"], post_transform="SOFTMAX"),
                 {"X": x}))
+    x1 = x[2].copy()
+    out.append(("linclass_1d", model("LinearClassifier", [("X", x1)], [("label", None), ("probabilities", None)],
+                                     ml_opset=1, coefficients=coef.ravel().tolist(), intercepts=icpt.tolist(),
+                                     classlabels_ints=[0, 1, 2], post_transform="SOFTMAX"), {"X": x1}))
     xd = features(9, 4, np.float64)
     out.append(("linclass_multi_double",
                 model("LinearClassifier", [("X", xd)], [("label", None), ("probabilities", None)], ml_opset=1,
@@ -259,7 +263,10 @@ def normalizer_scaler():
                     model("Normalizer", [("X", xd)], [("Y", None)], ml_opset=1, norm=norm), {"X": xd}))
     off = RNG.normal(0, 1, 6).astype(np.float32).tolist()
     sc = RNG.uniform(0.2, 2.0, 6).astype(np.float32).tolist()
+    x1 = x[1].copy()
     out += [
+        ("normalizer_l2_1d", model("Normalizer", [("X", x1)], [("Y", None)], ml_opset=1, norm="L2"), {"X": x1}),
+        ("scaler_1d", model("Scaler", [("X", x1)], [("Y", None)], ml_opset=1, offset=[0.5], scale=[2.0]), {"X": x1}),
         ("scaler_columns", model("Scaler", [("X", x)], [("Y", None)], ml_opset=1, offset=off, scale=sc), {"X": x}),
         ("scaler_broadcast", model("Scaler", [("X", x)], [("Y", None)], ml_opset=1, offset=[0.5], scale=[2.0]),
          {"X": x}),
@@ -300,6 +307,10 @@ def encoders():
         ("category_mapper_i2s", model("CategoryMapper", [("X", xi)], [("Y", None)], ml_opset=1,
                                       cats_strings=cats, cats_int64s=[1, 2, 3], default_string="other"),
          {"X": xi}),
+        ("label_encoder_v1_s2i", model("LabelEncoder", [("X", words)], [("Y", None)], ml_opset=1,
+                                       classes_strings=cats, default_int64=-9), {"X": words}),
+        ("label_encoder_v1_i2s", model("LabelEncoder", [("X", xi)], [("Y", None)], ml_opset=1,
+                                       classes_strings=cats, default_string="none"), {"X": xi}),
         ("label_encoder_s2i", model("LabelEncoder", [("X", words)], [("Y", None)], ml_opset=2,
                                     keys_strings=cats, values_int64s=[0, 1, 2], default_int64=99), {"X": words}),
         ("label_encoder_i2s", model("LabelEncoder", [("X", xi)], [("Y", None)], ml_opset=2,
@@ -347,6 +358,8 @@ def tree_regressor():
     out.append(regressor("treereg_missing_modes", xn, 10, 5, 2, "AVERAGE", modes=MODES, miss=True))
     out.append(regressor("treereg_as_tensor", x, 6, 4, 2, "SUM", as_tensor=np.float32, base=[1.0, -1.0]))
     out.append(regressor("treereg_double", xd, 6, 4, 1, "SUM"))
+    # (onnxruntime has no int64 TreeEnsembleRegressor: no int64 case)
+    out.append(regressor("treereg_one_row", x[:1], 6, 4, 2, "MAX"))
     out.append(regressor("treereg_double_as_tensor", xd, 6, 4, 3, "AVERAGE", as_tensor=np.float64, base=[1, 2, 3]))
     out.append(regressor("treereg_probit", x, 4, 3, 1, "AVERAGE", post="PROBIT", weights="low"))
     out.append(regressor("treereg_softmax_3", x, 6, 4, 3, "SUM", post="SOFTMAX"))
@@ -387,6 +400,16 @@ def tree_classifier():
     # random forest, two classes: a weight for each class at every leaf
     out.append(classifier("treeclass_rf_binary", x, 8, 4, [0, 1], weights="positive"))
     out.append(classifier("treeclass_rf_binary_strings", x, 8, 4, ["neg", "pos"], weights="positive"))
+    out.append(classifier("treeclass_binary_labels_5_9", x, 6, 4, [5, 9], weights="positive"))
+    out.append(classifier("treeclass_binary_two_bases", x, 6, 4, [0, 1], weights="mixed", base=[0.1, 0.2]))
+    # onnxruntime's rules for one class id and two base values: the score of
+    # class 1 is base_values[1] plus class 0's (none here), class 0 unscored is 0
+    out.append(classifier("treeclass_binary_two_bases_class1", x, 6, 3, [3, 4], weights="class1", base=[0.2, 0.2],
+                          n_ids=1))
+    out.append(classifier("treeclass_binary_two_bases_class0", x, 6, 3, [3, 4], weights="mixed", base=[0.2, 0.2],
+                          n_ids=1))
+    xi32 = np.round(x * 3).astype(np.int32)
+    out.append(classifier("treeclass_int32", xi32, 5, 4, [0, 1, 2], post="SOFTMAX", weights="mixed"))
     # gradient boosting, two classes: one score (class id 0), one base value, LOGISTIC
     out.append(classifier("treeclass_gb_binary_logistic", x, 10, 3, [0, 1], post="LOGISTIC", weights="mixed",
                           base=[0.3], n_ids=1))
