@@ -18,6 +18,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -192,18 +193,29 @@ static long long parse_time(const char *s)
 }
 
 /* Appends a record; -1 when out of memory. */
+/* arr (n entries of size bytes used of *cap) with room for one more: arr
+ * itself or a larger copy; NULL when out of memory or the size overflows. */
+static void *grow(void *arr, size_t *cap, size_t n, size_t size, size_t first)
+{
+    if (n < *cap)
+        return arr;
+    size_t nc = *cap ? *cap * 2 : first;
+    if (nc < *cap || nc > SIZE_MAX / size)
+        return NULL;
+    void *p = realloc(arr, nc * size);
+    if (p)
+        *cap = nc;
+    return p;
+}
+
 static int lg_add(lg *g, const char *model, const char *node, const char *op, const char *device,
                   const char *reason, const char *detail, const char *host, long long t, double measured,
                   double modeled, int fault)
 {
-    if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 64;
-        lg_rec *r = realloc(g->recs, cap * sizeof *r);
-        if (!r)
-            return -1;
-        g->recs = r;
-        g->cap = cap;
-    }
+    lg_rec *recs = grow(g->recs, &g->cap, g->n, sizeof *g->recs, 64);
+    if (!recs)
+        return -1;
+    g->recs = recs;
     lg_rec *r = &g->recs[g->n];
     r->model = dup_s(logs_base(model));
     r->node = dup_s(node);
@@ -445,16 +457,12 @@ static int read_dir(lg *g, const char *dir, int depth)
     while ((de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.')
             continue; /* ".", "..", and hidden files such as temporaries */
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            char **nn = realloc(names, nc * sizeof *nn);
-            if (!nn) {
-                oom = 1;
-                break;
-            }
-            names = nn;
-            cap = nc;
+        char **nn = grow(names, &cap, n, sizeof *names, 16);
+        if (!nn) {
+            oom = 1;
+            break;
         }
+        names = nn;
         size_t len = strlen(dir) + strlen(de->d_name) + 2;
         if (!(names[n] = malloc(len))) {
             oom = 1;
@@ -498,6 +506,16 @@ typedef struct lg_groups {
 /* The record's cost: measured ms when given, else modeled; < 0 none. */
 static double rec_cost(const lg_rec *r) { return r->measured_ms >= 0 ? r->measured_ms : r->modeled_ms; }
 
+static void group_count(lg_group *g, const lg_rec *r)
+{
+    double c = rec_cost(r);
+    g->count++;
+    if (c >= 0) {
+        g->cost_ms += c;
+        g->costed++;
+    }
+}
+
 /* Adds r to the group of key (key1 x key2 x key3 when those are given). */
 static int group_add(lg_groups *gs, const lg_rec *r, const char *key, const char *key2, const char *key3)
 {
@@ -509,25 +527,16 @@ static int group_add(lg_groups *gs, const lg_rec *r, const char *key, const char
             g = &gs->g[k];
     }
     if (!g) {
-        if (gs->n == gs->cap) {
-            size_t cap = gs->cap ? gs->cap * 2 : 16;
-            lg_group *ng = realloc(gs->g, cap * sizeof *ng);
-            if (!ng)
-                return -1;
-            gs->g = ng;
-            gs->cap = cap;
-        }
+        lg_group *all = grow(gs->g, &gs->cap, gs->n, sizeof *gs->g, 16);
+        if (!all)
+            return -1;
+        gs->g = all;
         g = &gs->g[gs->n++];
         memset(g, 0, sizeof *g);
         g->key = key;
         g->first = r;
     }
-    g->count++;
-    double c = rec_cost(r);
-    if (c >= 0) {
-        g->cost_ms += c;
-        g->costed++;
-    }
+    group_count(g, r);
     return 0;
 }
 
@@ -669,11 +678,7 @@ static int report_time(lg_report *p, const lg *g)
         lg_group *b = &p->time.g[bucket_no(p->bucket, r->time) - b0];
         if (!b->first)
             b->first = r;
-        b->count++;
-        if (rec_cost(r) >= 0) {
-            b->cost_ms += rec_cost(r);
-            b->costed++;
-        }
+        group_count(b, r);
     }
     return 0;
 }
