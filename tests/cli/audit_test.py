@@ -7,48 +7,13 @@ Usage:
 
 Exit 0 pass, 1 fail (also when python3-onnx is missing: 77, which ctest counts as a failure here)."""
 import json
-import os
-import shutil
 import subprocess
 import sys
 
-TANDEM, WORK, CASE = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3]
-try:
-    import onnx
-    from onnx import TensorProto, helper
-except ImportError:
-    print("python3-onnx is missing")
-    sys.exit(77)
+from chain import check, counted, enter, failures, model
 
-WORK = os.path.join(WORK, CASE)
-shutil.rmtree(WORK, ignore_errors=True)
-os.makedirs(WORK)
-os.chdir(WORK)
-
-failures = []
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
-
-
-def model(name, ops, dims=(1, 8)):
-    """A chain X -> ops[0] -> ... -> Y of unary float ops (opset 13)."""
-    nodes, prev = [], "X"
-    for i, op in enumerate(ops):
-        out = "Y" if i == len(ops) - 1 else "t%d" % i
-        nodes.append(helper.make_node(op, [prev], [out], name="%s_%d" % (op.lower(), i)))
-        prev = out
-    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(dims))],
-                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, list(dims))])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 7
-    onnx.save(m, name + ".onnx")
-    return name + ".onnx"
+TANDEM, CASE = sys.argv[1], sys.argv[3]
+WORK = enter(sys.argv[2], CASE)
 
 
 def run(args, code):
@@ -183,5 +148,5 @@ else:
 
 for f in failures:
     print("FAIL: " + str(f))
-print("%s: %d checks, %d failures" % (CASE, checks, len(failures)))
+print("%s: %d checks, %d failures" % (CASE, counted[0], len(failures)))
 sys.exit(1 if failures else 0)

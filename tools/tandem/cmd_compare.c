@@ -23,8 +23,7 @@ void usage_compare(FILE *f)
           "\n"
           "  --json         one JSON document on stdout instead\n"
           "  --top K        how many of the worst nodes to list\n"
-          "  --min-cosine C threshold on the cosine similarity (0..1)\n"
-          "  --max-abs X    threshold on the max abs error too\n"
+          "  (--min-cosine and --max-abs: see the run options below)\n"
           "\n",
           f);
     usage_runopts(f);
@@ -293,9 +292,10 @@ static void row_text(const tdm_plan *plan, const cmp_row *r)
     const char *name = "", *op = "", *dev = "", *reason = "", *detail = "";
     tdm_plan_node(plan, r->node, &name, &op, &dev, &reason, &detail);
     size_t l = strlen(name);
-    printf("%5zu  %-40s %-14.14s %-16.16s %11.4g %11.4g %10.6f%s%s\n", r->order,
-           l > 40 ? name + l - 40 : name, op, dev, r->max_abs, r->rmse, r->cosine, r->nonfinite ? "  NaN/Inf" : "",
-           r->crosses ? "  <" : "");
+    /* 1 - cosine tells apart rows whose cosines all print as 1.000000 */
+    printf("%5zu  %-40s %-14.14s %-16.16s %11.4g %11.4g %10.6f %10.3e%s%s\n", r->order,
+           l > 40 ? name + l - 40 : name, op, dev, r->max_abs, r->rmse, r->cosine, 1.0 - r->cosine,
+           r->nonfinite ? "  NaN/Inf" : "", r->crosses ? "  <" : "");
 }
 
 void diag_cmp_free(diag_cmp *r)
@@ -494,8 +494,8 @@ int cmd_compare(int argc, char **argv)
         printf(" against the cpu fp32 reference\n");
         printf("nodes compared: %zu, skipped: %zu, crossing the threshold (%s): %zu\n", n_rows, skipped, thr,
                crossing);
-        printf("\n%5s  %-40s %-14s %-16s %11s %11s %10s\n", "pos", "node", "op", "device", "max abs", "rmse",
-               "cosine");
+        printf("\n%5s  %-40s %-14s %-16s %11s %11s %10s %10s\n", "pos", "node", "op", "device", "max abs", "rmse",
+               "cosine", "1-cosine");
         if (first) {
             printf("first node crossing the threshold:\n");
             row_text(plan, first);

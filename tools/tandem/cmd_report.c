@@ -24,7 +24,7 @@ void usage_report(FILE *f)
           "\n"
           "  --html FILE      the page to write (required)\n"
           "  --iterations N   timed runs of the profile (default 10)\n"
-          "  --min-cosine C   precision threshold (default 0.999), --max-abs X too\n"
+          "  (--min-cosine, default 0.999 here, and --max-abs: see the run options below)\n"
           "\n",
           f);
     usage_runopts(f);
@@ -320,7 +320,7 @@ static void write_page(FILE *f, const rep_args *a, const tdm_plan *plan, const d
     fprintf(f, "<div class=\"kpi\"><b>%.1f %%</b>planned fallback ratio%s</div>", 100.0 * sum.fallback_ratio,
             sum.modeled ? " (modeled)" : "");
     fprintf(f, "<div class=\"kpi\"><b>%zu / %zu</b>nodes fall back</div>", sum.fallback_nodes, sum.nodes);
-    fprintf(f, "<div class=\"kpi\"><b>%zu</b>partitions</div>", sum.partitions);
+    fprintf(f, "<div class=\"kpi\"><b>%zu</b>partition%s</div>", sum.partitions, sum.partitions == 1 ? "" : "s");
     fprintf(f, "<div class=\"kpi\"><b>%.3f ms</b>wall per run (%llu runs)</div>", (double)prof->wall_ns / 1e6 / it,
             (unsigned long long)prof->runs);
     fprintf(f, "<div class=\"kpi\"><b>%.1f %%</b>copy share</div>",
@@ -375,7 +375,7 @@ static void write_page(FILE *f, const rep_args *a, const tdm_plan *plan, const d
         fputs("</b>.", f);
     }
     fputs("</p>\n<table id=\"precision\"><tr><th>pos</th><th>node</th><th>op</th><th>device</th><th>max abs</th>"
-          "<th>RMSE</th><th>cosine</th></tr>\n",
+          "<th>RMSE</th><th>cosine</th><th>1 &minus; cosine</th></tr>\n",
           f);
     diag_cmp_row *worst = diag_cmp_worst(cmp);
     size_t show = cmp->n_rows < 20 ? cmp->n_rows : 20;
@@ -389,8 +389,10 @@ static void write_page(FILE *f, const rep_args *a, const tdm_plan *plan, const d
         esc(f, op);
         fputs("</td><td>", f);
         esc(f, dev);
-        fprintf(f, "</td><td class=\"num\">%.4g</td><td class=\"num\">%.4g</td><td class=\"num\">%.6f%s</td></tr>\n",
-                r->max_abs, r->rmse, r->cosine, r->nonfinite ? " NaN/Inf" : "");
+        fprintf(f,
+                "</td><td class=\"num\">%.4g</td><td class=\"num\">%.4g</td><td class=\"num\">%.6f%s</td>"
+                "<td class=\"num\">%.3e</td></tr>\n",
+                r->max_abs, r->rmse, r->cosine, r->nonfinite ? " NaN/Inf" : "", 1.0 - r->cosine);
     }
     free(worst);
     fprintf(f, "</table>\n<p>The %zu worst nodes, lowest cosine first.</p>\n", show);

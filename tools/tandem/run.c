@@ -958,6 +958,7 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     cli_guard_note(s);
+    story_placement_note(tdm_session_plan(s));
     if (a.repeat > 1 && (rc = run_repeat(s, &a, ins, outs, n_out)) != 0)
         goto done;
     if ((rc = cli_adaptopts_write(&a.ao, s)) != 0)

@@ -277,6 +277,13 @@ static const char *human(double b, char *buf, size_t size)
     return buf;
 }
 
+/* A time in ms with three decimals, or three digits below 1 ms. */
+static const char *ms_str(double ms, char *buf, size_t size)
+{
+    snprintf(buf, size, ms >= 1 || ms == 0 ? "%.3f" : "%.3g", ms);
+    return buf;
+}
+
 static const char *first_device(const cJSON *root)
 {
     const cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "devices"), 0);
@@ -414,11 +421,11 @@ int story_print_plan(FILE *f, const char *ledger, double cpu_ms, const char *dyn
         int modeled = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(est, "modeled"));
         int complete = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(est, "complete"));
         double total = audit_jnum(est, "total", -1);
-        fprintf(f, "estimated: %.3f ms per run%s%s", total, modeled ? " (modeled)" : "",
+        fprintf(f, "estimated: %s ms per run%s%s", ms_str(total, b1, sizeof b1), modeled ? " (modeled)" : "",
                 complete ? "" : " (incomplete: some nodes have no estimate)");
-        fprintf(f, "; copies %.3f ms", audit_jnum(est, "copies", 0));
+        fprintf(f, "; copies %s ms", ms_str(audit_jnum(est, "copies", 0), b1, sizeof b1));
         if (cpu_ms >= 0 && strcmp(dev, "cpu") != 0) {
-            fprintf(f, "; all on cpu %.3f ms (modeled)", cpu_ms);
+            fprintf(f, "; all on cpu %s ms (modeled)", ms_str(cpu_ms, b1, sizeof b1));
             double r = total < cpu_ms ? cpu_ms / total : total / cpu_ms;
             if (complete && total > 0 && cpu_ms > 0 && r < 1.005)
                 fprintf(f, ", the same");
@@ -465,4 +472,13 @@ done:
     story_tally_free(&t);
     cJSON_Delete(root);
     return rc;
+}
+
+void story_placement_note(const tdm_plan *plan)
+{
+    char *ledger = NULL, line[1024];
+    if (plan && tdm_plan_ledger_json(plan, &ledger) == TDM_OK && story_placement_line(ledger, line, sizeof line) == 0 &&
+        line[0])
+        cli_error("%s", line);
+    tdm_free(ledger);
 }

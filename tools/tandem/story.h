@@ -78,6 +78,10 @@ int story_print_plan(FILE *f, const char *ledger, double cpu_ms, const char *dyn
  * Returns 0, or -1 when the ledger cannot be read or out of memory. */
 int story_placement_line(const char *ledger, char *out, size_t size);
 
+/* The placement line of the plan on stderr (after "tandem: "), when there
+ * is one. */
+void story_placement_note(const tdm_plan *plan);
+
 /* The model's estimated time all on cpu (same --shape values as so, taken
  * by the caller), < 0 when it cannot be planned or has no full estimate. */
 double story_all_cpu_ms(tdm_ctx *ctx, const tdm_model *m, tdm_session_options *cpu_so);
