@@ -166,6 +166,8 @@ const char *op_refused(const char *domain, const char *op_type);
 
 /* The newest opset of the default domain tandem implements. */
 #define OP_MAX_OPSET 28
+/* The newest opset of ai.onnx.ml tandem implements. */
+#define OP_MAX_ML_OPSET 5
 
 /* ---- helpers for run hooks ---- */
 

@@ -111,6 +111,10 @@ tdm_status op_resolve(tdm_err *e, const char *domain, const char *op_type, int64
                 opset >= op_removed_table[k].from)
                 return err_set(e, TDM_E_MODEL, "%s is deprecated in domain %s from opset %lld on (%s replaces it)",
                                op_type, dom, (long long)op_removed_table[k].from, op_removed_table[k].instead);
+        if (strcmp(dom, "ai.onnx.ml") == 0 && opset > OP_MAX_ML_OPSET)
+            return err_set(e, TDM_E_UNSUPPORTED,
+                           "opset %lld of domain ai.onnx.ml is newer than tandem supports (up to %d)",
+                           (long long)opset, OP_MAX_ML_OPSET);
         if (!*dom && opset > OP_MAX_OPSET)
             return err_set(e, TDM_E_UNSUPPORTED,
                            "opset %lld of domain ai.onnx is newer than tandem supports (up to %d)",

@@ -655,6 +655,16 @@ def cli_checks(tandem, out_dir):
         if r.returncode != 2 or want not in err or len(err.splitlines()) != 1:
             fails.append("malformed %s: expected exit 2 and one sentence with '%s', got %d: %s"
                          % (name, want, r.returncode, err))
+    # an ai.onnx.ml opset newer than 5
+    m6 = model("Scaler", [("X", x)], [("Y", None)], ml_opset=5, offset=[0.0], scale=[1.0])
+    m6.opset_import[1].version = 6
+    p = os.path.join(out_dir, "cli_ml6.onnx")
+    onnx.save(m6, p)
+    r = subprocess.run([tandem, "info", p], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    err = r.stderr.decode(errors="replace").strip()
+    if r.returncode != 2 or "opset 6 of domain ai.onnx.ml is newer" not in err:
+        fails.append("ai.onnx.ml 6: expected exit 2 saying it is newer than tandem supports, got %d: %s"
+                     % (r.returncode, err))
     # the same in skl2onnx's own export (its default: probabilities through ZipMap)
     p = os.path.join(SKLEARN, "zipmap_logreg.onnx")
     for cmd in ("info", "plan", "run"):
