@@ -12,48 +12,14 @@ Exit 0 pass, 1 fail (77 when python3-onnx is missing, which ctest counts as a fa
 import collections
 import json
 import os
-import shutil
 import subprocess
 import sys
 
-TANDEM, WORK, CASE = sys.argv[1], os.path.abspath(sys.argv[2]), sys.argv[3]
-try:
-    import onnx
-    from onnx import TensorProto, helper
-except ImportError:
-    print("python3-onnx is missing")
-    sys.exit(77)
+from chain import check, counted, enter, failures, model
 
-WORK = os.path.join(WORK, CASE)
-shutil.rmtree(WORK, ignore_errors=True)
-os.makedirs(WORK)
-os.chdir(WORK)
+TANDEM, CASE = sys.argv[1], sys.argv[3]
+WORK = enter(sys.argv[2], CASE)
 CACHE = os.path.join(os.environ.get("TANDEM_CACHE", ""), "models")
-
-failures = []
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
-
-
-def model(name, ops, dims=(1, 8)):
-    """A chain X -> ops[0] -> ... -> Y of unary float ops (opset 13)."""
-    nodes, prev = [], "X"
-    for i, op in enumerate(ops):
-        out = "Y" if i == len(ops) - 1 else "t%d" % i
-        nodes.append(helper.make_node(op, [prev], [out], name="%s_%d" % (op.lower(), i)))
-        prev = out
-    g = helper.make_graph(nodes, name, [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(dims))],
-                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, list(dims))])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-    m.ir_version = 7
-    onnx.save(m, name + ".onnx")
-    return os.path.abspath(name + ".onnx")
 
 
 def tandem(args, code=0):
@@ -411,5 +377,5 @@ CASES = {"counts": case_counts, "buckets": case_buckets, "top": case_top, "error
 CASES[CASE]()
 for f in failures:
     print("FAIL:", f)
-print("%s: %d checks, %d failures" % (CASE, checks, len(failures)))
+print("%s: %d checks, %d failures" % (CASE, counted[0], len(failures)))
 sys.exit(1 if failures else 0)
