@@ -451,8 +451,9 @@ TDM_API tdm_status tdm_session_options_set_verify_thresholds(tdm_session_options
  * verified on its own inputs (outputs against cpu fp32, re-planned on a
  * breach) without a second probe. A set that does not name every model
  * input, names one the model lacks, or has a value the model does not take
- * makes tdm_session_create fail with TDM_E_INPUT and a sentence naming the
- * set and the input. */
+ * (every set of the same shapes) makes tdm_session_create fail with
+ * TDM_E_INPUT and a sentence naming the set and the input, the guard
+ * active or not. */
 TDM_API tdm_status tdm_session_options_add_calibration_input(tdm_session_options *opts, const char *const *names,
                                                              const tdm_tensor *const *values, size_t n);
 /* The rescue pass's mode (default TDM_RESCUE_SAFE). */

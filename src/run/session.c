@@ -798,7 +798,7 @@ static tdm_status calib_set_inputs(const tdm_session *s, tdm_err *e, const calib
 static tdm_status session_calibrate(tdm_session *s, tdm_err *e, const tdm_session_options *opts)
 {
     size_t n = opts ? opts->n_cal : 0, ni = s->model->n_inputs;
-    if (!n || !s->guard.active)
+    if (!n)
         return TDM_OK;
     const tdm_tensor **api = mem_calloc(n * (ni + 1), sizeof *api);
     const tdm_tensor *const **sets = mem_calloc(n, sizeof *sets);
@@ -806,12 +806,13 @@ static tdm_status session_calibrate(tdm_session *s, tdm_err *e, const tdm_sessio
     tdm_status st = api && sets ? TDM_OK : err_set(e, TDM_E_NOMEM, "out of memory");
     for (size_t i = 0; !st && i < n; i++)
         st = calib_set_inputs(s, e, &opts->cal[i], i, api + i * (ni + 1), i ? api : NULL);
-    if (!st)
+    /* checked even when the guard is off: a bad set is an error either way */
+    if (!st && s->guard.active)
         st = adapt_select(e, &s->adapt, api, ni, &var);
-    for (size_t i = 0; !st && i < n; i++)
+    for (size_t i = 0; !st && var && i < n; i++)
         if (!(sets[i] = graph_inputs(s, var, api + i * (ni + 1))))
             st = err_set(e, TDM_E_NOMEM, "out of memory");
-    if (!st)
+    if (!st && var)
         st = guard_calibrate(e, &s->guard, &s->adapt, var, sets, n, s->threads);
     if (var)
         adapt_release(&s->adapt, var);

@@ -204,6 +204,8 @@ elif case == "calibration":
         # --verify off: no guard, the calibration inputs are not used
         rc, err, led, y = go_small(["--calibration-input", "x=" + big, "--verify", "off"])
         check(rc == 0 and "guard" not in led and not refused(led), "calibration: --verify off uses no calibration input")
+        rc, err, led, y = go_small(["--calibration-input", "z=" + big, "--verify", "off"])
+        check(rc == 2 and "names 'z'" in err, "calibration: a bad set is refused with --verify off too (%d: %r)" % (rc, err))
         # bad input: one sentence naming it; exit 2 (invalid input), 5 for
         # a file that does not exist and 1 for a malformed SET (as --input)
         bad = os.path.join(tmp, "bad.npy")
