@@ -17,6 +17,7 @@
  * 5. The specialised cpu session's output equals the unspecialised one's on
  *    the rendered page (a probability map with text on it, not noise).
  * Public API only. */
+#define _POSIX_C_SOURCE 200809L
 #include <tandem/tandem.h>
 
 #include <math.h>
