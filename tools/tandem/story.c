@@ -438,8 +438,11 @@ int story_print_plan(FILE *f, const char *ledger, double cpu_ms, const char *dyn
     const cJSON *viol = cJSON_GetObjectItemCaseSensitive(pol, "violations");
     if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(pol, "ok"))) {
         int nv = cJSON_GetArraySize(viol);
-        fprintf(f, "policy: %s; the %d offending node%s %s listed on stderr\n", audit_jstr(pol, "error"), nv,
-                nv == 1 ? "" : "s", nv == 1 ? "is" : "are");
+        if (nv)
+            fprintf(f, "policy: %s; the %d offending node%s %s listed on stderr\n", audit_jstr(pol, "error"), nv,
+                    nv == 1 ? "" : "s", nv == 1 ? "is" : "are");
+        else
+            fprintf(f, "policy: %s\n", audit_jstr(pol, "error"));
     } else {
         fprintf(f, "policy: within the fallback policy (%s)\n", audit_jstr(pol, "fallback"));
     }
