@@ -20,8 +20,7 @@ char *story_strdup(const char *s)
     return d;
 }
 
-/* Counts name in *c; -1 when out of memory. */
-static int count_name(story_count **c, size_t *n, const char *name)
+int story_count_add(story_count **c, size_t *n, const char *name)
 {
     for (size_t k = 0; k < *n; k++)
         if (strcmp((*c)[k].name, name) == 0) {
@@ -104,7 +103,13 @@ void story_groups_free(story_group *groups, size_t n)
     free(groups);
 }
 
-static void counts_free(story_count *c, size_t n)
+void story_counts_sort(story_count *c, size_t n)
+{
+    if (n)
+        qsort(c, n, sizeof *c, count_cmp);
+}
+
+void story_counts_free(story_count *c, size_t n)
 {
     for (size_t k = 0; k < n; k++)
         free(c[k].name);
@@ -113,8 +118,8 @@ static void counts_free(story_count *c, size_t n)
 
 void story_tally_free(story_tally *t)
 {
-    counts_free(t->reasons, t->n_reasons);
-    counts_free(t->ops, t->n_ops);
+    story_counts_free(t->reasons, t->n_reasons);
+    story_counts_free(t->ops, t->n_ops);
     story_groups_free(t->groups, t->n_groups);
     memset(t, 0, sizeof *t);
 }
@@ -135,7 +140,8 @@ int story_tally_nodes(story_tally *t, const cJSON *nodes, const char *device, si
         t->off_device++;
         double ms = audit_jnum(n, "estimated_ms", 0);
         t->off_ms += ms;
-        if (count_name(&t->reasons, &t->n_reasons, reason) || count_name(&t->ops, &t->n_ops, audit_jstr(n, "op")) ||
+        if (story_count_add(&t->reasons, &t->n_reasons, reason) ||
+            story_count_add(&t->ops, &t->n_ops, audit_jstr(n, "op")) ||
             story_add_group(&t->groups, &t->n_groups, model, audit_jstr(n, "op"), reason, audit_jstr(n, "name"),
                             audit_jstr(n, "detail"), 1, ms))
             return -1;
@@ -264,7 +270,7 @@ int cli_find_input(const tdm_model *m, const char *name)
     return -1;
 }
 
-static const char *human(double b, char *buf, size_t size)
+const char *story_bytes_str(double b, char *buf, size_t size)
 {
     if (b < 1024)
         snprintf(buf, size, "%.0f B", b);
@@ -411,10 +417,10 @@ int story_print_plan(FILE *f, const char *ledger, double cpu_ms, const char *dyn
     if (np && np_dev != np)
         fprintf(f, " (%zu on %s, %zu elsewhere)", np_dev, dev, np - np_dev);
     double bb = audit_jnum(sum, "boundary_bytes", 0), unknown = audit_jnum(sum, "boundary_unknown", 0);
-    fprintf(f, "; boundary: %s per run%s", human(bb, b1, sizeof b1),
+    fprintf(f, "; boundary: %s per run%s", story_bytes_str(bb, b1, sizeof b1),
             unknown > 0 ? " (+ tensors of unknown size)" : "");
     if (audit_jnum(sum, "weight_bytes", 0) > 0)
-        fprintf(f, ", weights uploaded %s", human(audit_jnum(sum, "weight_bytes", 0), b1, sizeof b1));
+        fprintf(f, ", weights uploaded %s", story_bytes_str(audit_jnum(sum, "weight_bytes", 0), b1, sizeof b1));
     fputc('\n', f);
     /* time against all-cpu */
     if (cJSON_IsObject(est)) {

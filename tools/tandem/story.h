@@ -53,6 +53,12 @@ int story_add_group(story_group **groups, size_t *n, size_t model, const char *o
 void story_sort_groups(story_group *groups, size_t n);
 void story_groups_free(story_group *groups, size_t n);
 
+/* Counts name in *c (a new entry the first time); -1 when out of memory
+ * (*c keeps what it had). story_counts_sort: largest first, then by name. */
+int story_count_add(story_count **c, size_t *n, const char *name);
+void story_counts_sort(story_count *c, size_t n);
+void story_counts_free(story_count *c, size_t n);
+
 /* "312 SHAPE_UNSUPPORTED, 18 MEMORY" (count_first) or "Conv 100, Mul 50"
  * into buf, at most top entries (0: all) and "+N more". */
 void story_counts_str(const story_count *c, size_t n, size_t top, int count_first, char *buf, size_t size);
@@ -85,6 +91,9 @@ void story_placement_note(const tdm_plan *plan);
 /* The model's estimated time all on cpu (same --shape values as so, taken
  * by the caller), < 0 when it cannot be planned or has no full estimate. */
 double story_all_cpu_ms(tdm_ctx *ctx, const tdm_model *m, tdm_session_options *cpu_so);
+
+/* b bytes as "512 B", "1.5 KiB", "3.0 MiB" or "1.25 GiB" in buf; buf. */
+const char *story_bytes_str(double b, char *buf, size_t size);
 
 /* A copy of s ("" for NULL), NULL when out of memory; free() it. */
 char *story_strdup(const char *s);
