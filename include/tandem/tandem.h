@@ -159,11 +159,14 @@ TDM_API const char *tdm_ctx_error(const tdm_ctx *ctx);
 
 /* ------------------------------------------------------------------ values */
 
-/* What a value is: a tensor, a sequence of tensors, or an absent optional. */
+/* What a value is: a tensor, a sequence (of tensors, or of maps), an
+ * absent optional, or a map (since 0.3: what ai.onnx.ml's ZipMap makes, a
+ * sequence of them). */
 typedef enum tdm_kind {
     TDM_KIND_TENSOR = 0,
     TDM_KIND_SEQUENCE = 1,
-    TDM_KIND_NONE = 2
+    TDM_KIND_NONE = 2,
+    TDM_KIND_MAP = 3
 } tdm_kind;
 
 /* A tensor (or sequence, or absent optional) in host memory, C order. */
@@ -206,6 +209,18 @@ TDM_API tdm_status tdm_tensor_set_string(tdm_tensor *t, size_t i, const char *s,
 TDM_API size_t tdm_sequence_length(const tdm_tensor *seq);
 /* Borrowed; owned by seq. */
 TDM_API const tdm_tensor *tdm_sequence_item(const tdm_tensor *seq, size_t i);
+
+/* A map (TDM_KIND_MAP) is two 1-D tensors of the same length: its keys
+ * (int64 or string, in the order the producer gave them) and its values
+ * (entry i maps keys[i] to values[i]). tdm_tensor_dtype() of a map is its
+ * values' type. Creates a map from keys and values; the map takes ownership
+ * of both, also on failure (TDM_E_USAGE: not 1-D tensors of one length,
+ * or keys neither int64 nor string). */
+TDM_API tdm_status tdm_map_create(tdm_tensor *keys, tdm_tensor *values, tdm_tensor **out);
+/* The keys and values of a map; borrowed, owned by map; NULL when map is
+ * not a map. */
+TDM_API const tdm_tensor *tdm_map_keys(const tdm_tensor *map);
+TDM_API const tdm_tensor *tdm_map_values(const tdm_tensor *map);
 
 /* Reads a value from a file: `.npy` (NumPy format 1.0–3.0, C order) or an
  * ONNX protobuf (`.pb`) holding a TensorProto, SequenceProto or
@@ -288,6 +303,11 @@ TDM_API size_t tdm_model_input_count(const tdm_model *model);
 TDM_API tdm_status tdm_model_input(const tdm_model *model, size_t i, tdm_value_info *out);
 TDM_API size_t tdm_model_output_count(const tdm_model *model);
 TDM_API tdm_status tdm_model_output(const tdm_model *model, size_t i, tdm_value_info *out);
+/* The key type of graph output i when its value is a sequence of maps
+ * (ONNX seq(map(K, V)), as ZipMap makes; tdm_model_output then gives kind
+ * TDM_KIND_SEQUENCE and dtype V): TDM_INT64 or TDM_STRING. TDM_UNDEFINED
+ * for any other output or a bad argument. */
+TDM_API tdm_dtype tdm_model_output_map_key(const tdm_model *model, size_t i);
 
 /* Reads a value file for a graph input or output declared as vi: as
  * tdm_value_load with expect = &vi->kind, and when vi->optional, a .pb file
@@ -679,7 +699,9 @@ typedef struct tdm_event {
     int status;              /* run: its tdm_status */
     const char *detail;      /* fault: the sentence; else "" */
     /* node: the host values read and written, valid during the callback
-     * only (NULL entries: absent, or held by a plugin device). */
+     * only (NULL entries: absent, or an input held by a plugin device; a
+     * plugin node's outputs are copied to the host for the event unless the
+     * session's fusion is TDM_FUSION_OBSERVED). */
     int n_inputs, n_outputs;
     const tdm_tensor *const *inputs;
     const tdm_tensor *const *outputs;

@@ -600,6 +600,40 @@ static void run_close(run_state *r)
     mem_free(r->nout);
 }
 
+/* Reports plugin node n to the observer. Unless the session runs fused even
+ * under an observer (TDM_FUSION_OBSERVED), its outputs are copied to the
+ * host for the event, as every other node's are (tdm_event: compare, report
+ * and trace read them), and dropped again; the node's interval ends before
+ * the copies. A copy that fails leaves that output NULL and the run as it was. */
+static void observe_plugin_node(run_state *r, int n, int d, uint64_t t0, double dev_ms)
+{
+    const exec_prog *p = r->p;
+    const gr_node *node = &p->g->nodes[n];
+    uint64_t t1 = obs_now_ns();
+    if (p->cache.fusion == TDM_FUSION_OBSERVED || !r->pbuf) {
+        obs_node_ended(&p->obs, n, d, t0, t1, NULL, dev_ms);
+        return;
+    }
+    tdm_err keep = *r->e;
+    for (int i = 0; i < node->n_outputs; i++) {
+        int v = node->outputs[i];
+        if (v < 0 || r->vals[v] || !r->pbuf[(size_t)v * (size_t)p->D + (size_t)d].buf)
+            continue;
+        if (to_host(r, v, d) == TDM_OK)
+            r->owned[v] = 2; /* 2: staged for the observer only */
+    }
+    *r->e = keep;
+    obs_node_ended(&p->obs, n, d, t0, t1, r->vals, dev_ms);
+    for (int i = 0; i < node->n_outputs; i++) {
+        int v = node->outputs[i];
+        if (v >= 0 && r->owned[v] == 2) {
+            tdm_tensor_destroy(r->vals[v]);
+            r->vals[v] = NULL;
+            r->owned[v] = 0;
+        }
+    }
+}
+
 tdm_status exec_prog_run(tdm_err *e, const exec_prog *p, const tdm_tensor *const *in, tdm_tensor **out, int threads,
                          exec_stats *stats)
 {
@@ -649,8 +683,10 @@ tdm_status exec_prog_run(tdm_err *e, const exec_prog *p, const tdm_tensor *const
             obs_fault(&p->obs, n, d, node_t0, e->msg);
         if (st)
             goto done;
-        if (p->obs.fn)
-            obs_node_timed(&p->obs, n, d, node_t0, is_builtin(p, d) ? r.vals : NULL, dev_ms);
+        if (p->obs.fn && is_builtin(p, d))
+            obs_node_timed(&p->obs, n, d, node_t0, r.vals, dev_ms);
+        else if (p->obs.fn)
+            observe_plugin_node(&r, n, d, node_t0, dev_ms);
         if (stats) {
             stats->nodes++;
             stats->nodes_by_device[d]++;

@@ -32,7 +32,7 @@ static void event_init(tdm_event *ev, tdm_event_kind kind)
     ev->device_ms = -1;
 }
 
-static void node_fields(const obs_hook *h, tdm_event *ev, int n, int d, uint64_t t0)
+static void node_fields(const obs_hook *h, tdm_event *ev, int n, int d, uint64_t t0, uint64_t t1)
 {
     const tdm_plan *p = h->plan;
     const gr_node *node = &p->g->nodes[n];
@@ -45,7 +45,7 @@ static void node_fields(const obs_hook *h, tdm_event *ev, int n, int d, uint64_t
     ev->fallback = pn->fallback;
     ev->node_index = (size_t)n;
     ev->start_ns = t0;
-    ev->end_ns = obs_now_ns();
+    ev->end_ns = t1 ? t1 : obs_now_ns();
     if (pn->est_modeled && pn->est_ms >= 0 && d == pn->device)
         ev->modeled_ms = pn->est_ms;
 }
@@ -57,6 +57,12 @@ void obs_node(const obs_hook *h, int n, int d, uint64_t t0, tdm_tensor *const *v
 
 void obs_node_timed(const obs_hook *h, int n, int d, uint64_t t0, tdm_tensor *const *vals, double device_ms)
 {
+    obs_node_ended(h, n, d, t0, 0, vals, device_ms);
+}
+
+void obs_node_ended(const obs_hook *h, int n, int d, uint64_t t0, uint64_t t1, tdm_tensor *const *vals,
+                    double device_ms)
+{
     if (!h || !h->fn)
         return;
     const gr_graph *g = h->plan->g;
@@ -66,7 +72,7 @@ void obs_node_timed(const obs_hook *h, int n, int d, uint64_t t0, tdm_tensor *co
     size_t need = (size_t)node->n_inputs + (size_t)node->n_outputs;
     tdm_event ev;
     event_init(&ev, TDM_EVENT_NODE);
-    node_fields(h, &ev, n, d, t0);
+    node_fields(h, &ev, n, d, t0, t1);
     ev.device_ms = device_ms;
     if (need > sizeof small / sizeof small[0] && !(arr = mem_calloc(need, sizeof *arr)))
         arr = NULL;
@@ -126,7 +132,7 @@ void obs_fault(const obs_hook *h, int n, int d, uint64_t t0, const char *msg)
         return;
     tdm_event ev;
     event_init(&ev, TDM_EVENT_FAULT);
-    node_fields(h, &ev, n, d, t0);
+    node_fields(h, &ev, n, d, t0, 0);
     ev.modeled_ms = -1;
     ev.status = TDM_E_DEVICE;
     ev.detail = msg ? msg : "";

@@ -34,6 +34,10 @@ void obs_begin(obs_mark *m, const exec_stats *st);
 void obs_node(const obs_hook *h, int n, int d, uint64_t t0, tdm_tensor *const *vals);
 /* The same with the device's own measurement of the node (ms, < 0: none). */
 void obs_node_timed(const obs_hook *h, int n, int d, uint64_t t0, tdm_tensor *const *vals, double device_ms);
+/* The same ended at t1 (0: now), for a caller that did work of its own
+ * (copying a plugin's outputs to the host for the observer) after the node. */
+void obs_node_ended(const obs_hook *h, int n, int d, uint64_t t0, uint64_t t1, tdm_tensor *const *vals,
+                    double device_ms);
 /* Copy c ran since m (a copy that moved nothing is not reported). */
 void obs_copy(const obs_hook *h, const plan_copy *c, const obs_mark *m, const exec_stats *st);
 /* Node n failed on device d with the sentence msg (status TDM_E_DEVICE). */

@@ -18,8 +18,9 @@ void usage_compare(FILE *f)
           "random unless given) and compares every node output: max abs error, RMSE and\n"
           "cosine similarity. Prints the first node (in execution order) whose error crosses\n"
           "the threshold (cosine below C, default 0.999, or max abs error above X when\n"
-          "given) and the K worst nodes (default 10). Outputs held by a plugin device are not\n"
-          "visible on the host and are skipped (counted).\n"
+          "given) and the K worst nodes (default 10). A plugin device's outputs (opencl) are\n"
+          "copied to the host for the comparison; a node with no numeric output is skipped\n"
+          "(counted), and a compare that compared no node exits 4.\n"
           "\n"
           "  --json         one JSON document on stdout instead\n"
           "  --top K        how many of the worst nodes to list\n"
@@ -424,6 +425,14 @@ int cmd_compare(int argc, char **argv)
         goto done;
     const tdm_plan *plan = tdm_session_plan(x.s);
     size_t n_rows = res.n_rows, skipped = res.skipped, crossing = res.crossing;
+    if (!n_rows && skipped) {
+        /* a compare that compared nothing has not shown the plan is right */
+        cli_error("compare: none of the %zu node%s could be compared: no output of %s was a numeric tensor on "
+                  "the host in both runs",
+                  skipped, skipped == 1 ? "" : "s", skipped == 1 ? "it" : "theirs");
+        rc = EXIT_DEVICE;
+        goto done;
+    }
     const cmp_row *first = res.first >= 0 ? &res.rows[res.first] : NULL;
     cmp_row last = n_rows ? res.rows[n_rows - 1] : (cmp_row){0, 0, 0, 0, 0, 1, 0, 0};
     if (!(rows = diag_cmp_worst(&res))) {
