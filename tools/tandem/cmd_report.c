@@ -1,11 +1,17 @@
-/* `tandem report`: one self-contained HTML page (no network) — the
- * partitioned graph coloured by device (Graphviz `dot -Tsvg` when it is
- * installed, embedded as SVG), the ledger with reasons, a timeline of one
- * run (inline SVG from the session's events), the precision table (the
- * compare figures) and the fallback ratio. */
+/* `tandem report`: one self-contained HTML page (no network) — the story
+ * `tandem plan` opens with (story.c), the partitions as boxes coloured by
+ * device with the boundary bytes on the edges between them (inline SVG
+ * drawn here), each partition's nodes with their reasons on demand, the
+ * node graph (Graphviz `dot -Tsvg`, small models only), a timeline of one
+ * run, the precision table (the compare figures) and the fallback ratio.
+ * Times measured on a vnpu are host emulation and say so, with the modeled
+ * figure beside them. */
 #define _POSIX_C_SOURCE 200809L
+#include "audit.h"
 #include "cli.h"
+#include "story.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,8 +98,13 @@ static int write_dot(const tdm_plan *plan, const char *path)
         fprintf(f, "  n%zu [label=\"", i);
         dot_esc(f, op);
         fputs("\\n", f);
-        size_t l = strlen(name);
-        dot_esc(f, l > 28 ? name + l - 28 : name);
+        /* the whole name, in lines of at most 28 characters */
+        for (size_t l = strlen(name), k = 0; k < l; k += 28) {
+            char part[29];
+            snprintf(part, sizeof part, "%s", name + k);
+            fputs(k ? "\\n" : "", f);
+            dot_esc(f, part);
+        }
         fprintf(f, "\", fillcolor=\"%s\", tooltip=\"", dev_colour(plan, dev_of(plan, dev)));
         dot_esc(f, name);
         fputs(" on ", f);
@@ -173,6 +184,13 @@ static char *draw_graph(const tdm_plan *plan, const char **why)
     return text;
 }
 
+/* Whether device d's times are host emulation: a device other than the
+ * cpu whose events carry a modeled duration (a vnpu). */
+static int emulated(const diag_collector *prof, size_t d)
+{
+    return d < prof->n_devs && prof->devs[d].modeled && strcmp(tdm_plan_device_name(prof->plan, d), "cpu") != 0;
+}
+
 static void timeline(FILE *f, const diag_collector *c)
 {
     if (!c->n_trace) {
@@ -195,6 +213,9 @@ static void timeline(FILE *f, const diag_collector *c)
         fprintf(f, "<text x=\"4\" y=\"%.1f\" font-size=\"12\">", rowh * (double)d + 19);
         esc(f, d < c->n_devs ? tdm_plan_device_name(c->plan, d) : "copies");
         fputs("</text>\n", f);
+        if (d < c->n_devs ? emulated(c, d) : c->copy_modeled)
+            fprintf(f, "<text x=\"4\" y=\"%.1f\" font-size=\"10\" fill=\"#a05a00\">emulated</text>\n",
+                    rowh * (double)d + 30);
         fprintf(f, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\" fill=\"#f4f4f4\"/>\n", left,
                 rowh * (double)d + 4, W, rowh - 6);
     }
@@ -221,12 +242,328 @@ static void timeline(FILE *f, const diag_collector *c)
             esc(f, op);
             fputs(")", f);
         }
-        fprintf(f, " %.3f ms</title></rect>\n", (double)(t->end_ns - t->start_ns) / 1e6);
+        fprintf(f, " %.3f ms", (double)(t->end_ns - t->start_ns) / 1e6);
+        if (t->modeled_ms >= 0)
+            fprintf(f, "%s, %.4f ms modeled",
+                    t->copy || emulated(c, (size_t)(t->device >= 0 ? t->device : 0)) ? " emulated" : "", t->modeled_ms);
+        fputs("</title></rect>\n", f);
     }
     fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"11\">0 ms</text>\n", left, rowh * (double)rows + 20);
     fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%.3f ms</text>\n", left + W,
             rowh * (double)rows + 20, span / 1e6);
     fputs("</svg>\n", f);
+}
+
+/* The node graph is drawn only up to this many nodes: beyond it Graphviz
+ * takes minutes and the picture is a wall of boxes. */
+#define GRAPH_MAX_NODES 400
+
+/* The partition picture's geometry (px): boxes in one column, execution
+ * order top to bottom, host rows above and below. */
+#define PX_LEFT 20.0
+#define PX_BOX_W 560.0
+#define PX_BOX_H 62.0
+#define PX_PITCH 100.0
+#define PX_ARC_MAX 20
+
+/* One partition of the ledger. */
+typedef struct rep_part {
+    const cJSON *j;
+    size_t nodes, fallbacks;
+    story_count *ops;
+    size_t n_ops;
+} rep_part;
+
+/* Bytes crossing from row `from` to row `to` (0: the host's inputs, 1 + k:
+ * partition k, n + 1: the host's outputs). */
+typedef struct rep_edge {
+    size_t from, to, tensors;
+    double bytes;
+    const char *first; /* a tensor's name (the ledger's) */
+} rep_edge;
+
+typedef struct rep_parts {
+    cJSON *root;
+    rep_part *p;
+    size_t n;
+    rep_edge *e;
+    size_t n_e;
+    long *node_part; /* per plan node: its partition's index, -1: none */
+} rep_parts;
+
+static void parts_free(rep_parts *r)
+{
+    for (size_t k = 0; k < r->n; k++)
+        story_counts_free(r->p[k].ops, r->p[k].n_ops);
+    free(r->p);
+    free(r->e);
+    free(r->node_part);
+    cJSON_Delete(r->root);
+    memset(r, 0, sizeof *r);
+}
+
+static size_t part_index(const rep_parts *r, double id)
+{
+    for (size_t k = 0; k < r->n; k++)
+        if (audit_jnum(r->p[k].j, "id", -1) == id)
+            return k;
+    return r->n;
+}
+
+static int add_edge(rep_parts *r, size_t from, size_t to, double bytes, const char *tensor)
+{
+    for (size_t k = 0; k < r->n_e; k++)
+        if (r->e[k].from == from && r->e[k].to == to) {
+            r->e[k].bytes += bytes;
+            r->e[k].tensors++;
+            return 0;
+        }
+    rep_edge *e = realloc(r->e, (r->n_e + 1) * sizeof *e);
+    if (!e)
+        return -1;
+    r->e = e;
+    e[r->n_e++] = (rep_edge){from, to, 1, bytes, tensor};
+    return 0;
+}
+
+/* Reads the partitions, their nodes and the boundary tensors from the
+ * plan's ledger; 0, or -1 when it cannot be read or out of memory. */
+static int parts_read(rep_parts *r, const tdm_plan *plan)
+{
+    char *ledger = NULL;
+    memset(r, 0, sizeof *r);
+    if (tdm_plan_ledger_json(plan, &ledger) != TDM_OK)
+        return -1;
+    r->root = cJSON_Parse(ledger);
+    tdm_free(ledger);
+    const cJSON *parts = cJSON_GetObjectItemCaseSensitive(r->root, "partitions"), *nodes, *x;
+    nodes = cJSON_GetObjectItemCaseSensitive(r->root, "nodes");
+    size_t nn = tdm_plan_node_count(plan), np = (size_t)cJSON_GetArraySize(parts);
+    if (!r->root || !(r->node_part = malloc((nn ? nn : 1) * sizeof *r->node_part)) ||
+        !(r->p = calloc(np ? np : 1, sizeof *r->p)))
+        return -1;
+    cJSON_ArrayForEach(x, parts)
+        r->p[r->n++].j = x;
+    size_t i = 0;
+    cJSON_ArrayForEach(x, nodes)
+    {
+        if (i == nn)
+            break;
+        size_t k = part_index(r, audit_jnum(x, "partition", -1));
+        r->node_part[i++] = k < r->n ? (long)k : -1;
+        if (k == r->n)
+            continue;
+        r->p[k].nodes++;
+        r->p[k].fallbacks += strcmp(audit_jstr(x, "reason"), "OK") != 0;
+        if (story_count_add(&r->p[k].ops, &r->p[k].n_ops, audit_jstr(x, "op")))
+            return -1;
+    }
+    for (; i < nn; i++)
+        r->node_part[i] = -1;
+    for (size_t k = 0; k < r->n; k++) {
+        story_counts_sort(r->p[k].ops, r->p[k].n_ops);
+        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r->p[k].j, "inputs"))
+        {
+            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(x, "weight")))
+                continue;
+            const cJSON *fp = cJSON_GetObjectItemCaseSensitive(x, "from_partition");
+            size_t from = cJSON_IsNumber(fp) ? part_index(r, fp->valuedouble) + 1 : 0;
+            if (add_edge(r, from, k + 1, audit_jnum(x, "bytes", 0), audit_jstr(x, "tensor")))
+                return -1;
+        }
+        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(r->p[k].j, "outputs"))
+            if (add_edge(r, k + 1, r->n + 1, audit_jnum(x, "bytes", 0), audit_jstr(x, "tensor")))
+                return -1;
+    }
+    return 0;
+}
+
+static double row_top(size_t row)
+{
+    return 10.0 + PX_PITCH * (double)row;
+}
+
+/* The partitions as boxes (colour: device; text: nodes, fallbacks, top op
+ * types, estimate) and the bytes crossing between them on the edges: next
+ * partition straight down, further ones by an arc on the right. A box
+ * links to its node list. */
+static void partition_svg(FILE *f, const tdm_plan *plan, const rep_parts *r, const diag_collector *prof)
+{
+    size_t rows = r->n + 2;
+    double arc_x = PX_LEFT + PX_BOX_W, w = arc_x + 24 + 14.0 * PX_ARC_MAX + 160;
+    char b1[32], b2[32], ops[512];
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"partitions\" width=\"%.0f\" height=\"%.0f\" "
+               "font-family=\"Helvetica,Arial,sans-serif\">\n"
+               "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"7\" "
+               "markerHeight=\"7\" orient=\"auto\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#555\"/></marker></defs>\n",
+            w, row_top(rows) - PX_PITCH + PX_BOX_H + 20);
+    for (size_t row = 0; row < rows; row += rows - 1) {
+        fprintf(f, "<g class=\"host\"><rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" rx=\"8\" "
+                   "fill=\"#eeeeee\" stroke=\"#999\"/><text x=\"%.0f\" y=\"%.0f\" font-size=\"14\">host: the model's "
+                   "%s</text></g>\n",
+                PX_LEFT, row_top(row), PX_BOX_W, PX_BOX_H, PX_LEFT + 12, row_top(row) + 36,
+                row ? "outputs" : "inputs");
+    }
+    for (size_t k = 0; k < r->n; k++) {
+        const rep_part *p = &r->p[k];
+        const char *dev = audit_jstr(p->j, "device");
+        size_t d = dev_of(plan, dev);
+        long id = (long)audit_jnum(p->j, "id", (double)k);
+        double y = row_top(k + 1), ms = audit_jnum(p->j, "estimated_ms", -1);
+        story_counts_str(p->ops, p->n_ops, 4, 0, ops, sizeof ops);
+        fprintf(f, "<a href=\"#nodes-%ld\"><g class=\"part\" id=\"part-%ld\" data-nodes=\"%zu\" data-device=\"", id,
+                id, p->nodes);
+        esc(f, dev);
+        fprintf(f, "\"><title>partition %ld on ", id);
+        esc(f, dev);
+        fprintf(f, ": %zu node%s; ", p->nodes, p->nodes == 1 ? "" : "s");
+        esc(f, ops);
+        fprintf(f, " (click: its nodes)</title>\n<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" rx=\"8\" "
+                   "fill=\"%s\"/>\n<text x=\"%.0f\" y=\"%.0f\" fill=\"white\" font-size=\"14\" font-weight=\"bold\">"
+                   "P%ld &#183; ",
+                PX_LEFT, y, PX_BOX_W, PX_BOX_H, dev_colour(plan, d), PX_LEFT + 12, y + 19, id);
+        esc(f, dev);
+        fprintf(f, " &#183; <tspan class=\"count\">%zu</tspan> node%s", p->nodes, p->nodes == 1 ? "" : "s");
+        if (p->fallbacks)
+            fprintf(f, " (%zu fell back)", p->fallbacks);
+        fprintf(f, "</text>\n<text x=\"%.0f\" y=\"%.0f\" fill=\"white\" font-size=\"12\">", PX_LEFT + 12, y + 37);
+        esc(f, ops);
+        fprintf(f, "</text>\n<text x=\"%.0f\" y=\"%.0f\" fill=\"white\" font-size=\"12\">", PX_LEFT + 12, y + 54);
+        if (ms >= 0)
+            fprintf(f, "estimated %.3f ms%s &#183; ", ms, emulated(prof, d) ? " (modeled)" : "");
+        fprintf(f, "peak %s</text></g></a>\n", story_bytes_str(audit_jnum(p->j, "peak_bytes", 0), b1, sizeof b1));
+    }
+    for (size_t k = 0; k < r->n_e; k++) {
+        const rep_edge *e = &r->e[k];
+        double y1 = row_top(e->from) + PX_BOX_H, y2 = row_top(e->to), cx = PX_LEFT + PX_BOX_W / 2, lx, ly;
+        fprintf(f, "<g class=\"edge\" data-from=\"%zu\" data-to=\"%zu\" data-bytes=\"%.0f\"><title>%s, %zu tensor%s (",
+                e->from, e->to, e->bytes, story_bytes_str(e->bytes, b1, sizeof b1), e->tensors,
+                e->tensors == 1 ? "" : "s");
+        esc(f, e->first);
+        fputs(e->tensors > 1 ? ", &#8230;)</title>" : ")</title>", f);
+        if (e->to == e->from + 1) {
+            fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#555\" stroke-width=\"2\" "
+                       "marker-end=\"url(#arrow)\"/>",
+                    cx, y1, cx, y2);
+            lx = cx + 10;
+            ly = (y1 + y2) / 2 + 4;
+        } else {
+            /* further down: out of the right side and back in, wider for longer spans */
+            size_t span = e->to - e->from > PX_ARC_MAX ? PX_ARC_MAX : e->to - e->from;
+            double x2 = arc_x + 24 + 14.0 * (double)(span - 1) + 4.0 * (double)(e->from % 3);
+            y1 -= PX_BOX_H * 0.3;
+            y2 += PX_BOX_H * 0.3;
+            fprintf(f, "<path d=\"M%.0f,%.0f H%.0f V%.0f H%.0f\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
+                       "marker-end=\"url(#arrow)\"/>",
+                    arc_x, y1, x2, y2, arc_x + 1, COPY_COLOUR);
+            lx = x2 + 4;
+            ly = (y1 + y2) / 2;
+        }
+        fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"12\">%s", lx, ly, story_bytes_str(e->bytes, b2, sizeof b2));
+        if (e->tensors > 1)
+            fprintf(f, " (%zu tensors)", e->tensors);
+        fputs("</text></g>\n", f);
+    }
+    fputs("</svg>\n", f);
+}
+
+/* One partition's heading: "P3, cpu, 14 nodes (2 fell back), Conv 8, ..." with middle dots. */
+static void part_heading(FILE *f, const rep_part *p, long id)
+{
+    char ops[512];
+    story_counts_str(p->ops, p->n_ops, 4, 0, ops, sizeof ops);
+    fprintf(f, "P%ld &#183; ", id);
+    esc(f, audit_jstr(p->j, "device"));
+    fprintf(f, " &#183; %zu node%s", p->nodes, p->nodes == 1 ? "" : "s");
+    if (p->fallbacks)
+        fprintf(f, " (%zu fell back)", p->fallbacks);
+    fputs(" &#183; ", f);
+    esc(f, ops);
+}
+
+/* Each partition's nodes with reason, detail and times (the device is the
+ * partition's; a node in no partition is on the device it names), behind a
+ * closed <details> (nodes on demand); names are whole and wrap. */
+static void node_lists(FILE *f, const tdm_plan *plan, const rep_parts *r, const diag_collector *prof)
+{
+    size_t nn = tdm_plan_node_count(plan);
+    fputs("<div id=\"ledger\">\n", f);
+    for (size_t k = 0; k <= r->n; k++) {
+        long want = k < r->n ? (long)k : -1, id = k < r->n ? (long)audit_jnum(r->p[k].j, "id", (double)k) : -1;
+        size_t count = 0;
+        for (size_t i = 0; i < nn; i++)
+            count += r->node_part[i] == want;
+        if (!count)
+            continue;
+        if (k < r->n) {
+            fprintf(f, "<details class=\"nodes\" id=\"nodes-%ld\"><summary>", id);
+            part_heading(f, &r->p[k], id);
+        } else {
+            fprintf(f, "<details class=\"nodes\" id=\"nodes-none\"><summary>in no partition (folded or "
+                       "skipped): %zu node%s", count, count == 1 ? "" : "s");
+        }
+        fputs("</summary>\n<table><tr><th>#</th><th>node</th><th>op</th><th>reason</th>"
+              "<th>detail</th><th>mean ms</th><th>modeled ms</th></tr>\n",
+              f);
+        for (size_t i = 0; i < nn; i++) {
+            if (r->node_part[i] != want)
+                continue;
+            const char *name = "", *op = "", *dev = "", *reason = "", *detail = "";
+            tdm_plan_node(plan, i, &name, &op, &dev, &reason, &detail);
+            const diag_node *x = &prof->nodes[i];
+            double calls = x->calls ? (double)x->calls : 1;
+            fprintf(f, "<tr%s><td class=\"num\">%zu</td><td class=\"name\">", strcmp(reason, "OK") ? " class=\"bad\"" : "",
+                    i);
+            esc(f, name);
+            fputs("</td><td>", f);
+            esc(f, op);
+            fputs("</td><td>", f);
+            esc(f, reason);
+            fputs("</td><td>", f);
+            esc(f, detail);
+            fprintf(f, "</td><td class=\"num\">%.4f%s</td>", (double)x->ns / 1e6 / calls,
+                    emulated(prof, dev_of(plan, dev)) ? " <span class=\"emu\">emulated</span>" : "");
+            if (x->modeled)
+                fprintf(f, "<td class=\"num\">%.4f</td></tr>\n", x->modeled_ms / calls);
+            else
+                fputs("<td>-</td></tr>\n", f);
+        }
+        fputs("</table></details>\n", f);
+    }
+    fputs("</div>\n", f);
+}
+
+/* The story `tandem plan` opens with (story_print_plan), without its last
+ * line about plan's flags; NULL when out of memory. free() it. */
+static char *plan_story(diag_setup *x, const diag_common *d, const tdm_plan *plan)
+{
+    char *ledger = NULL, *text = NULL;
+    size_t len = 0;
+    /* the all-cpu estimate: a cpu session on the same inputs' shapes */
+    double cpu_ms = -1;
+    tdm_session *cpu = NULL;
+    tdm_plan_summary s;
+    if (tdm_plan_device_count(plan) > 1 && diag_session("report", x, d, "cpu", &cpu) == 0 &&
+        tdm_plan_get_summary(tdm_session_plan(cpu), &s) == TDM_OK && s.estimates_complete)
+        cpu_ms = s.estimated_ms;
+    tdm_session_destroy(cpu);
+    FILE *f = open_memstream(&text, &len);
+    if (!f || tdm_plan_ledger_json(plan, &ledger) != TDM_OK || story_print_plan(f, ledger, cpu_ms, "", "")) {
+        if (f)
+            fclose(f);
+        free(text);
+        tdm_free(ledger);
+        return NULL;
+    }
+    tdm_free(ledger);
+    if (fclose(f)) {
+        free(text);
+        return NULL;
+    }
+    char *tail = strstr(text, "\n(--nodes ");
+    if (tail)
+        tail[1] = '\0';
+    return text;
 }
 
 typedef struct rep_args {
@@ -285,7 +622,8 @@ static int rep_parse(int argc, char **argv, rep_args *a)
 }
 
 static void write_page(FILE *f, const rep_args *a, const tdm_plan *plan, const diag_collector *prof,
-                       const diag_collector *one, const diag_cmp *cmp, const char *svg, const char *why)
+                       const diag_collector *one, const diag_cmp *cmp, const rep_parts *parts, const char *story,
+                       const char *svg, const char *why)
 {
     tdm_plan_summary sum;
     memset(&sum, 0, sizeof sum);
@@ -303,6 +641,10 @@ static void write_page(FILE *f, const rep_args *a, const tdm_plan *plan, const d
           ".missing{border:2px solid #d62728;background:#fff3f3;padding:10px;max-width:900px}\n"
           ".kpi{display:inline-block;margin-right:28px;font-size:14px}.kpi b{font-size:20px;display:block}\n"
           ".graph{overflow:auto;max-height:900px;border:1px solid #ddd}\n"
+          "#story{background:#f7f7f7;border:1px solid #ddd;padding:10px;white-space:pre-wrap;max-width:1200px;"
+          "font-size:13px}\n.parts{overflow:auto;max-height:900px;border:1px solid #ddd;display:inline-block}\n"
+          "details.nodes{margin:3px 0;font-size:13px}details.nodes summary{cursor:pointer}\n"
+          "td.name{overflow-wrap:anywhere;max-width:560px}.emu{color:#a05a00;font-size:11px}\n"
           "</style></head><body>\n<h1>tandem report: ",
           f);
     esc(f, a->c.model);
@@ -313,6 +655,12 @@ static void write_page(FILE *f, const rep_args *a, const tdm_plan *plan, const d
         fputs(d + 1 < nd ? ", " : "", f);
     }
     fprintf(f, "; <span class=\"swatch\" style=\"background:%s\"></span>copies.</p>\n", COPY_COLOUR);
+    fputs("<h2>Summary</h2>\n<pre id=\"story\">", f);
+    esc(f, story);
+    fputs("</pre>\n", f);
+    int any_emu = 0;
+    for (size_t d = 0; d < nd; d++)
+        any_emu |= emulated(prof, d);
     fputs("<div id=\"summary\">", f);
     fprintf(f, "<div class=\"kpi\"><b id=\"fallback-ratio\">%.1f %%</b>fallback ratio (measured: cpu time of nodes "
                "that fell back / node time)</div>",
@@ -321,19 +669,36 @@ static void write_page(FILE *f, const rep_args *a, const tdm_plan *plan, const d
             sum.modeled ? " (modeled)" : "");
     fprintf(f, "<div class=\"kpi\"><b>%zu / %zu</b>nodes fall back</div>", sum.fallback_nodes, sum.nodes);
     fprintf(f, "<div class=\"kpi\"><b>%zu</b>partition%s</div>", sum.partitions, sum.partitions == 1 ? "" : "s");
-    fprintf(f, "<div class=\"kpi\"><b>%.3f ms</b>wall per run (%llu runs)</div>", (double)prof->wall_ns / 1e6 / it,
-            (unsigned long long)prof->runs);
+    fprintf(f, "<div class=\"kpi\"><b>%.3f ms</b>wall per run (%llu runs)%s</div>", (double)prof->wall_ns / 1e6 / it,
+            (unsigned long long)prof->runs,
+            any_emu ? ", <span class=\"emu\">emulated</span>: virtual devices run as host emulation; the modeled "
+                      "estimate is in the summary"
+                    : "");
     fprintf(f, "<div class=\"kpi\"><b>%.1f %%</b>copy share</div>",
             prof->wall_ns ? 100.0 * (double)prof->copy_ns / (double)prof->wall_ns : 0.0);
     fputs("</div>\n", f);
 
-    fputs("<h2>Partitioned graph</h2>\n", f);
-    if (svg) {
+    char b1[32];
+    fprintf(f, "<h2>Partitions</h2>\n<p>%zu partition%s in execution order, coloured by device; the edges carry the "
+               "bytes copied between them per run (%s in all, the ledger's boundary bytes; red: to a later "
+               "partition than the next; the cpu reads and writes host memory without a copy). Click a partition "
+               "for its nodes.</p>\n<div class=\"parts\">\n",
+            parts->n, parts->n == 1 ? "" : "s", story_bytes_str((double)sum.boundary_bytes, b1, sizeof b1));
+    partition_svg(f, plan, parts, prof);
+    fputs("</div>\n<h2>Nodes by partition</h2>\n", f);
+    node_lists(f, plan, parts, prof);
+    fputs("<h2>Node graph</h2>\n", f);
+    if (nn > GRAPH_MAX_NODES) {
+        fprintf(f, "<p id=\"graph-too-large\">The node graph is not drawn: %zu nodes is more than the %d a readable "
+                   "drawing holds. The partitions above list every node.</p>\n",
+                nn, GRAPH_MAX_NODES);
+    } else if (svg) {
         const char *s = strstr(svg, "<svg");
-        fputs("<div class=\"graph\" id=\"graph\">\n", f);
+        fprintf(f, "<details id=\"graph-toggle\"><summary>Show the %zu nodes (Graphviz)</summary>\n"
+                   "<div class=\"graph\" id=\"graph\">\n", nn);
         fputs(s ? s : svg, f);
         fputs("</div>\n<p>Nodes are coloured by device; a red frame marks a node that is not on its first "
-              "device; red edges cross devices (a copy).</p>\n",
+              "device; red edges cross devices (a copy).</p></details>\n",
               f);
     } else {
         fputs("<div class=\"missing\" id=\"graph-missing\">", f);
@@ -341,25 +706,29 @@ static void write_page(FILE *f, const rep_args *a, const tdm_plan *plan, const d
         fputs("</div>\n", f);
     }
 
-    fputs("<h2>Devices</h2>\n<table><tr><th>device</th><th>nodes</th><th>busy ms/run</th><th>utilisation</th>"
+    fputs("<h2>Devices</h2>\n<table><tr><th>device</th><th>nodes</th><th>busy ms/run (measured)</th><th>utilisation</th>"
           "<th>modeled ms/run</th></tr>\n",
           f);
     for (size_t d = 0; d < nd; d++) {
         const diag_dev *x = &prof->devs[d];
         fprintf(f, "<tr><td><span class=\"swatch\" style=\"background:%s\"></span>", dev_colour(plan, d));
         esc(f, tdm_plan_device_name(plan, d));
-        fprintf(f, "</td><td class=\"num\">%zu</td><td class=\"num\">%.3f</td><td class=\"num\">%.1f %%</td>",
+        fprintf(f, "</td><td class=\"num\">%zu</td><td class=\"num\">%.3f%s</td><td class=\"num\">%.1f %%</td>",
                 tdm_plan_device_nodes(plan, d), (double)x->ns / 1e6 / it,
+                emulated(prof, d) ? " <span class=\"emu\">emulated</span>" : "",
                 prof->wall_ns ? 100.0 * (double)x->ns / (double)prof->wall_ns : 0.0);
         if (x->modeled)
             fprintf(f, "<td class=\"num\">%.4f (modeled)</td></tr>\n", x->modeled_ms / it);
         else
             fputs("<td>-</td></tr>\n", f);
     }
-    fprintf(f, "<tr><td>copies</td><td class=\"num\">%.0f</td><td class=\"num\">%.3f</td><td>%.0f bytes/run</td>"
-               "<td class=\"num\">%s</td></tr>\n</table>\n",
-            (double)prof->copies / it, (double)prof->copy_ns / 1e6 / it, (double)prof->copy_bytes / it,
-            prof->copy_modeled ? "modeled" : "-");
+    fprintf(f, "<tr><td>copies</td><td class=\"num\">%.0f</td><td class=\"num\">%.3f%s</td><td>%.0f bytes/run</td>",
+            (double)prof->copies / it, (double)prof->copy_ns / 1e6 / it,
+            prof->copy_modeled ? " <span class=\"emu\">emulated</span>" : "", (double)prof->copy_bytes / it);
+    if (prof->copy_modeled)
+        fprintf(f, "<td class=\"num\">%.4f (modeled)</td></tr>\n</table>\n", prof->copy_modeled_ms / it);
+    else
+        fputs("<td>-</td></tr>\n</table>\n", f);
 
     fputs("<h2>Timeline of one run</h2>\n", f);
     timeline(f, one);
@@ -397,27 +766,12 @@ static void write_page(FILE *f, const rep_args *a, const tdm_plan *plan, const d
     free(worst);
     fprintf(f, "</table>\n<p>The %zu worst nodes, lowest cosine first.</p>\n", show);
 
-    fputs("<h2>Ledger</h2>\n<table id=\"ledger\"><tr><th>#</th><th>node</th><th>op</th><th>device</th><th>reason</th>"
-          "<th>detail</th><th>mean ms</th></tr>\n",
+    fputs("<script>\n/* a link to a partition's node list opens it */\nfunction openHash() {\n"
+          "  var e = document.getElementById(decodeURIComponent(location.hash.slice(1)));\n"
+          "  if (e && e.tagName === 'DETAILS') e.open = true;\n}\n"
+          "window.addEventListener('hashchange', openHash);\nopenHash();\n</script>\n",
           f);
-    for (size_t i = 0; i < nn; i++) {
-        const char *name = "", *op = "", *dev = "", *reason = "", *detail = "";
-        tdm_plan_node(plan, i, &name, &op, &dev, &reason, &detail);
-        const diag_node *x = &prof->nodes[i];
-        fprintf(f, "<tr%s><td class=\"num\">%zu</td><td>", strcmp(reason, "OK") ? " class=\"bad\"" : "", i);
-        esc(f, name);
-        fputs("</td><td>", f);
-        esc(f, op);
-        fprintf(f, "</td><td><span class=\"swatch\" style=\"background:%s\"></span>", dev_colour(plan, dev_of(plan, dev)));
-        esc(f, dev);
-        fputs("</td><td>", f);
-        esc(f, reason);
-        fputs("</td><td>", f);
-        esc(f, detail);
-        fprintf(f, "</td><td class=\"num\">%.4f</td></tr>\n", x->calls ? (double)x->ns / 1e6 / (double)x->calls : 0.0);
-    }
-    fputs("</table>\n<p>Written by tandem " TDM_VERSION_STRING "; this page needs no network.</p>\n</body></html>\n",
-          f);
+    fputs("<p>Written by tandem " TDM_VERSION_STRING "; this page needs no network.</p>\n</body></html>\n", f);
 }
 
 int cmd_report(int argc, char **argv)
@@ -432,7 +786,9 @@ int cmd_report(int argc, char **argv)
     memset(&one, 0, sizeof one);
     diag_cmp cmp;
     memset(&cmp, 0, sizeof cmp);
-    char *svg = NULL;
+    char *svg = NULL, *story = NULL;
+    rep_parts parts;
+    memset(&parts, 0, sizeof parts);
     int rc = rep_parse(argc, argv, &a);
     if (rc) {
         diag_common_free(&a.c);
@@ -458,15 +814,20 @@ int cmd_report(int argc, char **argv)
     tdm_session_set_observer(x.s, NULL, NULL);
     if (rc || (rc = diag_compare("report", &x, &a.c, a.min_cos, a.has_abs, a.max_abs, &cmp)) != 0)
         goto done;
+    if (parts_read(&parts, plan) || !(story = plan_story(&x, &a.c, plan))) {
+        rc = cli_fail(TDM_E_NOMEM, NULL, "out of memory reading the plan's ledger");
+        goto done;
+    }
     const char *why = "";
-    svg = draw_graph(plan, &why);
+    if (tdm_plan_node_count(plan) <= GRAPH_MAX_NODES)
+        svg = draw_graph(plan, &why);
     FILE *f = fopen(a.html, "w");
     if (!f) {
         cli_error("cannot write the report to '%s': %s", a.html, strerror(errno));
         rc = EXIT_IO;
         goto done;
     }
-    write_page(f, &a, plan, &prof, &one, &cmp, svg, why);
+    write_page(f, &a, plan, &prof, &one, &cmp, &parts, story, svg, why);
     int bad = ferror(f);
     bad |= fclose(f) != 0;
     if (bad) {
@@ -474,11 +835,13 @@ int cmd_report(int argc, char **argv)
         rc = EXIT_IO;
         goto done;
     }
-    if (!svg)
+    if (!svg && tdm_plan_node_count(plan) <= GRAPH_MAX_NODES)
         fprintf(stderr, "tandem: note: %s\n", why);
     printf("report written to %s\n", a.html);
 done:
     free(svg);
+    free(story);
+    parts_free(&parts);
     diag_cmp_free(&cmp);
     diag_collector_free(&prof);
     diag_collector_free(&one);
