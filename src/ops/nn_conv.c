@@ -367,16 +367,11 @@ tdm_status op_run_Conv(op_ctx *ctx)
 
 /* ------------------------------------------------- integer convolutions */
 
-/* acc[n, m, out] = sum (x - xzp)(w - wzp[m]); padding contributes 0. */
-static tdm_status conv_int_acc(op_ctx *ctx, const conv_plan *p, const tdm_tensor *x, const tdm_tensor *xzp,
-                               const tdm_tensor *w, const tdm_tensor *wzp, int32_t *acc)
+/* The direct form of conv_int_acc, for when its column buffer cannot be had. */
+static void conv_int_acc_direct(const conv_plan *p, const tdm_tensor *x, int32_t xz, const tdm_tensor *w,
+                                const tdm_tensor *wzp, int32_t *acc)
 {
     const nn_geom *g = &p->g;
-    if (xzp && xzp->count != 1)
-        return op_fail(ctx, TDM_E_RUNTIME, "the x zero point must be a scalar");
-    if (wzp && wzp->count != 1 && wzp->count != (size_t)p->m)
-        return op_fail(ctx, TDM_E_RUNTIME, "the w zero point must be a scalar or hold %lld values", (long long)p->m);
-    int32_t xz = xzp ? nn_ld8(xzp, 0) : 0;
     const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
     size_t yi = 0;
     for (int64_t n = 0; n < p->n; n++)
@@ -413,6 +408,81 @@ static tdm_status conv_int_acc(op_ctx *ctx, const conv_plan *p, const tdm_tensor
                         acc[yi++] = (int32_t)(uint32_t)(uint64_t)s; /* wraps like int32 hardware */
                     }
         }
+}
+
+/* col[k][o] = x - xz under tap k (channel c of group gi, kernel offset) at
+ * output position o, 0 in the padding; k runs as w's layout (c, kd, kh, kw). */
+static void conv_int_im2col(const conv_plan *p, const tdm_tensor *x, int32_t xz, int64_t n, int64_t gi,
+                            uint32_t *col)
+{
+    const nn_geom *g = &p->g;
+    const int64_t D = g->in[0], H = g->in[1], W = g->in[2];
+    for (int64_t c = 0; c < p->cg; c++) {
+        size_t xc = ((size_t)n * (size_t)p->c + (size_t)(gi * p->cg + c)) * p->in_sz;
+        for (int64_t kd = 0; kd < g->k[0]; kd++)
+            for (int64_t kh = 0; kh < g->k[1]; kh++)
+                for (int64_t kw = 0; kw < g->k[2]; kw++)
+                    for (int64_t od = 0; od < g->out[0]; od++) {
+                        int64_t id = od * g->s[0] + kd * g->d[0] - g->pb[0];
+                        for (int64_t oh = 0; oh < g->out[1]; oh++) {
+                            int64_t ih = oh * g->s[1] + kh * g->d[1] - g->pb[1];
+                            int row_in = id >= 0 && id < D && ih >= 0 && ih < H;
+                            for (int64_t ow = 0; ow < g->out[2]; ow++) {
+                                int64_t iw = ow * g->s[2] + kw * g->d[2] - g->pb[2];
+                                *col++ = row_in && iw >= 0 && iw < W
+                                             ? (uint32_t)(nn_ld8(x, xc + (size_t)((id * H + ih) * W + iw)) - xz)
+                                             : 0u;
+                            }
+                        }
+                    }
+    }
+}
+
+/* acc[n, m, out] = sum (x - xzp)(w - wzp[m]); padding contributes 0. Sums in
+ * uint32, which wraps as int32 hardware does (the products fit: |x - xzp|,
+ * |w - wzp| <= 255), over a column buffer per image and group (an integer
+ * im2col + GEMM), or directly when the buffer cannot be allocated. */
+static tdm_status conv_int_acc(op_ctx *ctx, const conv_plan *p, const tdm_tensor *x, const tdm_tensor *xzp,
+                               const tdm_tensor *w, const tdm_tensor *wzp, int32_t *acc)
+{
+    if (xzp && xzp->count != 1)
+        return op_fail(ctx, TDM_E_RUNTIME, "the x zero point must be a scalar");
+    if (wzp && wzp->count != 1 && wzp->count != (size_t)p->m)
+        return op_fail(ctx, TDM_E_RUNTIME, "the w zero point must be a scalar or hold %lld values", (long long)p->m);
+    int32_t xz = xzp ? nn_ld8(xzp, 0) : 0;
+    size_t kk = (size_t)p->cg * p->k_sz, cells;
+    uint32_t *col = NULL, *row = NULL;
+    if (!mem_mul(kk, p->out_sz, &cells) && cells <= SIZE_MAX / sizeof *col - 1) {
+        col = mem_alloc(cells * sizeof *col + 1);
+        row = mem_alloc(p->out_sz * sizeof *row + 1);
+    }
+    if (!col || !row) {
+        mem_free(col);
+        mem_free(row);
+        conv_int_acc_direct(p, x, xz, w, wzp, acc);
+        return TDM_OK;
+    }
+    for (int64_t n = 0; n < p->n; n++)
+        for (int64_t gi = 0; gi < p->group; gi++) {
+            conv_int_im2col(p, x, xz, n, gi, col);
+            for (int64_t oc = gi * p->mg; oc < (gi + 1) * p->mg; oc++) {
+                int32_t wz = wzp ? nn_ld8(wzp, wzp->count > 1 ? (size_t)oc : 0) : 0;
+                size_t wk = (size_t)oc * kk;
+                memset(row, 0, p->out_sz * sizeof *row);
+                for (size_t k = 0; k < kk; k++) {
+                    uint32_t wv = (uint32_t)(nn_ld8(w, wk + k) - wz);
+                    const uint32_t *ck = col + k * p->out_sz;
+                    if (wv)
+                        for (size_t o = 0; o < p->out_sz; o++)
+                            row[o] += wv * ck[o];
+                }
+                int32_t *dst = acc + ((size_t)n * (size_t)p->m + (size_t)oc) * p->out_sz;
+                for (size_t o = 0; o < p->out_sz; o++)
+                    dst[o] = (int32_t)row[o];
+            }
+        }
+    mem_free(col);
+    mem_free(row);
     return TDM_OK;
 }
 
