@@ -359,10 +359,17 @@ tdm_status plan_report(tdm_err *e, const tdm_plan *p, char **text)
             sb_printf(&b, "   est. %.3f ms%s%s", ms, mod ? " (modeled)" : "", est < cnt ? " (partial)" : "");
         sb_printf(&b, "\n");
     }
+    /* the device columns as wide as the longest device name of the plan,
+     * so that two long vnpu names never run into the next column */
+    int dw = 8;
+    for (int d = 0; d < (int)p->devs->n; d++) {
+        size_t l = strlen(plan_device_name(p, d));
+        dw = l > (size_t)dw ? (int)l : dw;
+    }
     sb_printf(&b, "\npartitions (%d):\n", p->n_parts);
     for (int q = 0; q < p->n_parts; q++) {
         const plan_part *pp = &p->parts[q];
-        sb_printf(&b, "  #%-3d %-20s %5d node%s  peak %s%s", q, plan_device_name(p, pp->device), pp->count,
+        sb_printf(&b, "  #%-3d %-*s %5d node%s  peak %s%s", q, dw < 20 ? 20 : dw, plan_device_name(p, pp->device), pp->count,
                   pp->count == 1 ? " " : "s", human_bytes(pp->peak_bytes, h1, sizeof h1),
                   pp->peak_unknown ? " (+ tensors of unknown size)" : "");
         if (pp->est_nodes)
@@ -391,7 +398,7 @@ tdm_status plan_report(tdm_err *e, const tdm_plan *p, char **text)
         const plan_node *pn = &p->nodes[n];
         if (!pn->fallback)
             continue;
-        sb_printf(&b, "  %-40s %-20s -> %-8s %-18s %s\n", g->nodes[n].name, g->nodes[n].op_type,
+        sb_printf(&b, "  %-40s %-20s -> %-*s %-18s %s\n", g->nodes[n].name, g->nodes[n].op_type, dw,
                   plan_device_name(p, pn->device), tdm_reason_str(pn->reason), pn->detail ? pn->detail : "");
     }
     if (!p->fallback_nodes)

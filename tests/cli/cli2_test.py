@@ -6,7 +6,12 @@ compare       compare on opencl,cpu compares every node (a plugin device's
               outputs are copied to the host for the observer; it compared 0 of
               49 on resnet18 and exited 0); a compare that compared nothing
               (string outputs only) exits 4 with one sentence. Skipped (77)
-              when opencl is not available here."""
+              when opencl is not available here.
+emulated      bench and profile on a vnpu device label the measured times
+              emulated and show the plan's modeled figure beside them (text and
+              JSON); on cpu alone nothing is labelled
+columns       two vnpu devices: plan --nodes and profile keep their device
+              columns as wide as the longest device name"""
 import json
 import os
 import re
@@ -76,7 +81,75 @@ def case_compare():
         check(re.search(r"^\s+\d+\s+/fc/Gemm\s+Gemm\s+opencl\s", so, re.M) is not None, "Gemm on opencl: %s" % so)
 
 
-CASES = {"compare": case_compare}
+EDGE = "vnpu:edge-npu"
+
+
+def case_emulated():
+    mix = model("mix", ["Relu", "Sigmoid", "Tanh", "Relu"], dims=(1, 64))
+    so, _ = run(["bench", mix, "--devices", EDGE + ",cpu", "--iterations", "2", "--warmup", "0"], 0)
+    lat = [l for l in so.splitlines() if l.startswith("latency ms")]
+    check(len(lat) == 1 and lat[0].endswith("(emulated)"), "bench: latency labelled emulated: %s" % so)
+    m = re.search(r"^modeled ms  (\d+\.\d+)  \(the plan's estimate, vnpu:edge-npu modeled\)$", so, re.M)
+    check(m is not None and float(m.group(1)) > 0, "bench: the modeled figure beside it: %s" % so)
+    check(re.search(r"^emulated    on this host's cpu: vnpu:edge-npu; .*not the device's speed$", so, re.M)
+          is not None, "bench: says the latency is not the device's: %s" % so)
+    sj, _ = run(["bench", mix, "--devices", EDGE + ",cpu", "--iterations", "2", "--warmup", "0", "--json"], 0)
+    pj, _ = run(["plan", mix, "--devices", EDGE, "--json"], 0)
+    try:
+        j, led = json.loads(sj), json.loads(pj)
+        est = led["summary"]["estimated_ms"]["total"]
+        check(j["emulated"] is True and abs(j["modeled_ms"] - est) <= 1e-6 * max(1, est),
+              "bench --json: emulated, modeled_ms %r is the plan's %r" % (j.get("modeled_ms"), est))
+    except (ValueError, KeyError, TypeError) as e:
+        check(False, "bench/plan --json: %s: %s %s" % (e, sj[:300], pj[:300]))
+    so, _ = run(["bench", mix, "--devices", "cpu", "--iterations", "2", "--warmup", "0"], 0)
+    check("emulated" not in so and "modeled" not in so, "bench on cpu: nothing emulated: %s" % so)
+    sj, _ = run(["bench", mix, "--devices", "cpu", "--iterations", "2", "--warmup", "0", "--json"], 0)
+    check('"emulated": false' in sj and '"modeled_ms": null' in sj, "bench --json on cpu: %s" % sj)
+    # a sweep: a modeled column
+    so, _ = run(["bench", model("dyn", ["Relu", "Tanh"], dims=("n", 64)), "--devices", EDGE + ",cpu",
+                 "--shape", "X=1x64", "--shape", "X=4x64", "--iterations", "1", "--warmup", "0"], 0)
+    check("modeled ms" in so and "(emulated on this host's cpu: vnpu:edge-npu;" in so, "bench sweep: %s" % so)
+    so, _ = run(["profile", mix, "--devices", EDGE + ",cpu", "--iterations", "2", "--warmup", "0"], 0)
+    first = so.splitlines()[0] if so else ""
+    check(first.endswith("ms per run (emulated)"), "profile: wall labelled emulated: %r" % first)
+    check(len(re.findall(r"^\S+\s+\S+\s+vnpu:edge-npu\s+\d+\s+[\d.]+\s+[\d.]+~", so, re.M)) == 4,
+          "profile: the 4 vnpu node rows marked ~: %s" % so)
+    check(re.search(r"^vnpu:edge-npu\s+4\s+[\d.]+~\s", so, re.M) is not None and
+          re.search(r"^cpu\s+0\s+[\d.]+\s", so, re.M) is not None, "profile: device rows: %s" % so)
+    check("~ emulated: this host's time emulating the virtual device, not the device's speed" in so, so)
+    so, _ = run(["profile", mix, "--devices", "cpu", "--iterations", "1", "--warmup", "0"], 0)
+    check("emulated" not in so and "~" not in so, "profile on cpu: nothing emulated: %s" % so)
+    sj, _ = run(["profile", mix, "--devices", EDGE + ",cpu", "--iterations", "1", "--warmup", "0", "--json"], 0)
+    try:
+        d = {x["device"]: x["emulated"] for x in json.loads(sj)["device_totals"]}
+        check(d == {EDGE: True, "cpu": False}, "profile --json: emulated per device: %r" % d)
+    except (ValueError, KeyError, TypeError) as e:
+        check(False, "profile --json: %s: %s" % (e, sj[:300]))
+
+
+def case_columns():
+    devs = "vnpu:edge-npu,vnpu:server-npu,cpu"
+    mix = model("mix", ["Relu", "Erf", "Sigmoid", "Erf", "Relu"], dims=(1, 64))
+    so, _ = run(["plan", mix, "--devices", devs, "--nodes", "--granularity", "op", "--pin", "relu_0=cpu"], 0)
+    fb = so[so.find("fallback nodes ("):]
+    rows = [l for l in fb[:fb.find("\n\n")].splitlines() if " -> " in l]
+    check(len(rows) == 2, "two fallback rows: %s" % so)
+    for l in rows:
+        dev = l.split(" -> ", 1)[1]
+        check(re.match(r"^cpu {13,}OP_UNSUPPORTED ", dev) is not None,
+              "device column as wide as vnpu:server-npu (15): %r" % l)
+    so, _ = run(["profile", mix, "--devices", devs, "--granularity", "op", "--iterations", "1", "--warmup", "0"], 0)
+    table = so[so.find("\ndevice "):].strip().splitlines()[:4]
+    check(len(table) == 4, "profile device table: %s" % so)
+    if len(table) == 4:
+        ends = [table[0].find("busy ms/run") + len("busy ms/run")]
+        ends += [re.match(r"^\S+\s+\S+\s+[\d.]+[~ ]", l).end() for l in table[1:]]
+        check(len(set(ends)) == 1, "profile: busy ms aligned under its header: %s" % "\n".join(table))
+        check(table[2].startswith("vnpu:server-npu ") and table[1].startswith("vnpu:edge-npu "), "%s" % table)
+
+
+CASES = {"compare": case_compare, "emulated": case_emulated, "columns": case_columns}
 CASES[CASE]()
 if failures:
     for f in failures:

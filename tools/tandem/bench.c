@@ -45,6 +45,8 @@ typedef struct bench_config {
     tdm_tensor **ins;
     bench_stats st;
     int64_t batch; /* dimension 0 of the first (swept) input; 1 when none */
+    char emulated[160]; /* the vnpu devices the host emulates ("" when none) */
+    double modeled_ms;  /* with them: the plan's modeled estimate, < 0 unknown */
 } bench_config;
 
 void usage_bench(FILE *f)
@@ -475,6 +477,19 @@ static void json_devices(jw *w, const char *list)
     jw_arr_end(w);
 }
 
+/* "emulated": the vnpu devices whose times are this host emulating them
+ * (the figures above are not theirs), "modeled_ms": the plan's estimate. */
+static void json_emulated(jw *w, const bench_config *c)
+{
+    jw_key(w, "emulated");
+    jw_bool(w, c->emulated[0] != '\0');
+    jw_key(w, "modeled_ms");
+    if (c->emulated[0] && c->modeled_ms >= 0)
+        jw_num(w, c->modeled_ms);
+    else
+        jw_null(w);
+}
+
 static void print_json(const bench_args *a, const tdm_model *m, const bench_config *cf, size_t n_cf,
                        unsigned long long rss)
 {
@@ -496,6 +511,7 @@ static void print_json(const bench_args *a, const tdm_model *m, const bench_conf
     jw_key(&w, "shape");
     json_shape(&w, m, cf[0].ins);
     json_stats(&w, &cf[0].st, cf[0].batch);
+    json_emulated(&w, &cf[0]);
     jw_key(&w, "peak_rss_bytes");
     jw_uint(&w, rss);
     if (n_cf > 1) {
@@ -506,6 +522,7 @@ static void print_json(const bench_args *a, const tdm_model *m, const bench_conf
             jw_key(&w, "shape");
             json_shape(&w, m, cf[c].ins);
             json_stats(&w, &cf[c].st, cf[c].batch);
+            json_emulated(&w, &cf[c]);
             jw_obj_end(&w);
         }
         jw_arr_end(&w);
@@ -551,8 +568,17 @@ static void print_text(const bench_args *a, const tdm_model *m, const bench_conf
     if (n_cf == 1) {
         const bench_stats *s = &cf[0].st;
         printf("inputs      %s\n", shape_line(m, cf[0].ins, buf, sizeof buf));
-        printf("latency ms  median %.3f  p90 %.3f  p99 %.3f  min %.3f  mean %.3f  max %.3f\n", s->median, s->p90,
-               s->p99, s->min, s->mean, s->max);
+        printf("latency ms  median %.3f  p90 %.3f  p99 %.3f  min %.3f  mean %.3f  max %.3f%s\n", s->median, s->p90,
+               s->p99, s->min, s->mean, s->max, cf[0].emulated[0] ? "  (emulated)" : "");
+        if (cf[0].emulated[0]) {
+            if (cf[0].modeled_ms >= 0)
+                printf("modeled ms  %.3f  (the plan's estimate, %s modeled)\n", cf[0].modeled_ms, cf[0].emulated);
+            else
+                printf("modeled ms  unknown (a node of the plan has no estimate)\n");
+            printf("emulated    on this host's cpu: %s; the latency above is the emulation's, not the device's "
+                   "speed\n",
+                   cf[0].emulated);
+        }
         printf("throughput  %.2f runs/s", s->throughput);
         if (cf[0].batch != 1)
             printf("  %.2f items/s (batch %lld)", s->throughput * (double)cf[0].batch, (long long)cf[0].batch);
@@ -563,14 +589,26 @@ static void print_text(const bench_args *a, const tdm_model *m, const bench_conf
             size_t l = strlen(shape_line(m, cf[c].ins, buf, sizeof buf));
             width = l > width ? l : width;
         }
-        printf("\n%-*s  %10s  %10s  %10s  %10s  %10s  %11s\n", (int)width, "inputs", "median ms", "p90 ms",
-               "p99 ms", "min ms", "runs/s", "items/s");
+        int emu = 0;
+        for (size_t c = 0; c < n_cf; c++)
+            emu |= cf[c].emulated[0] != '\0';
+        printf("\n%-*s  %10s  %10s  %10s  %10s  %10s  %11s%s\n", (int)width, "inputs", "median ms", "p90 ms",
+               "p99 ms", "min ms", "runs/s", "items/s", emu ? "  modeled ms" : "");
         for (size_t c = 0; c < n_cf; c++) {
             const bench_stats *s = &cf[c].st;
-            printf("%-*s  %10.3f  %10.3f  %10.3f  %10.3f  %10.2f  %11.2f\n", (int)width,
+            printf("%-*s  %10.3f  %10.3f  %10.3f  %10.3f  %10.2f  %11.2f", (int)width,
                    shape_line(m, cf[c].ins, buf, sizeof buf), s->median, s->p90, s->p99, s->min, s->throughput,
                    s->throughput * (double)cf[c].batch);
+            if (cf[c].emulated[0] && cf[c].modeled_ms >= 0)
+                printf("  %10.3f", cf[c].modeled_ms);
+            else if (emu)
+                printf("  %10s", cf[c].emulated[0] ? "unknown" : "-");
+            printf("\n");
         }
+        if (emu)
+            printf("(emulated on this host's cpu: %s; the measured times are the emulation's, 'modeled ms' is "
+                   "the plan's estimate for the device)\n",
+                   cf[0].emulated[0] ? cf[0].emulated : "vnpu");
         printf("\n");
     }
     printf("peak RSS    %.1f MiB\n", (double)rss / (1024.0 * 1024.0));
@@ -786,6 +824,7 @@ int cmd_bench(int argc, char **argv)
         }
         if (c == 0)
             cli_calibration_note(&a.ro, tdm_session_plan(s));
+        cli_emulated(tdm_session_plan(s), cf[c].emulated, sizeof cf[c].emulated, &cf[c].modeled_ms);
         if (a.metrics_m)
             tdm_session_set_observer(s, tdm_metrics_observe, a.metrics_m);
         if ((rc = make_inputs(&a, m, c, files, cf[c].ins, random_names, sizeof random_names, &n_random)) != 0)

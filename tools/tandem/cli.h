@@ -157,6 +157,13 @@ int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so);
 /* With --calibration: says on stderr how many of the file's entries match
  * the plan's model, as a warning when none or fewer than half do. */
 void cli_calibration_note(const cli_runopts *o, const tdm_plan *plan);
+/* The vnpu devices of plan that run nodes ("vnpu:a, vnpu:b" into buf; ""
+ * when none) and how many: their measured times are this host emulating
+ * them. *modeled_ms: the plan's estimate (vnpu nodes modeled), < 0 unknown. */
+size_t cli_emulated(const tdm_plan *plan, char *buf, size_t size, double *modeled_ms);
+/* The width of a device column for plan: its longest device name, at
+ * least 6 ("device"), so that two long vnpu names never run together. */
+size_t cli_device_width(const tdm_plan *plan);
 /* When the precision guard changed the plan: one line on stderr (how many
  * nodes moved, which first, what the guarded first run cost). */
 void cli_guard_note(tdm_session *s);

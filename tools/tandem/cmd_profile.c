@@ -726,6 +726,12 @@ static struct {
     double moved, extra_ms;
 } prof_guard;
 
+/* Device d of plan is virtual: its measured time is host emulation. */
+static int is_emulated(const tdm_plan *plan, size_t d)
+{
+    return strncmp(tdm_plan_device_name(plan, d), "vnpu:", 5) == 0;
+}
+
 static void prof_json(const prof_args *a, const diag_collector *c, const size_t *idx)
 {
     double it = (double)c->runs ? (double)c->runs : 1;
@@ -819,6 +825,8 @@ static void prof_json(const prof_args *a, const diag_collector *c, const size_t 
             jw_null(&w);
         jw_key(&w, "modeled");
         jw_bool(&w, x->modeled);
+        jw_key(&w, "emulated"); /* busy time is this host emulating the device */
+        jw_bool(&w, is_emulated(c->plan, d));
         jw_obj_end(&w);
     }
     jw_arr_end(&w);
@@ -845,11 +853,19 @@ static void prof_json(const prof_args *a, const diag_collector *c, const size_t 
 static void prof_text(const prof_args *a, const diag_collector *c, const size_t *idx)
 {
     double it = (double)c->runs ? (double)c->runs : 1;
-    int any_modeled = 0;
+    int any_modeled = 0, any_emulated = 0;
     size_t show = a->top && (size_t)a->top < c->n_nodes ? (size_t)a->top : c->n_nodes;
-    printf("profile of %s: %llu timed runs after %lld warm-up, wall %.3f ms per run\n", a->c.model,
-           (unsigned long long)c->runs, a->warmup, (double)c->wall_ns / 1e6 / it);
-    printf("\n%-32s %-18s %-16s %6s %10s %9s %7s %14s\n", "node", "op", "device", "calls", "total ms", "mean ms",
+    char emu[160];
+    double modeled_ms;
+    int dw = (int)cli_device_width(c->plan);
+    cli_emulated(c->plan, emu, sizeof emu, &modeled_ms);
+    printf("profile of %s: %llu timed runs after %lld warm-up, wall %.3f ms per run%s\n", a->c.model,
+           (unsigned long long)c->runs, a->warmup, (double)c->wall_ns / 1e6 / it, emu[0] ? " (emulated)" : "");
+    if (emu[0])
+        printf("emulated on this host's cpu: %s; measured times there (marked ~) are the emulation's, not the "
+               "device's speed: read the modeled times\n",
+               emu);
+    printf("\n%-32s %-18s %-*s %6s %10s %10s %7s %14s\n", "node", "op", dw, "device", "calls", "total ms", "mean ms",
            "share", "modeled ms/call");
     for (size_t k = 0; k < show; k++) {
         const diag_node *n = &c->nodes[idx[k]];
@@ -861,27 +877,33 @@ static void prof_text(const prof_args *a, const diag_collector *c, const size_t 
             any_modeled = 1;
         }
         size_t nl = strlen(name);
-        printf("%-32.32s %-18.18s %-16.16s %6llu %10.3f %9.4f %6.1f%% %14s\n", nl > 32 ? name + nl - 32 : name, op, dev,
-               (unsigned long long)n->calls, (double)n->ns / 1e6, n->calls ? (double)n->ns / 1e6 / (double)n->calls : 0,
+        int em = strncmp(dev, "vnpu:", 5) == 0;
+        any_emulated |= em;
+        printf("%-32.32s %-18.18s %-*s %6llu %10.3f %9.4f%s %6.1f%% %14s\n", nl > 32 ? name + nl - 32 : name, op, dw,
+               dev, (unsigned long long)n->calls, (double)n->ns / 1e6,
+               n->calls ? (double)n->ns / 1e6 / (double)n->calls : 0, em ? "~" : " ",
                c->node_ns ? 100.0 * (double)n->ns / (double)c->node_ns : 0.0, mod);
     }
     if (show < c->n_nodes)
         printf("(%zu more nodes; --top shows more)\n", c->n_nodes - show);
-    printf("\n%-16s %8s %14s %12s %18s\n", "device", "nodes", "busy ms/run", "utilisation", "modeled ms/run");
+    printf("\n%-*s %8s %14s %12s %18s\n", dw, "device", "nodes", "busy ms/run", "utilisation", "modeled ms/run");
     for (size_t d = 0; d < c->n_devs; d++) {
         const diag_dev *x = &c->devs[d];
         char mod[40] = "-";
         if (x->modeled)
             snprintf(mod, sizeof mod, "%.4f (modeled)", x->modeled_ms / it);
-        printf("%-16s %8.0f %14.3f %11.1f%% %18s\n", tdm_plan_device_name(c->plan, d), (double)x->nodes / it,
-               (double)x->ns / 1e6 / it, c->wall_ns ? 100.0 * (double)x->ns / (double)c->wall_ns : 0.0, mod);
+        int em = is_emulated(c->plan, d);
+        any_emulated |= em;
+        printf("%-*s %8.0f %13.3f%s %11.1f%% %18s\n", dw, tdm_plan_device_name(c->plan, d), (double)x->nodes / it,
+               (double)x->ns / 1e6 / it, em ? "~" : " ", c->wall_ns ? 100.0 * (double)x->ns / (double)c->wall_ns : 0.0,
+               mod);
     }
     printf("\ncopies: %.0f per run, %.0f bytes per run, %.3f ms per run", (double)c->copies / it,
            (double)c->copy_bytes / it, (double)c->copy_ns / 1e6 / it);
     if (c->copy_modeled)
         printf(" (%.4f ms modeled)", c->copy_modeled_ms / it);
-    printf("\nfallback ratio: %.1f%% (cpu time of nodes that fell back, over node time)\n",
-           100.0 * diag_fallback_ratio(c));
+    printf("\nfallback ratio: %.1f%% (cpu time of nodes that fell back, over node time%s)\n",
+           100.0 * diag_fallback_ratio(c), emu[0] ? ", the emulated times included: the modeled ratio is the device's" : "");
     if (diag_fallback_ratio_modeled(c) >= 0)
         printf("fallback ratio (modeled): %.1f%% (the same from the devices' modeled times)\n",
                100.0 * diag_fallback_ratio_modeled(c));
@@ -894,6 +916,8 @@ static void prof_text(const prof_args *a, const diag_collector *c, const size_t 
                "the figures above); %.0f nodes moved\n", prof_guard.extra_ms, prof_guard.moved);
     if (any_modeled)
         printf("* modeled: the virtual device's profile figure, not a measurement\n");
+    if (any_emulated)
+        printf("~ emulated: this host's time emulating the virtual device, not the device's speed\n");
 }
 
 int cmd_profile(int argc, char **argv)

@@ -501,3 +501,33 @@ int cli_threads(const char *cmd, const char *val, long long *out)
     }
     return 0;
 }
+
+size_t cli_emulated(const tdm_plan *plan, char *buf, size_t size, double *modeled_ms)
+{
+    size_t n = 0, off = 0;
+    tdm_plan_summary sum;
+    buf[0] = '\0';
+    *modeled_ms = -1;
+    for (size_t d = 0; d < tdm_plan_device_count(plan); d++) {
+        const char *name = tdm_plan_device_name(plan, d);
+        if (strncmp(name, "vnpu:", 5) != 0 || !tdm_plan_device_nodes(plan, d))
+            continue;
+        int w = snprintf(buf + off, size - off, "%s%s", n ? ", " : "", name);
+        if (w > 0 && (size_t)w < size - off)
+            off += (size_t)w;
+        n++;
+    }
+    if (n && tdm_plan_get_summary(plan, &sum) == TDM_OK && sum.estimates_complete)
+        *modeled_ms = sum.estimated_ms;
+    return n;
+}
+
+size_t cli_device_width(const tdm_plan *plan)
+{
+    size_t w = 6;
+    for (size_t d = 0; d < tdm_plan_device_count(plan); d++) {
+        size_t l = strlen(tdm_plan_device_name(plan, d));
+        w = l > w ? l : w;
+    }
+    return w;
+}
