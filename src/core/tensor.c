@@ -247,7 +247,7 @@ tdm_status tensor_clone(tdm_err *e, const tdm_tensor *src, tdm_tensor **out)
         return err_set(e, TDM_E_NOMEM, "out of memory");
     t->kind = src->kind;
     t->dtype = src->dtype;
-    if (src->kind == TDM_KIND_SEQUENCE) {
+    if (src->kind == TDM_KIND_SEQUENCE || src->kind == TDM_KIND_MAP) {
         for (size_t i = 0; i < src->n_items; i++) {
             tdm_tensor *it;
             if ((st = tensor_clone(e, src->items[i], &it)) != TDM_OK)
@@ -500,6 +500,55 @@ tdm_status tdm_sequence_create(tdm_dtype elem_dtype, tdm_tensor **out)
     t->dtype = elem_dtype;
     *out = t;
     return TDM_OK;
+}
+
+tdm_status tensor_map_new(tdm_err *e, tdm_tensor *keys, tdm_tensor *values, tdm_tensor **out)
+{
+    *out = NULL;
+    if (!keys || !values || keys->kind != TDM_KIND_TENSOR || values->kind != TDM_KIND_TENSOR || keys->rank != 1 ||
+        values->rank != 1 || keys->dims[0] != values->dims[0] ||
+        (keys->dtype != TDM_INT64 && keys->dtype != TDM_STRING)) {
+        tdm_tensor_destroy(keys);
+        tdm_tensor_destroy(values);
+        return err_set(e, TDM_E_USAGE, "a map needs 1-D int64 or string keys and 1-D values of the same length");
+    }
+    tdm_tensor *t = mem_calloc(1, sizeof *t);
+    tdm_tensor **items = mem_calloc(2, sizeof *items);
+    if (!t || !items) {
+        mem_free(t);
+        mem_free(items);
+        tdm_tensor_destroy(keys);
+        tdm_tensor_destroy(values);
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    }
+    t->kind = TDM_KIND_MAP;
+    t->dtype = values->dtype;
+    items[0] = keys;
+    items[1] = values;
+    t->items = items;
+    t->n_items = t->cap_items = 2;
+    *out = t;
+    return TDM_OK;
+}
+
+tdm_status tdm_map_create(tdm_tensor *keys, tdm_tensor *values, tdm_tensor **out)
+{
+    if (!out) {
+        tdm_tensor_destroy(keys);
+        tdm_tensor_destroy(values);
+        return TDM_E_USAGE;
+    }
+    return tensor_map_new(NULL, keys, values, out);
+}
+
+const tdm_tensor *tdm_map_keys(const tdm_tensor *map)
+{
+    return map && map->kind == TDM_KIND_MAP && map->n_items == 2 ? map->items[0] : NULL;
+}
+
+const tdm_tensor *tdm_map_values(const tdm_tensor *map)
+{
+    return map && map->kind == TDM_KIND_MAP && map->n_items == 2 ? map->items[1] : NULL;
 }
 
 tdm_status tdm_none_create(tdm_tensor **out)

@@ -26,7 +26,8 @@ struct tdm_tensor {
                                  * TENSOR_PRESET: a buffer the executor supplies */
     int immutable;              /* data never changes while the tensor lives, as an
                                  * initializer's: kernels may cache derived forms (tensor_aux) */
-    /* sequence */
+    /* sequence: its items; map (TDM_KIND_MAP): items[0] the keys, items[1]
+     * the values (n_items 2, dtype the values') */
     struct tdm_tensor **items;
     size_t n_items, cap_items;
     /* Derived forms of the data kernels cached (packed weights): a list,
@@ -95,6 +96,9 @@ const char *shape_str(int rank, const int64_t *dims, char *buf, size_t size);
 tdm_status tensor_new(tdm_err *e, tdm_dtype dtype, int rank, const int64_t *dims, tdm_tensor **out);
 /* (Re)shapes t in place and allocates its data (old data freed). */
 tdm_status tensor_alloc(tdm_err *e, tdm_tensor *t, tdm_dtype dtype, int rank, const int64_t *dims);
+/* A map (TDM_KIND_MAP) of 1-D keys (int64 or string) and 1-D values of the
+ * same length; takes ownership of both, also on failure. */
+tdm_status tensor_map_new(tdm_err *e, tdm_tensor *keys, tdm_tensor *values, tdm_tensor **out);
 /* A tensor that borrows data owned by someone else. */
 tdm_status tensor_view(tdm_err *e, const tdm_tensor *src, tdm_tensor **out);
 tdm_status tensor_clone(tdm_err *e, const tdm_tensor *src, tdm_tensor **out);

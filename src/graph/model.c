@@ -214,6 +214,7 @@ static void fill_io(const gr_graph *g, int v, model_io *io)
         io->dims[d].symbol = x->type.dims[d].v >= 0 ? NULL : x->type.dims[d].sym;
     }
     io->info.dims = io->dims;
+    io->map_key = x->type.map_key;
 }
 
 /* FLOPs of the file's compute nodes, with the shapes known at the end. */
@@ -468,4 +469,9 @@ tdm_status tdm_model_output(const tdm_model *m, size_t i, tdm_value_info *out)
         return TDM_E_USAGE;
     *out = m->outputs[i].info;
     return TDM_OK;
+}
+
+tdm_dtype tdm_model_output_map_key(const tdm_model *m, size_t i)
+{
+    return m && i < m->n_outputs ? m->outputs[i].map_key : TDM_UNDEFINED;
 }

@@ -16,6 +16,7 @@ typedef struct model_io {
     tdm_value_info info;
     tdm_dim dims[TDM_MAX_RANK];
     int value;          /* value id in the main graph */
+    tdm_dtype map_key;  /* a sequence of maps: their key type (tdm_model_output_map_key) */
 } model_io;
 
 struct tdm_model {

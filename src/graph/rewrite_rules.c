@@ -61,7 +61,7 @@ static const char *out_name(const rwb *b, int i)
 
 static const gr_type *in_type(const rwb *b, int i)
 {
-    static const gr_type none = {TDM_KIND_TENSOR, TDM_UNDEFINED, -1, {{0, NULL}}, 0};
+    static const gr_type none = {TDM_KIND_TENSOR, TDM_UNDEFINED, -1, {{0, NULL}}, 0, TDM_UNDEFINED};
     return i < b->n->n_inputs && b->n->inputs[i] >= 0 ? &b->g->values[b->n->inputs[i]].type : &none;
 }
 

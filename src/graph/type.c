@@ -26,6 +26,11 @@ void gr_type_from_tensor(gr_type *t, const tdm_tensor *v)
             t->dims[i] = (gr_dim){v->dims[i], NULL};
     } else if (v->kind == TDM_KIND_NONE) {
         t->optional = 1;
+    } else if (v->kind == TDM_KIND_MAP && v->n_items == 2) {
+        t->map_key = v->items[0]->dtype;
+    } else if (v->kind == TDM_KIND_SEQUENCE && v->n_items && v->items[0]->kind == TDM_KIND_MAP &&
+               v->items[0]->n_items == 2) {
+        t->map_key = v->items[0]->items[0]->dtype;
     }
 }
 
@@ -60,6 +65,10 @@ int gr_type_merge(gr_type *a, const gr_type *b)
         return -1;
     if (a->dtype != TDM_UNDEFINED && b->dtype != TDM_UNDEFINED && a->dtype != b->dtype)
         return -1;
+    if (a->map_key != TDM_UNDEFINED && b->map_key != TDM_UNDEFINED && a->map_key != b->map_key)
+        return -1;
+    if (a->map_key == TDM_UNDEFINED)
+        a->map_key = b->map_key;
     if (a->rank >= 0 && b->rank >= 0 && a->rank != b->rank)
         return -1;
     for (int i = 0; a->rank >= 0 && b->rank >= 0 && i < a->rank; i++)
@@ -94,6 +103,11 @@ const char *gr_type_str(const gr_type *t, char *buf, size_t size)
     buf[0] = '\0';
     if (t->kind == TDM_KIND_NONE && t->dtype == TDM_UNDEFINED) {
         snprintf(buf, size, "none");
+        return buf;
+    }
+    if (t->map_key != TDM_UNDEFINED) {
+        snprintf(buf, size, "%smap(%s,%s)", t->kind == TDM_KIND_SEQUENCE ? "seq " : "", tdm_dtype_name(t->map_key),
+                 t->dtype == TDM_UNDEFINED ? "?" : tdm_dtype_name(t->dtype));
         return buf;
     }
     n = snprintf(buf, size, "%s%s", t->kind == TDM_KIND_SEQUENCE ? "seq " : "",

@@ -107,7 +107,28 @@ static const char *type_case_plural(Onnx__TypeProto__ValueCase k)
     }
 }
 
-/* TypeProto → gr_type: tensors, sequences of tensors, optionals of either.
+/* The items of seq(map(K, V)), as ZipMap makes: K int64 or string, V a
+ * tensor type (float for ZipMap); the loader needs no more of maps. */
+static tdm_status map_type(onnx_ctx *c, const Onnx__TypeProto__Map *mt, gr_type *t, int *present, const char *what)
+{
+    int k = mt->has_key_type ? mt->key_type : 0;
+    const Onnx__TypeProto *vt = mt->value_type;
+    if (k != TDM_INT64 && k != TDM_STRING)
+        return err_set(c->e, TDM_E_UNSUPPORTED, "%s: %s is a sequence of maps with %s keys; tandem supports int64 and "
+                       "string keys", c->fname, what, dtype_valid(k) ? tdm_dtype_name((tdm_dtype)k) : "undefined");
+    if (!vt || vt->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !vt->tensor_type->has_elem_type ||
+        !dtype_valid(vt->tensor_type->elem_type) || vt->tensor_type->elem_type == TDM_STRING)
+        return err_set(c->e, TDM_E_UNSUPPORTED, "%s: %s is a sequence of maps whose values are not numbers; tandem "
+                       "supports maps of numeric values", c->fname, what);
+    t->map_key = (tdm_dtype)k;
+    t->dtype = (tdm_dtype)vt->tensor_type->elem_type;
+    t->rank = -1;
+    *present = 1;
+    return TDM_OK;
+}
+
+/* TypeProto → gr_type: tensors, sequences of tensors or of maps, optionals
+ * of tensors and sequences of tensors.
  * Returns TDM_OK with *present 0 when tp declares nothing. */
 static tdm_status type_from_proto(onnx_ctx *c, const Onnx__TypeProto *tp, gr_type *t, int *present, const char *what)
 {
@@ -130,9 +151,12 @@ static tdm_status type_from_proto(onnx_ctx *c, const Onnx__TypeProto *tp, gr_typ
             *present = 1;
             return TDM_OK;
         }
+        if (et->value_case == ONNX__TYPE_PROTO__VALUE_MAP_TYPE && !t->optional)
+            return map_type(c, et->map_type, t, present, what);
         if (et->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
-            return err_set(c->e, TDM_E_UNSUPPORTED, "%s: %s is a sequence of %s; tandem supports sequences of tensors",
-                           c->fname, what, type_case_plural(et->value_case));
+            return err_set(c->e, TDM_E_UNSUPPORTED,
+                           "%s: %s is a sequence of %s; tandem supports sequences of tensors and of maps", c->fname,
+                           what, type_case_plural(et->value_case));
         tp = et;
     } else {
         t->kind = TDM_KIND_TENSOR;
@@ -396,7 +420,7 @@ static tdm_status fill_attr(load_state *s, gr_graph *g, const char *node, Onnx__
     return TDM_OK;
 }
 
-/* A node tandem refuses by name (ZipMap: its values are maps), named
+/* A node tandem refuses by name (DictVectorizer: it takes a map), named
  * before the types it makes are read. */
 static tdm_status refused_node(onnx_ctx *c, Onnx__NodeProto *const *nodes, size_t n)
 {

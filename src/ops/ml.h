@@ -47,6 +47,10 @@ tdm_status op_infer_TreeEnsembleRegressor(op_infer_ctx *ctx);
 tdm_status op_run_TreeEnsemble(op_ctx *ctx);
 tdm_status op_infer_TreeEnsemble(op_infer_ctx *ctx);
 
+/* ml_zipmap.c */
+tdm_status op_run_ZipMap(op_ctx *ctx);
+tdm_status op_infer_ZipMap(op_infer_ctx *ctx);
+
 /* ---- shared by the ml kernels (ml_linear.c) ---- */
 
 /* The post_transform attribute (a string before ai.onnx.ml 5); fails with

@@ -32,6 +32,10 @@ typedef struct gr_type {
     int rank;
     gr_dim dims[TDM_MAX_RANK];
     int optional; /* declared as optional(...) in the model */
+    /* TDM_INT64 or TDM_STRING: the value (kind TDM_KIND_MAP) or a
+     * sequence's items are maps with this key type and values of dtype
+     * (rank and dims then say nothing); TDM_UNDEFINED otherwise. */
+    tdm_dtype map_key;
 } gr_type;
 
 /* Attribute types, numbered as ONNX's AttributeProto.AttributeType. */

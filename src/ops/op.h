@@ -161,7 +161,7 @@ extern const op_def op_table[OP_COUNT];
 tdm_status op_resolve(tdm_err *e, const char *domain, const char *op_type, int64_t opset, int *op, int *version);
 
 /* Why tandem refuses (domain, op_type) although it knows the operator
- * (ZipMap: its maps), or NULL. */
+ * (DictVectorizer, CastMap: they take maps), or NULL. */
 const char *op_refused(const char *domain, const char *op_type);
 
 /* The newest opset of the default domain tandem implements. */

@@ -66,9 +66,8 @@ static int onnx_version_at(const char *op_type, int64_t opset, int *semantic)
 static const struct {
     const char *domain, *name, *why;
 } op_refused_table[] = {
-    {"ai.onnx.ml", "ZipMap", "it outputs a sequence of maps and tandem's values have no map type"},
-    {"ai.onnx.ml", "DictVectorizer", "it takes a map and tandem's values have no map type"},
-    {"ai.onnx.ml", "CastMap", "it takes a map and tandem's values have no map type"},
+    {"ai.onnx.ml", "DictVectorizer", "it takes a map, and tandem's maps are only ZipMap's outputs"},
+    {"ai.onnx.ml", "CastMap", "it takes a map, and tandem's maps are only ZipMap's outputs"},
 };
 
 /* Operators of other domains that a later opset of theirs removes

@@ -38,7 +38,9 @@ static void put_text(const char *s)
 
 static const char *domain_name(const char *d) { return d && *d ? d : "ai.onnx"; }
 
-static void json_value_info(jw *w, const tdm_value_info *vi)
+/* map_key: a sequence of maps' key type (tdm_model_output_map_key), else
+ * TDM_UNDEFINED. */
+static void json_value_info(jw *w, const tdm_value_info *vi, tdm_dtype map_key)
 {
     jw_obj_begin(w);
     jw_key(w, "name");
@@ -47,6 +49,10 @@ static void json_value_info(jw *w, const tdm_value_info *vi)
     jw_str(w, vi->kind == TDM_KIND_SEQUENCE ? "sequence" : vi->kind == TDM_KIND_NONE ? "optional" : "tensor");
     jw_key(w, "dtype");
     jw_str(w, vi->dtype == TDM_UNDEFINED ? NULL : tdm_dtype_name(vi->dtype));
+    if (map_key != TDM_UNDEFINED) { /* the items are maps from map_key to dtype */
+        jw_key(w, "map_key");
+        jw_str(w, tdm_dtype_name(map_key));
+    }
     jw_key(w, "shape");
     if (vi->rank < 0) {
         jw_null(w);
@@ -118,7 +124,7 @@ static int print_json(const tdm_model *m, const tdm_model_info *info)
     for (size_t i = 0; i < tdm_model_input_count(m); i++) {
         tdm_value_info vi;
         if (tdm_model_input(m, i, &vi) == TDM_OK)
-            json_value_info(&w, &vi);
+            json_value_info(&w, &vi, TDM_UNDEFINED);
     }
     jw_arr_end(&w);
     jw_key(&w, "outputs");
@@ -126,7 +132,7 @@ static int print_json(const tdm_model *m, const tdm_model_info *info)
     for (size_t i = 0; i < tdm_model_output_count(m); i++) {
         tdm_value_info vi;
         if (tdm_model_output(m, i, &vi) == TDM_OK)
-            json_value_info(&w, &vi);
+            json_value_info(&w, &vi, tdm_model_output_map_key(m, i));
     }
     jw_arr_end(&w);
 
@@ -182,8 +188,13 @@ static void print_ios(const tdm_model *m, int outputs)
         char tbuf[64], sbuf[512];
         if ((outputs ? tdm_model_output(m, i, &vi) : tdm_model_input(m, i, &vi)) != TDM_OK)
             continue;
-        printf("  %-*s  %s %s\n", (int)width, vi.name, cli_type_str(vi.kind, vi.dtype, tbuf, sizeof tbuf),
-               cli_info_shape_str(&vi, sbuf, sizeof sbuf));
+        tdm_dtype key = outputs ? tdm_model_output_map_key(m, i) : TDM_UNDEFINED;
+        if (key != TDM_UNDEFINED)
+            printf("  %-*s  sequence<map<%s,%s>>\n", (int)width, vi.name, tdm_dtype_name(key),
+                   tdm_dtype_name(vi.dtype));
+        else
+            printf("  %-*s  %s %s\n", (int)width, vi.name, cli_type_str(vi.kind, vi.dtype, tbuf, sizeof tbuf),
+                   cli_info_shape_str(&vi, sbuf, sizeof sbuf));
     }
 }
 

@@ -326,6 +326,26 @@ static void print_stats(const tdm_tensor *t)
     }
 }
 
+/* A map of a sequence of maps: its first entries, "{key: value, ...}". */
+static void print_map(const tdm_tensor *map)
+{
+    const tdm_tensor *k = tdm_map_keys(map), *v = tdm_map_values(map);
+    size_t n = tdm_tensor_count(k), shown = n < 8 ? n : 8;
+    printf("map  %zu entr%s  {", n, n == 1 ? "y" : "ies");
+    for (size_t i = 0; i < shown; i++) {
+        const char *ks = tdm_tensor_dtype(k) == TDM_STRING ? ((char *const *)tdm_tensor_cdata(k))[i] : NULL;
+        if (tdm_tensor_dtype(k) == TDM_STRING)
+            printf("%s'%s': ", i ? ", " : "", ks ? ks : "");
+        else
+            printf("%s%lld: ", i ? ", " : "", (long long)((const int64_t *)tdm_tensor_cdata(k))[i]);
+        if (tdm_tensor_dtype(v) == TDM_FLOAT)
+            printf("%.6g", ((const float *)tdm_tensor_cdata(v))[i]);
+        else
+            printf("?");
+    }
+    printf("%s}", shown < n ? ", ..." : "");
+}
+
 /* -------------------------------------------------------------- output dir */
 
 static char *str_cat(const char *a, const char *b, const char *c)
@@ -357,6 +377,11 @@ static int name_outputs(const tdm_model *m, out_entry *ents, size_t n, int pb)
         if (tdm_model_output(m, i, &vi) != TDM_OK) {
             cli_error("cannot describe output %zu of the model", i);
             return EXIT_INTERNAL;
+        }
+        if (pb && tdm_model_output_map_key(m, i) != TDM_UNDEFINED) {
+            cli_error("output '%s' is a sequence of maps, which --output-format pb does not write; "
+                      "the npy form writes NAME/J/keys.npy and NAME/J/values.npy", vi.name);
+            return EXIT_INVALID;
         }
         const char *name = vi.name ? vi.name : "";
         char *base;
@@ -484,6 +509,30 @@ static int save_one(tdm_ctx *ctx, const tdm_tensor *t, const char *path, const c
     return 0;
 }
 
+/* Item j of a sequence of maps, in the sequence's folder dir: a folder j
+ * holding keys.npy (int64 or strings) and values.npy. */
+static int save_map(tdm_ctx *ctx, const tdm_tensor *map, const char *dir, size_t j, const char *output)
+{
+    char item[32];
+    snprintf(item, sizeof item, "%zu", j);
+    char *d = path_join(dir, item);
+    char *kp = d ? path_join(d, "keys.npy") : NULL, *vp = d ? path_join(d, "values.npy") : NULL;
+    int rc = 0;
+    if (!kp || !vp) {
+        cli_error("out of memory");
+        rc = EXIT_INTERNAL;
+    } else if (mkdir(d, 0777) != 0) {
+        cli_error("cannot create '%s': %s", d, strerror(errno));
+        rc = EXIT_IO;
+    } else if ((rc = save_one(ctx, tdm_map_keys(map), kp, output, NULL)) == 0) {
+        rc = save_one(ctx, tdm_map_values(map), vp, output, NULL);
+    }
+    free(d);
+    free(kp);
+    free(vp);
+    return rc;
+}
+
 /* Writes every output into tmp (a fresh folder inside DIR). */
 static int write_temp(tdm_ctx *ctx, const tdm_model *m, tdm_tensor **outs, out_entry *ents, size_t n, const char *tmp)
 {
@@ -519,7 +568,11 @@ static int write_temp(tdm_ctx *ctx, const tdm_model *m, tdm_tensor **outs, out_e
                     rc = EXIT_INTERNAL;
                     break;
                 }
-                rc = save_one(ctx, tdm_sequence_item(outs[i], j), ip, vi.name, NULL);
+                const tdm_tensor *it = tdm_sequence_item(outs[i], j);
+                if (tdm_tensor_kind(it) == TDM_KIND_MAP) /* J/keys.npy and J/values.npy */
+                    rc = save_map(ctx, it, p, j, vi.name);
+                else
+                    rc = save_one(ctx, it, ip, vi.name, NULL);
                 free(ip);
             }
         }
@@ -533,7 +586,8 @@ static int write_temp(tdm_ctx *ctx, const tdm_model *m, tdm_tensor **outs, out_e
     return 0;
 }
 
-/* Removes "<digits>.npy" files from an existing sequence folder. */
+/* Removes "<digits>.npy" files and "<digits>" folders (maps) from an
+ * existing sequence folder. */
 static int clear_sequence_dir(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -543,11 +597,13 @@ static int clear_sequence_dir(const char *dir)
     while ((de = readdir(d)) != NULL) {
         const char *s = de->d_name;
         size_t l = strspn(s, "0123456789");
-        if (l == 0 || strcmp(s + l, ".npy") != 0)
+        if (l == 0 || (s[l] && strcmp(s + l, ".npy") != 0))
             continue;
         char *p = path_join(dir, s);
-        if (p)
+        if (p && s[l])
             unlink(p);
+        else if (p)
+            cli_remove_tree(p);
         free(p);
     }
     closedir(d);
@@ -983,6 +1039,10 @@ int cmd_run(int argc, char **argv)
         tdm_kind k = tdm_tensor_kind(t);
         if (k == TDM_KIND_NONE) {
             printf("(absent)");
+        } else if (k == TDM_KIND_SEQUENCE && tdm_model_output_map_key(m, i) != TDM_UNDEFINED) {
+            size_t len = tdm_sequence_length(t);
+            printf("sequence<map<%s,%s>>  %zu map%s", tdm_dtype_name(tdm_model_output_map_key(m, i)),
+                   tdm_dtype_name(tdm_tensor_dtype(t)), len, len == 1 ? "" : "s");
         } else if (k == TDM_KIND_SEQUENCE) {
             size_t len = tdm_sequence_length(t);
             printf("sequence<%s>  %zu item%s", tdm_dtype_name(tdm_tensor_dtype(t)), len, len == 1 ? "" : "s");
@@ -993,8 +1053,12 @@ int cmd_run(int argc, char **argv)
             printf("  -> %s/%s", a.output_dir, ents[i].entry);
         printf("\n");
         for (size_t j = 0; k == TDM_KIND_SEQUENCE && j < tdm_sequence_length(t); j++) {
+            const tdm_tensor *it = tdm_sequence_item(t, j);
             printf("%-*s  [%zu] ", (int)width, "", j);
-            print_stats(tdm_sequence_item(t, j));
+            if (tdm_tensor_kind(it) == TDM_KIND_MAP)
+                print_map(it);
+            else
+                print_stats(it);
             printf("\n");
         }
     }

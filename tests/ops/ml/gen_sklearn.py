@@ -11,9 +11,9 @@ the set changes, in a throwaway venv:
     /tmp/skl/bin/python tests/ops/ml/gen_sklearn.py tests/ops/ml/sklearn
 
 skl2onnx 1.20 imports the default domain twice (at one version), as
-real exports of this version do. Classifiers are exported with zipmap=False (tandem has no map values),
-except zipmap_logreg, which keeps the ZipMap that ml_suite.py expects
-tandem to refuse at load by name.
+real exports of this version do. Classifiers are exported with zipmap=False,
+except zipmap_logreg, which keeps skl2onnx's default ZipMap (ml_suite.py
+compares its list of dicts with onnxruntime's).
 """
 import os
 import sys

@@ -12,9 +12,12 @@ onnxruntime on each for the expected outputs, then
     tandem run MODEL --input NAME=FILE.pb ... --output-dir D --output-format pb
 
 and compares: labels and integers exactly, strings exactly, floats within
-1e-5 relative (plus 1e-6 absolute for values near 0). Also checks that
-`tandem info` and `tandem plan` work on a classifier and that a model with
-ZipMap is refused at load with one sentence naming the node.
+1e-5 relative (plus 1e-6 absolute for values near 0). ZipMap's sequences
+of maps (onnxruntime: a list of dicts) are read from the npy form instead
+(--output-dir D without pb: D/NAME/J/keys.npy and values.npy), keys exactly
+and in onnxruntime's order. Also checks that `tandem info` and `tandem plan`
+work on a classifier and that a model taking a map (DictVectorizer) is
+refused at load with one sentence.
 
 Usage: ml_suite.py --tandem BIN --out DIR [-k NAME]...
 """
@@ -494,12 +497,59 @@ def tree_ensemble_v5():
 SKLEARN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sklearn")
 
 
+def with_zipmap(case_, labels):
+    """A classifier case (name, model, feeds) with its probabilities
+    through ZipMap, as skl2onnx exports it: output 1 becomes
+    output_probability, a seq(map(int64|string, float))."""
+    name, m, feeds = case_
+    strs = isinstance(labels[0], str)
+    m.graph.node.append(helper.make_node("ZipMap", ["probabilities"], ["output_probability"], domain=ML,
+                                         name="ZipMap", **{"classlabels_strings" if strs else
+                                                           "classlabels_int64s": labels}))
+    del m.graph.output[1]
+    key = TensorProto.STRING if strs else TensorProto.INT64
+    m.graph.output.append(helper.make_value_info("output_probability", helper.make_sequence_type_proto(
+        helper.make_map_type_proto(key, helper.make_tensor_type_proto(TensorProto.FLOAT, [])))))
+    return name, m, feeds
+
+
+@case
+def zipmap():
+    """LinearClassifier and TreeEnsembleClassifier through ZipMap, string
+    and int64 labels, batch 1 and N; ZipMap alone on a 1-D row."""
+    out = []
+    for n in (1, 9):
+        x = features(n, 4)
+        coef = RNG.normal(0, 0.8, (3, 4)).astype(np.float32)
+        for labels in ([3, 7, 11], ["setosa", "versicolor", "virginica"]):
+            key = "classlabels_strings" if isinstance(labels[0], str) else "classlabels_ints"
+            kind = "strings" if isinstance(labels[0], str) else "int64"
+            m = model("LinearClassifier", [("X", x)], [("label", None), ("probabilities", None)], ml_opset=1,
+                      coefficients=coef.ravel().tolist(), intercepts=[0.1, -0.2, 0.3], post_transform="SOFTMAX",
+                      **{key: labels})
+            out.append(with_zipmap(("zipmap_linear_%s_n%d" % (kind, n), m, {"X": x}), labels))
+            labels4 = labels + (["zebra"] if kind == "strings" else [13])
+            out.append(with_zipmap(classifier("zipmap_tree_%s_n%d" % (kind, n), features(n, 5), 5, 4, labels4,
+                                              post="SOFTMAX", weights="mixed"), labels4))
+    row = np.array([0.25, 0.5, 0.125, 0.125], np.float32)
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("ZipMap", ["X"], ["Z"], domain=ML, classlabels_int64s=[-1, 0, 5, 1 << 40])], "zipmap",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [4])],
+        [helper.make_value_info("Z", helper.make_sequence_type_proto(helper.make_map_type_proto(
+            TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, []))))]),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ML, 1)])
+    m.ir_version = 8
+    out.append(("zipmap_alone_1d", m, {"X": row}))
+    return out
+
+
 @case
 def sklearn_pipelines():
-    """Real pipelines exported by skl2onnx (gen_sklearn.py wrote them)."""
+    """Real pipelines exported by skl2onnx (gen_sklearn.py wrote them);
+    zipmap_logreg keeps skl2onnx's default ZipMap."""
     out = []
     for f in sorted(os.listdir(SKLEARN)):
-        if not f.endswith(".onnx") or f.startswith("zipmap_"):
+        if not f.endswith(".onnx"):
             continue
         m = onnx.load(os.path.join(SKLEARN, f))
         t = onnx.TensorProto()
@@ -541,6 +591,26 @@ def compare(got, want):
     return "%d of %d values off, first at %d: %r vs %r" % (int((~ok).sum()), len(ok), i, g[i], w[i])
 
 
+def compare_maps(folder, want):
+    """folder/J/keys.npy and values.npy against onnxruntime's list of dicts."""
+    items = sorted((e for e in os.listdir(folder) if e.isdigit()), key=int)
+    if len(items) != len(want):
+        return "%d maps, expected %d" % (len(items), len(want))
+    for j, w in enumerate(want):
+        keys = np.load(os.path.join(folder, str(j), "keys.npy"))
+        vals = np.load(os.path.join(folder, str(j), "values.npy"))
+        wk = list(w.keys())
+        gk = [str(k) for k in keys] if keys.dtype.kind == "U" else [int(k) for k in keys]
+        if gk != wk:
+            return "map %d: keys %r, expected %r" % (j, gk, wk)
+        if vals.dtype != np.float32:
+            return "map %d: values of type %s, expected float32" % (j, vals.dtype)
+        msg = compare(vals, np.array(list(w.values()), np.float32))
+        if msg:
+            return "map %d: %s" % (j, msg)
+    return None
+
+
 def ort_model(m):
     """The model onnxruntime computes the same function with. Its
     TreeEnsemble (ai.onnx.ml 5) reads post_transform 1 as LOGISTIC and 2
@@ -566,8 +636,10 @@ def run_case(tandem, out_dir, name, m, feeds):
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(ort_model(m).SerializeToString(), so, providers=["CPUExecutionProvider"])
     want = sess.run(None, feeds)
-    cmd = [tandem, "run", path, "--output-dir", os.path.join(d, "got"), "--output-format", "pb", "--overwrite",
-           "--threads", "1"]
+    maps = any(isinstance(w, list) for w in want)  # a sequence of maps: the npy form
+    cmd = [tandem, "run", path, "--output-dir", os.path.join(d, "got"), "--overwrite", "--threads", "1"]
+    if not maps:
+        cmd += ["--output-format", "pb"]
     for k, v in feeds.items():
         f = os.path.join(d, "input_%s.pb" % k)
         t = numpy_helper.from_array(np.asarray(v) if v.dtype != object else v.astype(object), k)
@@ -578,13 +650,22 @@ def run_case(tandem, out_dir, name, m, feeds):
     if r.returncode != 0:
         return "tandem run exited %d: %s" % (r.returncode, r.stderr.decode(errors="replace").strip())
     for i, o in enumerate(sess.get_outputs()):
-        p = os.path.join(d, "got", out_entry(o.name, i))
+        ext = "" if isinstance(want[i], list) else ".npy" if maps else ".pb"
+        p = os.path.join(d, "got", out_entry(o.name, i)[:-3] + ext)
         if not os.path.exists(p):
             return "output %s was not written" % o.name
-        t = onnx.TensorProto()
-        with open(p, "rb") as fh:
-            t.ParseFromString(fh.read())
-        got = numpy_helper.to_array(t)
+        if isinstance(want[i], list):
+            msg = compare_maps(p, want[i])
+            if msg:
+                return "output %s: %s" % (o.name, msg)
+            continue
+        if maps:
+            got = np.load(p)
+        else:
+            t = onnx.TensorProto()
+            with open(p, "rb") as fh:
+                t.ParseFromString(fh.read())
+            got = numpy_helper.to_array(t)
         msg = compare(got, np.asarray(want[i]))
         if msg:
             return "output %s: %s" % (o.name, msg)
@@ -592,7 +673,8 @@ def run_case(tandem, out_dir, name, m, feeds):
 
 
 def cli_checks(tandem, out_dir):
-    """info and plan on a classifier; ZipMap refused at load."""
+    """info and plan on a classifier and through ZipMap; DictVectorizer
+    (a map input) refused at load; pb refuses a sequence of maps."""
     fails = []
     x = features(4, 3)
     m = model("LinearClassifier", [("X", x)], [("label", None), ("probabilities", None)], ml_opset=1,
@@ -615,9 +697,35 @@ def cli_checks(tandem, out_dir):
     p = os.path.join(out_dir, "cli_zipmap.onnx")
     onnx.save(m, p)
     r = subprocess.run([tandem, "info", p], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    text = r.stdout.decode(errors="replace")
+    if r.returncode != 0 or "output_probability  sequence<map<int64,float>>" not in text:
+        fails.append("ZipMap: tandem info exited %d without 'sequence<map<int64,float>>': %s%s"
+                     % (r.returncode, text, r.stderr.decode(errors="replace")))
+    fi = os.path.join(out_dir, "cli_zipmap_X.npy")
+    np.save(fi, x)
+    r = subprocess.run([tandem, "run", p, "--input", "X=" + fi, "--output-dir", os.path.join(out_dir, "cli_zipmap_pb"),
+                        "--output-format", "pb"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
     err = r.stderr.decode(errors="replace").strip()
-    if r.returncode != 2 or "zipmap_1" not in err or "map" not in err or len(err.splitlines()) != 1:
-        fails.append("ZipMap: expected exit 2 and one sentence naming node zipmap_1, got %d: %s" % (r.returncode, err))
+    if r.returncode != 2 or "sequence of maps" not in err or len(err.splitlines()) != 1:
+        fails.append("ZipMap with --output-format pb: expected exit 2 and one sentence, got %d: %s"
+                     % (r.returncode, err))
+    r = subprocess.run([tandem, "run", p, "--input", "X=" + fi], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=60)
+    text = r.stdout.decode(errors="replace")
+    if r.returncode != 0 or "sequence<map<int64,float>>  4 maps" not in text or "[3] map  3 entries  {0: " not in text:
+        fails.append("ZipMap: tandem run's summary lacks the 4 maps: %d %s" % (r.returncode, text))
+    dv = helper.make_model(helper.make_graph(
+        [helper.make_node("DictVectorizer", ["D"], ["Y"], domain=ML, name="dv_1", int64_vocabulary=[1, 2])], "dv",
+        [helper.make_value_info("D", helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(
+            TensorProto.FLOAT, [])))], [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 2])]),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ML, 1)])
+    p = os.path.join(out_dir, "cli_dictvectorizer.onnx")
+    onnx.save(dv, p)
+    r = subprocess.run([tandem, "info", p], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+    err = r.stderr.decode(errors="replace").strip()
+    if r.returncode != 2 or "dv_1" not in err or "map" not in err or len(err.splitlines()) != 1:
+        fails.append("DictVectorizer: expected exit 2 and one sentence naming node dv_1, got %d: %s"
+                     % (r.returncode, err))
     # TreeEnsembleRegressor at ai.onnx.ml 5, where onnx deprecates it
     t, w = random_forest(x, 2, 2, 1)
     m5 = model("TreeEnsembleRegressor", [("X", x)], [("Y", None)], ml_opset=5, **tree_attrs(t, w, "target"))
@@ -665,14 +773,14 @@ def cli_checks(tandem, out_dir):
     if r.returncode != 2 or "opset 6 of domain ai.onnx.ml is newer" not in err:
         fails.append("ai.onnx.ml 6: expected exit 2 saying it is newer than tandem supports, got %d: %s"
                      % (r.returncode, err))
-    # the same in skl2onnx's own export (its default: probabilities through ZipMap)
+    # skl2onnx's own export (its default: probabilities through ZipMap);
+    # its outputs are compared in the case sklearn_zipmap_logreg
     p = os.path.join(SKLEARN, "zipmap_logreg.onnx")
-    for cmd in ("info", "plan", "run"):
+    for cmd in ("info", "plan"):
         r = subprocess.run([tandem, cmd, p], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
-        err = r.stderr.decode(errors="replace").strip()
-        if r.returncode != 2 or "ZipMap 'ZipMap'" not in err or len(err.splitlines()) != 1:
-            fails.append("tandem %s on skl2onnx's ZipMap: expected exit 2 and one sentence naming the node, got %d: %s"
-                         % (cmd, r.returncode, err))
+        if r.returncode != 0:
+            fails.append("tandem %s on skl2onnx's ZipMap exited %d: %s"
+                         % (cmd, r.returncode, r.stderr.decode(errors="replace").strip()))
     return fails
 
 
