@@ -11,7 +11,9 @@ emulated      bench and profile on a vnpu device label the measured times
               emulated and show the plan's modeled figure beside them (text and
               JSON); on cpu alone nothing is labelled
 columns       two vnpu devices: plan --nodes and profile keep their device
-              columns as wide as the longest device name"""
+              columns as wide as the longest device name
+wrap          error lines wrap at spaces only: a 250-digit node name in a
+              --fallback deny violation stays whole on its line"""
 import json
 import os
 import re
@@ -149,7 +151,22 @@ def case_columns():
         check(table[2].startswith("vnpu:server-npu ") and table[1].startswith("vnpu:edge-npu "), "%s" % table)
 
 
-CASES = {"compare": case_compare, "emulated": case_emulated, "columns": case_columns}
+def case_wrap():
+    name = "1234567890" * 25
+    n = helper.make_node("Erf", ["X"], ["Y"], name=name)
+    g = helper.make_graph([n], "longname", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 8])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 8])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    m.ir_version = 7
+    onnx.save(m, "longname.onnx")
+    _, se = run(["run", "longname.onnx", "--random", "--devices", EDGE, "--fallback", "deny"], 3)
+    check(any(name in l for l in se.splitlines()), "the 250-digit name whole on one line: %s" % se)
+    for l in se.splitlines():
+        for tok in re.findall(r"\d+", l):
+            check(tok == name or name not in tok and len(tok) < 200, "no number cut: %r" % l)
+
+
+CASES = {"compare": case_compare, "emulated": case_emulated, "columns": case_columns, "wrap": case_wrap}
 CASES[CASE]()
 if failures:
     for f in failures:

@@ -164,6 +164,9 @@ size_t cli_emulated(const tdm_plan *plan, char *buf, size_t size, double *modele
 /* The width of a device column for plan: its longest device name, at
  * least 6 ("device"), so that two long vnpu names never run together. */
 size_t cli_device_width(const tdm_plan *plan);
+/* msg on stderr after lead, in lines of at most 200 characters continued
+ * after cont, cut at spaces only (never inside a number or a name). */
+void cli_print_wrapped(const char *lead, const char *cont, const char *msg);
 /* When the precision guard changed the plan: one line on stderr (how many
  * nodes moved, which first, what the guarded first run cost). */
 void cli_guard_note(tdm_session *s);

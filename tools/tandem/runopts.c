@@ -405,21 +405,7 @@ int cli_policy_report(const tdm_plan *plan)
             continue;
         char line[2048];
         snprintf(line, sizeof line, "  %s: %s: %s", node && *node ? node : "(graph output)", reason, detail);
-        /* lines of at most ~200 characters, continued indented */
-        const char *p = line;
-        while (strlen(p) > 200) {
-            const char *cut = p + 200;
-            while (cut > p + 40 && *cut != ' ')
-                cut--;
-            if (cut == p + 40)
-                cut = p + 200;
-            fprintf(stderr, "%.*s\n", (int)(cut - p), p);
-            p = cut;
-            while (*p == ' ')
-                p++;
-            fputs("      ", stderr);
-        }
-        fprintf(stderr, "%s\n", p);
+        cli_print_wrapped("", "      ", line);
     }
     return EXIT_POLICY;
 }

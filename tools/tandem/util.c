@@ -28,24 +28,27 @@ int cli_exit_code(tdm_status st)
 
 #define LINE_MAX_CHARS 200
 
-static void print_wrapped(const char *msg)
+void cli_print_wrapped(const char *lead, const char *cont, const char *msg)
 {
     size_t len = strlen(msg);
     size_t first = 1;
     const char *p = msg;
-    fputs("tandem: ", stderr);
+    fputs(lead, stderr);
     while (len > 0) {
         size_t take = len;
         if (len > LINE_MAX_CHARS) {
-            /* Cut at the last space within the limit (or hard at it). */
+            /* Cut at the last space within the limit; never inside a token
+             * (a number, a name, a path): one longer than the line stays
+             * whole, up to the space after it. */
             take = LINE_MAX_CHARS;
-            while (take > LINE_MAX_CHARS / 2 && p[take] != ' ')
+            while (take > 0 && p[take] != ' ')
                 take--;
-            if (p[take] != ' ')
-                take = LINE_MAX_CHARS;
+            if (take == 0)
+                for (take = LINE_MAX_CHARS; take < len && p[take] != ' ';)
+                    take++;
         }
         if (!first)
-            fputs("  ", stderr);
+            fputs(cont, stderr);
         fwrite(p, 1, take, stderr);
         fputc('\n', stderr);
         p += take;
@@ -78,7 +81,7 @@ void cli_error(const char *fmt, ...)
     tdm_sentence_shorten(out, sizeof out, full ? full : stack);
     if (full && full != stack)
         free(full);
-    print_wrapped(out);
+    cli_print_wrapped("tandem: ", "  ", out);
 }
 
 int cli_fail(tdm_status st, const char *what, const char *msg)
