@@ -356,6 +356,121 @@ def case_report_no_graphviz():
         chromium(html, d, shot)
 
 
+def cached_model(m):
+    """The cached model's path and its --input flags from scripts/refs.sh;
+    exit 77 (skip) when the cache does not have them."""
+    path = os.path.join(cache, "models", m + ".onnx")
+    refs = os.path.join(cache, "refs", m, "inputs.txt")
+    if not os.path.exists(path) or not os.path.exists(refs):
+        print("%s is not in the cache (make data): skip" % m)
+        sys.exit(77)
+    extra = []
+    for ln in open(refs):
+        if ln.strip():
+            extra += ["--input", ln.strip()]
+    return path, extra
+
+
+def check_report_page(page, model, dev, extra, where):
+    """The page against `tandem plan` on the same model and devices: the
+    summary is plan's story, one box per partition with the ledger's device
+    and node count, edges adding up to the boundary bytes, emulated times
+    labelled, every node listed under its partition with its whole name."""
+    import html as H
+    led = json.loads(run(["plan", model, "--json"] + dev).stdout)
+    text = run(["plan", model] + dev).stdout
+    m = re.search(r'<pre id="story">(.*?)</pre>', page, re.S)
+    check(m is not None, where + ": the summary is on the page")
+    story = H.unescape(m.group(1)) if m else ""
+    want = text.split("\n", 2)[2]  # after the title line and the blank line
+    want = want[:want.find("(--nodes")] if "(--nodes" in want else want
+    check(story == want, where + ": the summary is plan's story:\n%s\n---- plan:\n%s" % (story, want))
+    check(page.index('id="story"') < page.index('id="partitions"') < page.index('id="ledger"'),
+          where + ": summary first, then the partitions, then their nodes")
+    parts = re.findall(r'<g class="part" id="part-(\d+)" data-nodes="(\d+)" data-device="([^"]*)"', page)
+    check(len(parts) == len(led["partitions"]) == led["summary"]["partitions"],
+          where + ": %d partition boxes, ledger %d" % (len(parts), len(led["partitions"])))
+    check(sum(int(n) for _, n, _ in parts) == led["summary"]["nodes"],
+          where + ": box node counts add up to %d" % led["summary"]["nodes"])
+    for (pid, n, d), lp in zip(parts, led["partitions"]):
+        check(int(pid) == lp["id"] and int(n) == lp["nodes"] and H.unescape(d) == lp["device"],
+              where + ": box P%s (%s nodes on %s) is the ledger's %s" % (pid, n, d, lp))
+    edges = [float(b) for b in re.findall(r'<g class="edge" data-from="\d+" data-to="\d+" data-bytes="(\d+)"', page)]
+    check(edges and sum(edges) == led["summary"]["boundary_bytes"],
+          where + ": edge bytes %s add up to the boundary bytes %d" % (sum(edges), led["summary"]["boundary_bytes"]))
+    # emulated times: the vnpu's measured time says so, the cpu's does not
+    for d in led["devices"]:
+        row = re.search(r'</span>%s</td><td class="num">\d+</td><td class="num">[0-9.]+( <span class="emu">'
+                        r'emulated</span>)?</td>.*?<td[^>]*>([^<]*)</td></tr>' % re.escape(d), page)
+        check(row is not None, where + ": device row of %s" % d)
+        if row:
+            vn = d.startswith("vnpu:")
+            check(bool(row.group(1)) == vn, where + ": %s's time %s emulated" % (d, "labelled" if vn else "not"))
+            check("(modeled)" in row.group(2) or not vn, where + ": %s's modeled figure beside it" % d)
+    # nodes on demand: one closed list per partition; whole names
+    lists = re.findall(r'<details class="nodes" id="nodes-(\d+)">(.*?)</details>', page, re.S)
+    check([int(i) for i, _ in lists] == [p["id"] for p in led["partitions"]], where + ": a node list per partition")
+    listed = {}
+    for i, body in lists:
+        for name in re.findall(r'<td class="name">([^<]*)</td>', body):
+            listed[H.unescape(name)] = int(i)
+    want = {n["name"]: n["partition"] for n in led["nodes"]}
+    check(listed == want, where + ": every node listed whole under its partition (%d listed, %d nodes)" %
+          (len(listed), len(want)))
+    return led
+
+
+def case_report_story():
+    """report on squeezenet1_1 (long node names) on vnpu:rk3588,cpu and on
+    the small model: the summary, the partition boxes, the edges, the
+    emulated labels, whole node names (also in the Graphviz node graph)."""
+    import html as H
+    path, extra = cached_model("squeezenet1_1")
+    d = tempfile.mkdtemp()
+    for model, dev, inputs in ((path, ["--devices", "vnpu:rk3588,cpu"], extra), (SMALL, DEV, [])):
+        html = os.path.join(d, os.path.basename(model) + ".html")
+        run(["report", model, "--html", html, "--iterations", "1"] + dev + inputs)
+        page = open(html, encoding="utf-8").read()
+        led = check_report_page(page, model, dev, inputs, os.path.basename(model))
+        check('id="graph-toggle"' in page or 'id="graph-missing"' in page, "node graph behind a toggle (or missing)")
+        if 'id="graph-toggle"' in page:
+            names = set()
+            for title, body in re.findall(r'<a xlink:title="([^"]*)">(.*?)</a>', page, re.S):
+                texts = [H.unescape(t) for t in re.findall(r'<text[^>]*>([^<]*)</text>', body)]
+                name = H.unescape(title).rsplit(" on ", 1)[0]
+                check("".join(texts[1:]) == name, "graph label %r is the whole name %r" % (texts, name))
+                names.add(name)
+            check(names == {n["name"] for n in led["nodes"]}, "graph: one labelled box per node")
+        print(os.path.basename(model), "ok: %d KiB, %d partitions" % (len(page.encode()) // 1024,
+                                                                     len(led["partitions"])))
+
+
+def case_report_large():
+    """ssdlite320 (about 2,000 planned nodes) on vnpu:rk3588,cpu: the page
+    shows partitions, not nodes; no node graph; headless Chromium renders it
+    and its DOM holds the partition boxes."""
+    import shutil
+    path, extra = cached_model("ssdlite320")
+    extra = [x for x in extra if ".random" not in x]
+    d = tempfile.mkdtemp()
+    html = os.path.join(d, "ssdlite320.html")
+    dev = ["--devices", "vnpu:rk3588,cpu"]
+    run(["report", path, "--html", html, "--iterations", "1"] + dev + extra)
+    page = open(html, encoding="utf-8").read()
+    led = check_report_page(page, path, dev, extra, "ssdlite320")
+    check('id="graph-too-large"' in page and 'class="node"' not in page, "ssdlite320: no node graph, says why")
+    kib = len(page.encode()) // 1024
+    check(kib < 2048, "ssdlite320: page %d KiB" % kib)
+    if not shutil.which("chromium"):
+        print("chromium missing: the render is not checked (scripts/install-deps.sh installs it)")
+        sys.exit(77)
+    dom = chromium(html, d, os.path.join(d, "shot.png"))
+    boxes = re.findall(r'<g class="part" id="part-\d+" data-nodes="(\d+)"', dom)
+    check(len(boxes) == len(led["partitions"]) and sum(int(n) for n in boxes) == led["summary"]["nodes"],
+          "ssdlite320: the rendered DOM has the %d partition boxes" % len(led["partitions"]))
+    print("ssdlite320 ok: %d nodes, %d partitions, page %d KiB" % (led["summary"]["nodes"], len(boxes), kib))
+
+
 def case_profile_opencl():
     """On OpenCL, a node's event carries the time its profiling events
     measured (device_ms in the trace), and the copies are real."""
