@@ -448,6 +448,29 @@ def corpus(out, node_dir=None):
                     n += 1
 
 
+def maps(out):
+    """ZipMap's output, a seq(map(K, float)): declared (string keys), left
+    to inference (int64 keys), and two key/value types tandem refuses."""
+    d = os.path.join(out, "maps")
+    os.makedirs(d, exist_ok=True)
+
+    def zipmap(name, labels, key=None, value=TensorProto.FLOAT):
+        attr = "classlabels_strings" if isinstance(labels[0], str) else "classlabels_int64s"
+        node = helper.make_node("ZipMap", ["x"], ["z"], domain="ai.onnx.ml", name="zm", **{attr: labels})
+        z = onnx.ValueInfoProto(name="z")
+        if key is not None:
+            mt = z.type.sequence_type.elem_type.map_type  # by hand: the system onnx has no make_map_type_proto
+            mt.key_type = key
+            mt.value_type.tensor_type.elem_type = value
+        g = helper.make_graph([node], name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])], [z])
+        save(model(g, opsets=(("", 17), ("ai.onnx.ml", 1))), os.path.join(d, name + ".onnx"))
+
+    zipmap("zipmap_strings", ["a", "b", "c"], TensorProto.STRING)
+    zipmap("zipmap_int64_inferred", [1, 2, 3])
+    zipmap("bad_key_int32", [1, 2, 3], TensorProto.INT32)
+    zipmap("bad_value_string", [1, 2, 3], TensorProto.INT64, TensorProto.STRING)
+
+
 def main():
     if len(sys.argv) in (3, 4) and sys.argv[1] == "--corpus":
         corpus(sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
@@ -462,6 +485,7 @@ def main():
     external(out)
     malformed(out)
     values(out)
+    maps(out)
 
 
 if __name__ == "__main__":

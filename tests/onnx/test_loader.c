@@ -215,6 +215,49 @@ static void check_float_tensor(const tdm_tensor *t, int n, const float *want, co
     CHECK(memcmp(t->data, want, (size_t)n * sizeof(float)) == 0, "%s: values differ", what);
 }
 
+/* seq(map(K, float)) graph outputs (ZipMap's): declared or inferred, read
+ * through the public API; other key and value types refused. */
+static void t_maps(void)
+{
+    tdm_ctx *ctx = NULL;
+    tdm_model *m = NULL;
+    char buf[128];
+    CHECK(tdm_ctx_create(&ctx) == TDM_OK, "ctx");
+    if (!ctx)
+        return;
+    static const struct {
+        const char *file;
+        tdm_dtype key;
+        const char *type;
+    } ok[] = {{"maps/zipmap_strings.onnx", TDM_STRING, "seq map(string,float)"},
+              {"maps/zipmap_int64_inferred.onnx", TDM_INT64, NULL}}; /* typed by inference only */
+    for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++) {
+        tdm_value_info vi;
+        tdm_status st = tdm_model_load(ctx, path_of(ok[k].file), &m);
+        CHECK(st == TDM_OK, "%s should load: %s", ok[k].file, tdm_ctx_error(ctx));
+        if (st)
+            continue;
+        CHECK(tdm_model_output(m, 0, &vi) == TDM_OK && vi.kind == TDM_KIND_SEQUENCE && vi.dtype == TDM_FLOAT,
+              "%s: output z is a sequence of float-valued maps", ok[k].file);
+        CHECK(tdm_model_output_map_key(m, 0) == ok[k].key, "%s: key type %d", ok[k].file,
+              (int)tdm_model_output_map_key(m, 0));
+        CHECK(tdm_model_output_map_key(m, 1) == TDM_UNDEFINED && tdm_model_output_map_key(NULL, 0) == TDM_UNDEFINED,
+              "map key of a bad argument");
+        tdm_model_destroy(m);
+        m = NULL;
+        if (!ok[k].type)
+            continue;
+        gr_model *g = load_ok(path_of(ok[k].file));
+        const gr_value *z = g ? value(g->main, "z") : NULL;
+        CHECK(z && strcmp(gr_type_str(&z->type, buf, sizeof buf), ok[k].type) == 0, "%s: z typed '%s'", ok[k].file,
+              z ? buf : "(none)");
+        gr_model_free(g);
+    }
+    EXPECT_FAIL("maps/bad_key_int32.onnx", TDM_E_UNSUPPORTED, "graph output 'z' is a sequence of maps with int32 keys");
+    EXPECT_FAIL("maps/bad_value_string.onnx", TDM_E_UNSUPPORTED, "whose values are not numbers");
+    tdm_ctx_destroy(ctx);
+}
+
 static void t_features(void)
 {
     gr_model *m = load_ok(path_of("features.onnx"));
@@ -943,6 +986,8 @@ int main(int argc, char **argv)
         t_dtypes();
     else if (strcmp(group, "features") == 0)
         t_features();
+    else if (strcmp(group, "maps") == 0)
+        t_maps();
     else if (strcmp(group, "external") == 0)
         t_external();
     else if (strcmp(group, "malformed") == 0)
