@@ -13,7 +13,7 @@ STATUS_NAMES = {0: "TDM_OK", 1: "TDM_E_USAGE", 2: "TDM_E_MODEL", 3: "TDM_E_UNSUP
                 5: "TDM_E_IO", 6: "TDM_E_NOMEM", 7: "TDM_E_DEVICE", 8: "TDM_E_POLICY", 9: "TDM_E_RUNTIME",
                 10: "TDM_E_INTERNAL"}
 
-KIND_TENSOR, KIND_SEQUENCE, KIND_NONE = 0, 1, 2
+KIND_TENSOR, KIND_SEQUENCE, KIND_NONE, KIND_MAP = 0, 1, 2, 3
 # SessionOptions.fusion: True and False stand for the library's words.
 _FUSION_WORDS = {True: "on", False: "off"}
 
@@ -227,11 +227,14 @@ def _to_tensor(value, info_kind):
 
 
 def _from_tensor(t):
-    """A numpy array (or list for a sequence, None for an absent optional)
-    copied out of the tdm_tensor t."""
+    """A numpy array (or list for a sequence, None for an absent optional,
+    a dict for a map as onnxruntime gives ZipMap's) copied out of the
+    tdm_tensor t."""
     kind = lib.tdm_tensor_kind(t)
     if kind == KIND_NONE:
         return None
+    if kind == KIND_MAP:
+        return dict(zip(_from_tensor(lib.tdm_map_keys(t)).tolist(), _from_tensor(lib.tdm_map_values(t)).tolist()))
     if kind == KIND_SEQUENCE:
         return [_from_tensor(lib.tdm_sequence_item(t, i)) for i in range(lib.tdm_sequence_length(t))]
     rank = lib.tdm_tensor_rank(t)
@@ -253,7 +256,8 @@ def _from_tensor(t):
     return arr
 
 
-def _value_info(v):
+def _value_info(v, map_key=0):
+    """map_key: the key type of a sequence of maps (output only), else 0."""
     if v.rank < 0:
         shape = []
     else:
@@ -262,6 +266,8 @@ def _value_info(v):
             d = v.dims[k]
             shape.append(int(d.value) if d.value >= 0 else (text(d.symbol) if d.symbol else None))
     t = "tensor(%s)" % text(lib.tdm_dtype_name(v.dtype))
+    if map_key:
+        t = "map(%s,%s)" % (text(lib.tdm_dtype_name(map_key)), t)
     if v.kind == KIND_SEQUENCE:
         t = "seq(%s)" % t
     if v.optional:
@@ -380,12 +386,13 @@ class _Model:
     def __del__(self):
         _release(self, ("model", lib.tdm_model_destroy), ("ctx", lib.tdm_ctx_destroy))
 
-    def value_infos(self, count_fn, get_fn):
+    def value_infos(self, count_fn, get_fn, outputs=False):
         out = []
         for i in range(count_fn(self.model)):
             v = _capi.ValueInfo()
             _check(get_fn(self.model, i, ctypes.byref(v)), self.error)
-            out.append(_value_info(v))
+            key = lib.tdm_model_output_map_key(self.model, i) if outputs else 0
+            out.append(_value_info(v, key))
         return out
 
 
@@ -427,7 +434,7 @@ class InferenceSession:
         finally:
             opts.close()
         self._inputs = self._m.value_infos(lib.tdm_model_input_count, lib.tdm_model_input)
-        self._outputs = self._m.value_infos(lib.tdm_model_output_count, lib.tdm_model_output)
+        self._outputs = self._m.value_infos(lib.tdm_model_output_count, lib.tdm_model_output, outputs=True)
 
     def __del__(self):
         _release(self, ("_s", lib.tdm_session_destroy), ("_metrics", lib.tdm_metrics_destroy))

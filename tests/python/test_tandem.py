@@ -126,6 +126,51 @@ def test_run_matches_onnxruntime():
     assert np.abs(a - b).max() <= 1e-5, np.abs(a - b).max()
 
 
+def zipmap_model():
+    """LinearClassifier -> ZipMap (string labels), as skl2onnx exports a
+    classifier: output_probability is a seq(map(string, tensor(float)))."""
+    path = os.path.join(_TMP, "zipmap.onnx")
+    if not os.path.exists(path):
+        ml = "ai.onnx.ml"
+        labels = ["ant", "bee", "cat"]
+        z = onnx.ValueInfoProto(name="output_probability")
+        mt = z.type.sequence_type.elem_type.map_type  # by hand: Debian's onnx has no make_map_type_proto
+        mt.key_type = TensorProto.STRING
+        mt.value_type.tensor_type.elem_type = TensorProto.FLOAT
+        g = helper.make_graph(
+            [helper.make_node("LinearClassifier", ["x"], ["label", "probabilities"], domain=ml, name="lc",
+                              coefficients=W.T.ravel().tolist(), intercepts=[0.1, 0.0, -0.1],
+                              classlabels_strings=labels, post_transform="SOFTMAX"),
+             helper.make_node("ZipMap", ["probabilities"], ["output_probability"], domain=ml, name="zm",
+                              classlabels_strings=labels)],
+            "zipmap", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+            [helper.make_tensor_value_info("label", TensorProto.STRING, ["N"]), z])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ml, 1)])
+        m.ir_version = 8
+        onnx.save(m, path)
+    return path
+
+
+def test_zipmap_list_of_dicts():
+    s = tandem.InferenceSession(zipmap_model(), providers=["cpu"])
+    assert s.get_outputs()[1].type == "seq(map(string,tensor(float)))", s.get_outputs()[1]
+    label, probs = s.run(None, {"x": x_in(3)})
+    assert isinstance(probs, list) and len(probs) == 3 and list(probs[0]) == ["ant", "bee", "cat"], probs
+    for row, lab in zip(probs, label):
+        assert abs(sum(row.values()) - 1.0) < 1e-5 and max(row, key=row.get) == lab, (row, lab)
+
+
+def test_zipmap_like_onnxruntime():
+    rt = ort()
+    x = x_in(4, seed=5)
+    a = tandem.InferenceSession(zipmap_model(), providers=["cpu"])
+    b = rt.InferenceSession(zipmap_model(), providers=["CPUExecutionProvider"])
+    assert a.get_outputs()[1].type == b.get_outputs()[1].type, (a.get_outputs()[1], b.get_outputs()[1])
+    (pa,), (pb,) = a.run(["output_probability"], {"x": x}), b.run(["output_probability"], {"x": x})
+    assert [list(r) for r in pa] == [list(r) for r in pb], (pa, pb)
+    assert all(abs(ra[k] - rb[k]) <= 1e-5 * abs(rb[k]) + 1e-6 for ra, rb in zip(pa, pb) for k in rb), (pa, pb)
+
+
 def test_model_from_bytes():
     with open(tiny(), "rb") as f:
         data = f.read()
