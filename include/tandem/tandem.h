@@ -50,9 +50,9 @@ extern "C" {
  * program built against one header and run with another shared library
  * can compare the two. MAJOR is the shared library's SONAME number. */
 #define TDM_VERSION_MAJOR 0
-#define TDM_VERSION_MINOR 2
+#define TDM_VERSION_MINOR 3
 #define TDM_VERSION_PATCH 0
-#define TDM_VERSION_STRING "0.2.0"
+#define TDM_VERSION_STRING "0.3.0"
 /* MAJOR * 10000 + MINOR * 100 + PATCH. */
 #define TDM_VERSION_NUMBER (TDM_VERSION_MAJOR * 10000 + TDM_VERSION_MINOR * 100 + TDM_VERSION_PATCH)
 

@@ -103,7 +103,7 @@ def case_help():
         check(name in so, "run --help: --devices does not name %s" % name)
     run(["run", "--help"], 0, out=["usage: tandem run MODEL", "--output-dir", "--overwrite"])
     run(["info", "--help"], 0, out=["usage: tandem info MODEL", "--json"])
-    run(["--version"], 0, out="tandem 0.2.0")
+    run(["--version"], 0, out="tandem 0.3.0")
 
 
 def case_usage():
