@@ -24,9 +24,12 @@ void usage_report(FILE *f)
           "\n"
           "Profiles the model (N timed runs after 2 warm-up runs, default N = 10), compares\n"
           "it with the cpu fp32 reference, and writes one self-contained HTML page: the\n"
-          "partitioned graph coloured by device (drawn with Graphviz `dot` when installed;\n"
-          "otherwise the page says so), the ledger with every node's device and reason,\n"
-          "the timeline of one run, the precision table and the fallback ratio.\n"
+          "summary `tandem plan` opens with, the partitions as boxes coloured by device\n"
+          "(node counts, op types, the bytes copied between them), each partition's nodes\n"
+          "with device and reason (on demand), the node graph for models of up to 400 nodes\n"
+          "(drawn with Graphviz `dot` when installed; otherwise the page says so), the\n"
+          "timeline of one run, the precision table and the fallback ratio. Times measured\n"
+          "on a vnpu are host emulation and are labelled so, the modeled figure beside them.\n"
           "\n"
           "  --html FILE      the page to write (required)\n"
           "  --iterations N   timed runs of the profile (default 10)\n"
@@ -389,8 +392,12 @@ static double row_top(size_t row)
  * links to its node list. */
 static void partition_svg(FILE *f, const tdm_plan *plan, const rep_parts *r, const diag_collector *prof)
 {
-    size_t rows = r->n + 2;
-    double arc_x = PX_LEFT + PX_BOX_W, w = arc_x + 24 + 14.0 * PX_ARC_MAX + 160;
+    size_t rows = r->n + 2, widest = 0;
+    for (size_t k = 0; k < r->n_e; k++)
+        if (r->e[k].to - r->e[k].from > widest)
+            widest = r->e[k].to - r->e[k].from;
+    widest = widest > PX_ARC_MAX ? PX_ARC_MAX : widest;
+    double arc_x = PX_LEFT + PX_BOX_W, w = arc_x + (widest > 1 ? 24 + 14.0 * (double)widest : 0) + 160;
     char b1[32], b2[32], ops[512];
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"partitions\" width=\"%.0f\" height=\"%.0f\" "
                "font-family=\"Helvetica,Arial,sans-serif\">\n"
@@ -432,6 +439,17 @@ static void partition_svg(FILE *f, const tdm_plan *plan, const rep_parts *r, con
         if (ms >= 0)
             fprintf(f, "estimated %.3f ms%s &#183; ", ms, emulated(prof, d) ? " (modeled)" : "");
         fprintf(f, "peak %s</text></g></a>\n", story_bytes_str(audit_jnum(p->j, "peak_bytes", 0), b1, sizeof b1));
+    }
+    /* consecutive partitions with nothing copied between them: a dashed
+     * line keeps the order readable */
+    for (size_t row = 0; row + 1 < rows; row++) {
+        int copied = 0;
+        for (size_t k = 0; k < r->n_e && !copied; k++)
+            copied = r->e[k].from == row && r->e[k].to == row + 1;
+        if (!copied)
+            fprintf(f, "<line class=\"nocopy\" x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#aaa\" "
+                       "stroke-dasharray=\"4,4\"><title>nothing copied between these</title></line>\n",
+                    PX_LEFT + PX_BOX_W / 2, row_top(row) + PX_BOX_H, PX_LEFT + PX_BOX_W / 2, row_top(row + 1));
     }
     for (size_t k = 0; k < r->n_e; k++) {
         const rep_edge *e = &r->e[k];
