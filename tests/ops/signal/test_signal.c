@@ -856,7 +856,7 @@ static void test_errors(void)
 
 static void test_infer(void)
 {
-    gr_type tin = {TDM_KIND_TENSOR, TDM_FLOAT, 4, {{1, NULL}, {-1, "T"}, {10, NULL}, {1, NULL}}, 0};
+    gr_type tin = {TDM_KIND_TENSOR, TDM_FLOAT, 4, {{1, NULL}, {-1, "T"}, {10, NULL}, {1, NULL}}, 0, TDM_UNDEFINED};
     tdm_tensor *dl = scalar_i64(16);
     const gr_type *ins[2] = {&tin, &tin};
     const tdm_tensor *vals[2] = {NULL, dl};
