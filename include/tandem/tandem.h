@@ -486,6 +486,16 @@ TDM_API tdm_status tdm_session_options_set_threads(tdm_session_options *opts, in
  * a dimension as it is. */
 TDM_API tdm_status tdm_session_options_set_shape(tdm_session_options *opts, const char *input, int rank,
                                                  const int64_t *dims);
+/* The model specialised to the shapes of opts (set_shape), in memory, as a
+ * session or plan made with opts sees it: inputs and outputs with the fixed
+ * dimensions, shapes inferred again, tdm_model_get_info's FLOPs counted
+ * with them (the rest of the info describes the file). A shape naming no
+ * input, or disagreeing with the model's rank or fixed dimensions, is
+ * TDM_E_INPUT with a sentence on ctx. *out is a new model the caller
+ * destroys (it does not borrow from model), or NULL when opts fixes no
+ * shape. */
+TDM_API tdm_status tdm_model_specialize(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts,
+                                        tdm_model **out);
 TDM_API tdm_status tdm_session_options_set_fusion(tdm_session_options *opts, tdm_fusion fusion);
 
 /* Run-time adaptation of a long-lived session (tdm_session_adaptation_json

@@ -413,6 +413,16 @@ static tdm_status specialize_shapes(tdm_err *e, const tdm_model *model, const sh
     return st;
 }
 
+tdm_status tdm_model_specialize(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts, tdm_model **out)
+{
+    tdm_err local;
+    tdm_err *e = ctx ? &ctx->err : &local;
+    if (!out || !model)
+        return err_set(e, TDM_E_USAGE, "tdm_model_specialize needs a model and an out pointer");
+    err_clear(e);
+    return specialize(e, model, opts, out);
+}
+
 /* Opens the devices of opts and plans model on them. */
 static tdm_status make_plan(tdm_err *e, const tdm_model *model, const tdm_session_options *opts, tdm_plan **out)
 {

@@ -51,6 +51,26 @@ void cli_tmpdir_guard_end(void);
 /* Removes a folder and everything inside it (symbolic links not followed). */
 void cli_remove_tree(const char *dir);
 
+/* Progress of a long loop (calibrate, profile, bench, report, audit), one
+ * piece of code for all: when stderr is a terminal and the loop has run
+ * for two seconds, one line "CMD: 45% [9/20] WHAT" on stderr, rewritten in
+ * place with \r (at most ten times a second) and erased by
+ * cli_progress_end. Nothing otherwise (logs and pipes stay clean), and
+ * never on stdout. */
+typedef struct cli_progress {
+    const char *cmd;
+    int tty;
+    uint64_t start_ns, last_ns;
+    size_t width; /* of the widest line shown; 0: nothing shown */
+} cli_progress;
+void cli_progress_begin(cli_progress *p, const char *cmd);
+/* done of total steps (total 0: unknown); what: the current step or NULL. */
+void cli_progress_step(cli_progress *p, size_t done, size_t total, const char *what);
+void cli_progress_end(cli_progress *p);
+/* cli_progress_step as a tdm_calibrate progress callback (user: the
+ * cli_progress). */
+void cli_progress_fn(void *user, size_t done, size_t total, const char *what);
+
 /* "NAME=VALUE" split at the last '=' (name copied into owned). */
 typedef struct cli_kv {
     const char *name;
@@ -154,6 +174,11 @@ void cli_runopts_free(cli_runopts *o);
 int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopts *o, int *rc);
 /* Applies o to so; 0, or an exit code after printing an error. */
 int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so);
+/* Applies the n --shape NAME=DxD values of shapes to so (cli_parse_dims,
+ * tdm_session_options_set_shape) after checking that each names an input
+ * of m: 0, or an exit code after printing an error (EXIT_INVALID listing
+ * the inputs for a name that is not one). */
+int cli_shapes_apply(const char *cmd, const tdm_model *m, const cli_kv *shapes, size_t n, tdm_session_options *so);
 /* With --calibration: says on stderr how many of the file's entries match
  * the plan's model, as a warning when none or fewer than half do. */
 void cli_calibration_note(const cli_runopts *o, const tdm_plan *plan);

@@ -1,7 +1,8 @@
-/* tandem info MODEL [--json] */
+/* tandem info MODEL [--shape NAME=DxD]... [--json] */
 #include "cli.h"
 #include "json.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const char *human_bytes(size_t b, char *buf, size_t size)
@@ -265,58 +266,109 @@ static int print_text(const tdm_model *m, const tdm_model_info *info)
     return EXIT_OK;
 }
 
+static void free_shapes(cli_kv *shapes, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        free(shapes[k].owned);
+    free(shapes);
+}
+
+/* With --shape: *spec becomes m specialised to the shapes (the library
+ * re-infers the graph and counts FLOPs with them); 0 or an exit code. */
+static int specialise(tdm_ctx *ctx, const tdm_model *m, const cli_kv *shapes, size_t n, tdm_model **spec)
+{
+    tdm_session_options *so = NULL;
+    tdm_status st = tdm_session_options_create(&so);
+    if (st)
+        return cli_fail(st, NULL, "out of memory");
+    int rc = cli_shapes_apply("info", m, shapes, n, so);
+    if (!rc && (st = tdm_model_specialize(ctx, m, so, spec)) != TDM_OK)
+        rc = cli_fail(st, NULL, tdm_ctx_error(ctx));
+    tdm_session_options_destroy(so);
+    return rc;
+}
+
 int cmd_info(int argc, char **argv)
 {
     const char *path = NULL;
-    int json = 0;
+    int json = 0, rc = EXIT_OK;
+    cli_kv *shapes = NULL;
+    size_t n_shapes = 0;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        const char *a = argv[i], *val;
+        int r;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage_info(stdout);
+            free_shapes(shapes, n_shapes);
             return EXIT_OK;
         }
-        if (strcmp(a, "--json") == 0) {
+        if ((r = cli_opt_value("info", argc, argv, &i, "--shape", &val)) != 0) {
+            cli_kv *grown = NULL;
+            if (r < 0) {
+                rc = EXIT_USAGE;
+            } else if (!(grown = realloc(shapes, (n_shapes + 1) * sizeof *shapes))) {
+                cli_error("out of memory");
+                rc = EXIT_INTERNAL;
+            } else {
+                shapes = grown;
+                if (cli_split_kv("info", "--shape", val, &shapes[n_shapes]))
+                    rc = EXIT_USAGE;
+                else
+                    n_shapes++;
+            }
+        } else if (strcmp(a, "--json") == 0) {
             json = 1;
         } else if (a[0] == '-' && a[1] != '\0') {
             cli_error("info: unknown option '%s'; see `tandem info --help`", a);
-            return EXIT_USAGE;
+            rc = EXIT_USAGE;
         } else if (path) {
             cli_error("info: one MODEL only ('%s' and '%s' given)", path, a);
-            return EXIT_USAGE;
+            rc = EXIT_USAGE;
         } else {
             path = a;
         }
+        if (rc) {
+            free_shapes(shapes, n_shapes);
+            return rc;
+        }
     }
     if (!path) {
-        cli_error("info: no MODEL given; usage: tandem info MODEL [--json]");
+        cli_error("info: no MODEL given; usage: tandem info MODEL [--shape NAME=DxD]... [--json]");
+        free_shapes(shapes, n_shapes);
         return EXIT_USAGE;
     }
     tdm_ctx *ctx = NULL;
-    tdm_model *m = NULL;
+    tdm_model *m = NULL, *spec = NULL;
     tdm_model_info info;
     tdm_status st = tdm_ctx_create(&ctx);
-    if (st)
+    if (st) {
+        free_shapes(shapes, n_shapes);
         return cli_fail(st, NULL, "cannot create a context (out of memory)");
-    if ((st = tdm_model_load(ctx, path, &m)) != TDM_OK) {
-        int rc = cli_fail(st, NULL, tdm_ctx_error(ctx));
-        tdm_ctx_destroy(ctx);
-        return rc;
     }
-    int rc;
-    if ((st = tdm_model_get_info(m, &info)) != TDM_OK) {
+    if ((st = tdm_model_load(ctx, path, &m)) != TDM_OK) {
+        rc = cli_fail(st, NULL, tdm_ctx_error(ctx));
+        goto done;
+    }
+    if (n_shapes && (rc = specialise(ctx, m, shapes, n_shapes, &spec)) != 0)
+        goto done;
+    const tdm_model *shown = spec ? spec : m;
+    if ((st = tdm_model_get_info(shown, &info)) != TDM_OK) {
         char msg[512];
         snprintf(msg, sizeof msg, "cannot describe '%s' (%s)", path, tdm_status_str(st));
         rc = cli_fail(st, NULL, msg);
     } else {
         if (!info.path)
             info.path = path;
-        rc = json ? print_json(m, &info) : print_text(m, &info);
+        rc = json ? print_json(shown, &info) : print_text(shown, &info);
         if (fflush(stdout) != 0 || ferror(stdout)) {
             cli_error("cannot write to standard output");
             rc = EXIT_IO;
         }
     }
+done:
+    tdm_model_destroy(spec);
     tdm_model_destroy(m);
     tdm_ctx_destroy(ctx);
+    free_shapes(shapes, n_shapes);
     return rc;
 }

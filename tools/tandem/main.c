@@ -10,7 +10,7 @@ void usage_main(FILE *f)
     fputs("usage: tandem COMMAND [ARGS]\n"
           "\n"
           "commands:\n"
-          "  info      MODEL [--json]               what a model holds: inputs, outputs, ops, size, FLOPs\n"
+          "  info      MODEL [--shape N=DxD] [--json]  what a model holds: inputs, outputs, ops, size, FLOPs\n"
           "  run       MODEL [OPTIONS]              run a model and print or save its outputs\n"
           "  bench     MODEL [OPTIONS]              time runs: median, p90, p99, min, throughput, peak RSS\n"
           "  help      [COMMAND]                    this text, or a command's\n"
@@ -42,13 +42,16 @@ void usage_main(FILE *f)
 
 void usage_info(FILE *f)
 {
-    fputs("usage: tandem info MODEL [--json]\n"
+    fputs("usage: tandem info MODEL [--shape NAME=DxD]... [--json]\n"
           "\n"
           "Prints the producer, IR version, opsets, inputs and outputs (element type and\n"
           "shape, dynamic dimensions by name), node count, operator histogram, parameter\n"
           "count and bytes, and FLOPs (Conv, ConvTranspose, Gemm, MatMul; 2 per MAC).\n"
           "\n"
-          "  --json    print one JSON document on stdout instead\n",
+          "  --shape NAME=DxD  describe the model specialised to this input shape, as run\n"
+          "                    and plan see it ('?' keeps a dimension; repeatable): the\n"
+          "                    outputs' shapes and the FLOPs follow from it\n"
+          "  --json            print one JSON document on stdout instead\n",
           f);
 }
 

@@ -3,6 +3,7 @@
  * --calibration, --calibration-input, --min-cosine, --max-abs;
  * and the report of a fallback policy violation (exit 3). */
 #include "cli.h"
+#include "story.h"
 
 #include <dirent.h>
 #include <stdio.h>
@@ -392,6 +393,33 @@ int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so)
     for (size_t k = 0; k < o->n_plugins; k++)
         if ((st = tdm_session_options_add_plugin(so, o->plugins[k])) != TDM_OK)
             return cli_fail(st, NULL, "--plugin: the path is not accepted");
+    return 0;
+}
+
+int cli_shapes_apply(const char *cmd, const tdm_model *m, const cli_kv *shapes, size_t n, tdm_session_options *so)
+{
+    if (cli_kv_unique(cmd, "--shape", shapes, n))
+        return EXIT_USAGE;
+    for (size_t i = 0; i < n; i++) {
+        int rank;
+        int64_t dims[CLI_MAX_RANK];
+        if (cli_parse_dims(cmd, shapes[i].name, shapes[i].value, &rank, dims))
+            return EXIT_USAGE;
+        if (cli_find_input(m, shapes[i].name) < 0) {
+            char names[180];
+            cli_list_inputs(m, names, sizeof names);
+            cli_error("--shape names '%s', which is not an input of the model (its inputs: %s)", shapes[i].name,
+                      names);
+            return EXIT_INVALID;
+        }
+        tdm_status st = tdm_session_options_set_shape(so, shapes[i].name, rank, dims);
+        if (st != TDM_OK) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "--shape %s=%s is not accepted (%s)", shapes[i].name, shapes[i].value,
+                     tdm_status_str(st));
+            return cli_fail(st == TDM_E_USAGE ? TDM_E_INPUT : st, NULL, msg);
+        }
+    }
     return 0;
 }
 
