@@ -1,5 +1,6 @@
-/* The in-memory value: a tensor, a sequence of tensors, or an absent optional.
- * This is the definition behind the public opaque tdm_tensor. */
+/* The in-memory value: a tensor, a sequence (of tensors or of maps), a map
+ * (ZipMap's rows) or an absent optional. This is the definition behind the
+ * public opaque tdm_tensor. */
 #ifndef TDM_CORE_TENSOR_H
 #define TDM_CORE_TENSOR_H
 
