@@ -378,10 +378,15 @@ static int measure(const bench_args *a, tdm_session *s, tdm_tensor *const *ins, 
 {
     double ms;
     int rc;
+    cli_progress pr;
+    size_t done = 0, total = (size_t)(a->warmup + a->rounds * a->iterations);
     *n_samples = 0;
-    for (long long i = 0; i < a->warmup; i++)
+    cli_progress_begin(&pr, "bench");
+    for (long long i = 0; i < a->warmup; i++) {
         if ((rc = timed_run(s, ins, outs, n_out, &ms)) != 0)
-            return rc;
+            goto end;
+        cli_progress_step(&pr, ++done, total, "runs (warm-up)");
+    }
     if (a->paced) {
         printf("{\"event\": \"ready\"}\n");
         fflush(stdout);
@@ -392,8 +397,9 @@ static int measure(const bench_args *a, tdm_session *s, tdm_tensor *const *ins, 
         size_t first = *n_samples;
         for (long long i = 0; i < a->iterations; i++) {
             if ((rc = timed_run(s, ins, outs, n_out, &ms)) != 0)
-                return rc;
+                goto end;
             samples[(*n_samples)++] = ms;
+            cli_progress_step(&pr, ++done, total, "runs");
         }
         if (a->paced) {
             printf("{\"event\": \"round\", \"round\": %lld, \"samples_ms\": [", r);
@@ -403,7 +409,10 @@ static int measure(const bench_args *a, tdm_session *s, tdm_tensor *const *ins, 
             fflush(stdout);
         }
     }
-    return 0;
+    rc = 0;
+end:
+    cli_progress_end(&pr);
+    return rc;
 }
 
 /* ----------------------------------------------------------------- output */

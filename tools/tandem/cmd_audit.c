@@ -736,11 +736,14 @@ int cmd_audit(int argc, char **argv)
         rc = cli_fail(st, NULL, "out of memory");
         goto done;
     }
+    cli_progress pr;
+    cli_progress_begin(&pr, "audit");
     for (size_t i = 0; i < a.n_models; i++) {
         tdm_model *m = NULL;
         a.cpu_ms[i] = -1;
         if ((st = tdm_model_load(ctx, a.models[i], &m)) != TDM_OK) {
             const char *why = tdm_ctx_error(ctx);
+            cli_progress_end(&pr); /* an error line never lands on the progress line */
             rc = cli_fail(st, NULL, why);
             if (!hard)
                 hard = rc;
@@ -763,17 +766,21 @@ int cmd_audit(int argc, char **argv)
             c->device = d;
             if (audit_cell_plan(ctx, m, i, &ro, shapes, n_shapes, a.devices[d], c)) {
                 tdm_model_destroy(m);
+                cli_progress_end(&pr);
                 cli_error("out of memory");
                 rc = EXIT_INTERNAL;
                 goto done;
             }
             if (c->rc && !hard) {
                 hard = c->rc;
+                cli_progress_end(&pr);
                 cli_error("%s on %s: %s", a.models[i], a.devices[d], c->error);
             }
+            cli_progress_step(&pr, a.n_cells, a.n_models * a.n_devices, "cells");
         }
         tdm_model_destroy(m);
     }
+    cli_progress_end(&pr);
     for (size_t k = 0; k < n_shapes; k++)
         if (!shapes[k].used && !hard) {
             cli_error("audit: --shape names '%s', which is an input of %s", shapes[k].kv.name,

@@ -1,5 +1,5 @@
 /* tandem calibrate MODEL --devices LIST --out FILE [--input NAME=FILE]...
- *                  [--random] [--shape NAME=DxD]... [--repeat N] [--plugin PATH]... */
+ *                  [--random] [--shape NAME=DxD]... [--iterations N] [--plugin PATH]... */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 
@@ -11,7 +11,7 @@
 void usage_calibrate(FILE *f)
 {
     fputs("usage: tandem calibrate MODEL --devices LIST --out FILE [--input NAME=FILE]... [--random]\n"
-          "                        [--shape NAME=DxD]... [--repeat N] [--plugin PATH]...\n"
+          "                        [--shape NAME=DxD]... [--iterations N] [--plugin PATH]...\n"
           "\n"
           "Measures, for every node and device, its time (cpu: the median of N runs; vnpu:\n"
           "modeled) and, on every non-cpu device, its error against the cpu fp32 reference on\n"
@@ -26,30 +26,11 @@ void usage_calibrate(FILE *f)
           "  --input NAME=FILE   a calibration input (.npy or ONNX .pb)\n"
           "  --random            fill inputs not given with fixed-seed random values\n"
           "  --shape NAME=DxD    fix the dynamic dimensions of input NAME\n"
-          "  --repeat N          timed runs per node on real devices (default 5)\n"
+          "  --iterations N      timed runs per node on real devices (default 5; --repeat N\n"
+          "                      is the same)\n"
           "  --plugin PATH       load a device plugin\n"
-          "Progress is shown on stderr.\n",
+          "A calibration past two seconds shows its progress on stderr when it is a terminal.\n",
           f);
-}
-
-typedef struct prog_state {
-    int tty;
-    size_t last_pct;
-} prog_state;
-
-static void progress(void *user, size_t done, size_t total, const char *what)
-{
-    prog_state *p = user;
-    size_t pct = total ? done * 100 / total : 100;
-    if (p->tty) {
-        fprintf(stderr, "\rcalibrate: %3zu%% [%zu/%zu] %-48.48s", pct, done, total, what ? what : "");
-        if (done == total)
-            fputc('\n', stderr);
-    } else if (done == total || pct >= p->last_pct + 10) {
-        fprintf(stderr, "calibrate: %3zu%% [%zu/%zu] %s\n", pct, done, total, what ? what : "");
-        p->last_pct = pct;
-    }
-    fflush(stderr);
 }
 
 int cmd_calibrate(int argc, char **argv)
@@ -93,9 +74,9 @@ int cmd_calibrate(int argc, char **argv)
             slot = &shapes[n_shapes++];
         else if (strcmp(a, "--plugin") == 0)
             slot = &plugins[n_plugins++];
-        else if (strcmp(a, "--repeat") == 0) {
+        else if (strcmp(a, "--iterations") == 0 || strcmp(a, "--repeat") == 0) {
             if (i + 1 >= argc || cli_parse_i64(argv[i + 1], &repeat) || repeat < 1 || repeat > 1000) {
-                cli_error("calibrate: --repeat expects a number from 1 to 1000");
+                cli_error("calibrate: %s expects a number from 1 to 1000", a);
                 rc = EXIT_USAGE;
                 goto done;
             }
@@ -193,8 +174,11 @@ int cmd_calibrate(int argc, char **argv)
             goto done;
         }
     }
-    prog_state ps = {isatty(2), 0};
-    if ((st = tdm_calibrate(ctx, m, so, (const tdm_tensor *const *)in, (int)repeat, progress, &ps, &json)) != TDM_OK) {
+    cli_progress pr;
+    cli_progress_begin(&pr, "calibrate");
+    st = tdm_calibrate(ctx, m, so, (const tdm_tensor *const *)in, (int)repeat, cli_progress_fn, &pr, &json);
+    cli_progress_end(&pr);
+    if (st != TDM_OK) {
         rc = cli_fail(st, "calibrate", tdm_ctx_error(ctx));
         goto done;
     }

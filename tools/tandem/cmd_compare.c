@@ -23,7 +23,7 @@ void usage_compare(FILE *f)
           "(counted), and a compare that compared no node exits 4.\n"
           "\n"
           "  --json         one JSON document on stdout instead\n"
-          "  --top K        how many of the worst nodes to list\n"
+          "  --top K        how many of the worst nodes to list (default 10; 0: all)\n"
           "  (--min-cosine and --max-abs: see the run options below)\n"
           "\n",
           f);
@@ -227,9 +227,9 @@ static int cmp_parse(int argc, char **argv, cmp_args *a)
     a->min_cos = 0.999;
     for (int i = 1; i < argc; i++) {
         if ((r = cli_opt_value(cmd, argc, argv, &i, "--top", &val)) != 0) {
-            if (r < 0 || cli_parse_i64(val, &a->top) || a->top < 1) {
+            if (r < 0 || cli_parse_i64(val, &a->top)) {
                 if (r > 0)
-                    cli_error("compare: --top expects a whole number of at least 1, not '%s'", val);
+                    cli_error("compare: --top expects a whole number (0: all), not '%s'", val);
                 return EXIT_USAGE;
             }
         } else if (diag_threshold_opt(cmd, argc, argv, &i, &a->c, &a->min_cos, &a->has_abs, &a->max_abs, &rc)) {
@@ -439,7 +439,7 @@ int cmd_compare(int argc, char **argv)
         rc = cli_fail(TDM_E_NOMEM, NULL, "out of memory");
         goto done;
     }
-    size_t top = (size_t)a.top < n_rows ? (size_t)a.top : n_rows;
+    size_t top = a.top && (size_t)a.top < n_rows ? (size_t)a.top : n_rows; /* 0: all */
     char thr[96];
     if (a.has_abs)
         snprintf(thr, sizeof thr, "cosine < %g or max abs > %g", a.min_cos, a.max_abs);

@@ -23,6 +23,7 @@ void usage_extract(FILE *f)
           "(ONNX TensorProto, in the order of the model's graph inputs); output_N.pb, what it\n"
           "produced on its device; and README.txt: the device, the reason of the placement\n"
           "(why it fell back) and the commands that reproduce it. Existing files are replaced.\n"
+          "--output-dir DIR is the same as --out DIR (run's spelling).\n"
           "\n",
           f);
     usage_runopts(f);
@@ -118,7 +119,8 @@ int cmd_extract(int argc, char **argv)
         if ((r = cli_opt_value("extract", argc, argv, &i, "--node", &val)) != 0) {
             node = val;
             rc = r < 0 ? EXIT_USAGE : 0;
-        } else if ((r = cli_opt_value("extract", argc, argv, &i, "--out", &val)) != 0) {
+        } else if ((r = cli_opt_value("extract", argc, argv, &i, "--output-dir", &val)) != 0 ||
+                   (r = cli_opt_value("extract", argc, argv, &i, "--out", &val)) != 0) {
             out = val;
             rc = r < 0 ? EXIT_USAGE : 0;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {

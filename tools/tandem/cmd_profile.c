@@ -597,7 +597,7 @@ void usage_profile(FILE *f)
           "  --warmup N               untimed runs first (default 10)\n"
           "  --iterations N           timed runs (default 100)\n"
           "  --json                   one JSON document on stdout instead of the table\n"
-          "  --top N                  print only the N slowest nodes (default: all)\n"
+          "  --top N                  print only the N slowest nodes (default and 0: all)\n"
           "  --trace FILE             Chrome trace-event JSON of the timed runs (Perfetto,\n"
           "                           chrome://tracing): one track per device, one for copies\n"
           "  --metrics FILE           the counters in Prometheus text format\n"
@@ -654,7 +654,7 @@ static int prof_parse(int argc, char **argv, prof_args *a)
             if (r < 0 || (rc = parse_count(cmd, "--iterations", val, 1, &a->iterations)) != 0)
                 return EXIT_USAGE;
         } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--top", &val)) != 0) {
-            if (r < 0 || (rc = parse_count(cmd, "--top", val, 1, &a->top)) != 0)
+            if (r < 0 || (rc = parse_count(cmd, "--top", val, 0, &a->top)) != 0)
                 return EXIT_USAGE;
         } else if ((r = cli_opt_value(cmd, argc, argv, &i, "--trace", &val)) != 0) {
             if (r < 0)
@@ -945,11 +945,18 @@ int cmd_profile(int argc, char **argv)
     }
     c.metrics = m;
     tdm_session_set_observer(x.s, diag_collect, &c);
-    for (long long k = 0; k < a.warmup && !rc; k++)
+    cli_progress pr;
+    cli_progress_begin(&pr, "profile");
+    for (long long k = 0; k < a.warmup && !rc; k++) {
         rc = diag_run(&x, x.s);
+        cli_progress_step(&pr, (size_t)k + 1, (size_t)(a.warmup + a.iterations), "runs (warm-up)");
+    }
     c.recording = 1;
-    for (long long k = 0; k < a.iterations && !rc; k++)
+    for (long long k = 0; k < a.iterations && !rc; k++) {
         rc = diag_run(&x, x.s);
+        cli_progress_step(&pr, (size_t)(a.warmup + k) + 1, (size_t)(a.warmup + a.iterations), "runs");
+    }
+    cli_progress_end(&pr);
     if (rc)
         goto done;
     if (!(idx = calloc(c.n_nodes + 1, sizeof *idx))) {

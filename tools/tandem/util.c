@@ -1,11 +1,14 @@
 /* Shared helpers of the tool: errors, exit codes, number parsing, type and
  * shape strings, half-precision conversions. */
+#define _POSIX_C_SOURCE 200809L /* isatty, fileno, clock_gettime */
 #include "cli.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 int cli_exit_code(tdm_status st)
 {
@@ -533,4 +536,56 @@ size_t cli_device_width(const tdm_plan *plan)
         w = l > w ? l : w;
     }
     return w;
+}
+
+static uint64_t progress_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void cli_progress_begin(cli_progress *p, const char *cmd)
+{
+    memset(p, 0, sizeof *p);
+    p->cmd = cmd;
+    p->tty = isatty(fileno(stderr));
+    p->start_ns = progress_now_ns();
+}
+
+void cli_progress_step(cli_progress *p, size_t done, size_t total, const char *what)
+{
+    if (!p->tty)
+        return;
+    uint64_t now = progress_now_ns();
+    /* only past two seconds, and at most ten updates a second */
+    if (now - p->start_ns < 2000000000u || (p->width && now - p->last_ns < 100000000u))
+        return;
+    p->last_ns = now;
+    char line[80]; /* one terminal line */
+    int n = total ? snprintf(line, sizeof line, "%s: %3zu%% [%zu/%zu] %s", p->cmd, done * 100 / total, done, total,
+                             what ? what : "")
+                  : snprintf(line, sizeof line, "%s: %zu %s", p->cmd, done, what ? what : "");
+    if (n < 0)
+        return;
+    size_t len = strlen(line); /* snprintf may have cut it */
+    /* pad with spaces over what the previous, longer line left */
+    fprintf(stderr, "\r%s%*s", line, p->width > len ? (int)(p->width - len) : 0, "");
+    fflush(stderr);
+    if (len > p->width)
+        p->width = len;
+}
+
+void cli_progress_end(cli_progress *p)
+{
+    if (!p->tty || !p->width)
+        return;
+    fprintf(stderr, "\r%*s\r", (int)p->width, "");
+    fflush(stderr);
+    p->width = 0;
+}
+
+void cli_progress_fn(void *user, size_t done, size_t total, const char *what)
+{
+    cli_progress_step(user, done, total, what);
 }
