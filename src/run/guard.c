@@ -274,6 +274,42 @@ static void count_moved(guard_state *g, const tdm_plan *p)
     }
 }
 
+/* The last resort when the rounds run out (or no single node can be
+ * blamed) and the outputs still breach: every node left on a narrow device
+ * is refused there, so the answer returned is cpu fp32's (or a full-width
+ * device's), never one that failed verification. Recorded as
+ * "fallback_all" with the breach that caused it. */
+static tdm_status give_up(tdm_err *e, guard_state *g, adapt_state *a, adapt_variant *v, plan_options *po,
+                          const tdm_plan **pp, const char *why, double c)
+{
+    const tdm_plan *p = *pp;
+    char detail[700];
+    size_t moved = 0;
+    snprintf(detail, sizeof detail,
+             "precision guard: the outputs still breach the end-to-end rule after %d round%s (%.400s); every node on "
+             "a reduced-precision device moves off it",
+             g->o.rounds, g->o.rounds == 1 ? "" : "s", why);
+    /* a refused node may land on another narrow device: a pass per device */
+    for (size_t pass = 0; pass < p->devs->n && plan_is_narrow(p); pass++) {
+        for (int n = 0; n < p->n_nodes; n++)
+            if (narrow(p, p->nodes[n].device) &&
+                plan_options_add_refusal(po, p->g->nodes[n].name, plan_device_name(p, p->nodes[n].device), detail))
+                return err_set(e, TDM_E_NOMEM, "out of memory");
+        size_t m = 0;
+        const tdm_plan *before = p;
+        tdm_status st = replan(e, a, v, p, po, detail, &m, &p);
+        *pp = p;
+        if (st != TDM_OK)
+            return st;
+        moved += m;
+        if (p == before)
+            break;
+    }
+    g->gave_up = 1;
+    record(g, "fallback_all", why, p, moved, -1, c);
+    return TDM_OK;
+}
+
 /* Verification rounds on in[] against ref[] (rules in guard.h): the plan
  * runs node by node; on a breach the first crossing node is refused (po),
  * re-planned into v (*pp follows) and checked again. `where` names the
@@ -289,6 +325,7 @@ static tdm_status verify(tdm_err *e, guard_state *g, adapt_state *a, adapt_varia
     if (!mixed)
         return err_set(e, TDM_E_NOMEM, "out of memory");
     g->checks++;
+    int gave_up = 0;
     for (int round = 0;; round++) {
         double c;
         char why[400];
@@ -301,16 +338,20 @@ static tdm_status verify(tdm_err *e, guard_state *g, adapt_state *a, adapt_varia
         if (!bad)
             break;
         g->breaches++;
-        if (round >= g->o.rounds) {
+        if (gave_up || !plan_is_narrow(p)) {
+            /* nothing narrow left to move: the breach is not the narrow type's */
             record(g, "unverified", why, p, 0, -1, c);
             break;
         }
         int node = -1;
-        if ((st = locate(e, g, p, in, ref, threads, &node)) != TDM_OK)
+        if (round < g->o.rounds && (st = locate(e, g, p, in, ref, threads, &node)) != TDM_OK)
             break;
         if (node < 0) {
-            record(g, "unverified", why, p, 0, -1, c);
-            break;
+            /* the rounds ran out, or no single node crosses: all off */
+            if ((st = give_up(e, g, a, v, po, &p, why, c)) != TDM_OK)
+                break;
+            gave_up = 1;
+            continue;
         }
         char detail[700];
         snprintf(detail, sizeof detail,
@@ -327,8 +368,9 @@ static tdm_status verify(tdm_err *e, guard_state *g, adapt_state *a, adapt_varia
             break;
         record(g, "verify", why, p, m, node, c);
         if (p == before) {
-            record(g, "unverified", "re-planning did not move the node", p, 0, node, c);
-            break;
+            if ((st = give_up(e, g, a, v, po, &p, "re-planning did not move the node", c)) != TDM_OK)
+                break;
+            gave_up = 1;
         }
     }
     free_outs(mixed, nout);
@@ -452,8 +494,22 @@ tdm_status guard_run(tdm_err *e, guard_state *g, adapt_state *a, adapt_variant *
         if ((st = adapt_run(e, a, v, in, out, threads, stats)) != TDM_OK)
             goto done;
         run_ms = now_ms() - r0;
-        if (breach(g, p, ref, out, &c, why, sizeof why))
+        int bad = breach(g, p, ref, out, &c, why, sizeof why);
+        if (bad && plan_is_narrow(p)) {
+            /* the executor's run breaches where the node-by-node check did
+             * not: move every narrow node off and run again */
+            free_outs(out, nout);
+            if ((st = give_up(e, g, a, v, &po, &p, why, c)) != TDM_OK)
+                goto done;
+            r0 = now_ms();
+            if ((st = adapt_run(e, a, v, in, out, threads, stats)) != TDM_OK)
+                goto done;
+            run_ms = now_ms() - r0;
+            if (breach(g, p, ref, out, &c, why, sizeof why))
+                record(g, "unverified", why, p, 0, -1, c);
+        } else if (bad) {
             record(g, "unverified", why, p, 0, -1, c);
+        }
         g->out_cosine_after = c;
     }
 done:
@@ -490,6 +546,7 @@ char *guard_json(guard_state *g)
     cJSON_AddNumberToObject(o, "checks", (double)g->checks);
     cJSON_AddNumberToObject(o, "breaches", (double)g->breaches);
     cJSON_AddNumberToObject(o, "moved_nodes", (double)g->moved);
+    cJSON_AddBoolToObject(o, "fallback_all", g->gave_up);
     if (g->first[0])
         cJSON_AddStringToObject(o, "first_moved", g->first);
     if (g->calib_sets) {

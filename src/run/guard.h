@@ -28,10 +28,15 @@
  *             — the point where accumulated error crosses, as compare's
  *             first crossing), refused there with PRECISION
  *             (plan_options.refuse), re-planned and re-run; at most
- *             `rounds` (default 8) times. Then the plan runs once through the
- *             executor (one run's events for observers); its outputs are
- *             returned and checked again ("unverified" in the record when
- *             they still breach, or the rounds ran out).
+ *             `rounds` (default 8) times. When the rounds run out, no
+ *             single node can be blamed, or re-planning does not move the
+ *             node, every node left on a narrow device is refused there
+ *             ("fallback_all": the answer is cpu fp32's, never one that
+ *             failed). Then the plan runs once through the executor (one
+ *             run's events for observers); its outputs are checked again,
+ *             and if they breach on a plan that still has narrow nodes,
+ *             those move off too and the run is made again ("unverified"
+ *             only when a plan with no narrow node still breaches).
  *   every:N   later runs, one in N, are verified the same way (no probe).
  *   calibration inputs (tdm_session_options_add_calibration_input): at
  *             session creation, guard_calibrate probes the plan on every
@@ -69,6 +74,7 @@ typedef struct guard_state {
     uint64_t runs, checks, breaches;
     int first_done;
     int probed;            /* guard_calibrate ran the probe at creation */
+    int gave_up;           /* the rounds ran out: every narrow node moved off */
     size_t calib_sets;     /* its calibration input sets */
     double calib_ms;       /* what it cost at creation */
     const tdm_plan *original; /* the session's plan before the guard */

@@ -193,7 +193,7 @@ int cli_guard_figures(tdm_session *s, double *moved, double *extra_ms, char *fir
     int active = strstr(j, "\"active\":true") != NULL;
     *moved = guard_num(j, "\"moved_nodes\":");
     *extra_ms = strstr(j, "\"first_run_extra_ms\":") ? guard_num(j, "\"first_run_extra_ms\":") : -1;
-    *unverified = strstr(j, "\"unverified\"") != NULL;
+    *unverified = strstr(j, "\"unverified\"") != NULL ? 1 : strstr(j, "\"fallback_all\":true") != NULL ? 2 : 0;
     const char *f = strstr(j, "\"first_moved\":\"");
     f = f ? f + strlen("\"first_moved\":\"") : "";
     snprintf(first, first_size, "%.*s", (int)strcspn(f, "\""), f);
@@ -208,7 +208,12 @@ void cli_guard_note(tdm_session *s)
     int unverified;
     if (!cli_guard_figures(s, &moved, &ms, first, sizeof first, &unverified))
         return;
-    if (moved > 0)
+    if (unverified == 2)
+        cli_error("precision guard: the outputs still differed from cpu fp32 after its rounds, so every node left on "
+                  "the reduced-precision device moved off it (%.0f node%s, first '%s'); outputs verified against cpu "
+                  "fp32; the first run cost %.0f ms more (see the ledger's \"guard\")",
+                  moved, moved == 1 ? "" : "s", first, ms);
+    else if (moved > 0 && !unverified)
         cli_error("precision guard: %.0f node%s moved off the reduced-precision device (first '%s'), outputs verified "
                   "against cpu fp32; the first run cost %.0f ms more (see the ledger's \"guard\")",
                   moved, moved == 1 ? "" : "s", first, ms);
