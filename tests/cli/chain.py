@@ -44,3 +44,23 @@ def model(name, ops, dims=(1, 8)):
     m.ir_version = 7
     onnx.save(m, name + ".onnx")
     return name + ".onnx"
+
+
+def tandem(exe, args, code, env=None):
+    """Runs exe ARGS, checks its exit code; returns (stdout, stderr)."""
+    import subprocess
+    p = subprocess.run([exe] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600, env=env)
+    so, se = p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+    check(p.returncode == code, "tandem %s: exit %d, expected %d\n  stderr: %s\n  stdout: %s"
+          % (" ".join(args), p.returncode, code, se[-2000:], so[-2000:]))
+    return so, se
+
+
+def finish():
+    """Prints the failed checks and exits 1, or prints the count."""
+    if failures:
+        for f in failures:
+            print("FAIL:", f, file=sys.stderr)
+        print("%d of %d checks failed" % (len(failures), counted[0]), file=sys.stderr)
+        sys.exit(1)
+    print("ok: %d checks" % counted[0])

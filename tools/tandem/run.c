@@ -903,28 +903,8 @@ int cmd_run(int argc, char **argv)
         rc = cli_fail(st, NULL, "--threads: the value is not accepted");
         goto done;
     }
-    for (size_t i = 0; i < a.n_shapes; i++) {
-        int rank;
-        int64_t dims[SHAPE_MAX_RANK];
-        if (parse_shape(&a.shapes[i], &rank, dims)) {
-            rc = EXIT_USAGE;
-            goto done;
-        }
-        if (cli_find_input(m, a.shapes[i].name) < 0) {
-            cli_list_inputs(m, names, sizeof names);
-            cli_error("--shape names '%s', which is not an input of the model (its inputs: %s)", a.shapes[i].name,
-                      names);
-            rc = EXIT_INVALID;
-            goto done;
-        }
-        if ((st = tdm_session_options_set_shape(so, a.shapes[i].name, rank, dims)) != TDM_OK) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "--shape %s=%s is not accepted (%s)", a.shapes[i].name, a.shapes[i].value,
-                     tdm_status_str(st));
-            rc = cli_fail(st == TDM_E_USAGE ? TDM_E_INPUT : st, NULL, msg);
-            goto done;
-        }
-    }
+    if ((rc = cli_shapes_apply("run", m, a.shapes, a.n_shapes, so)) != 0)
+        goto done;
     if ((rc = cli_runopts_apply(&a.ro, so)) != 0 || (rc = cli_adaptopts_apply(&a.ao, so)) != 0)
         goto done;
     if ((st = tdm_session_create(ctx, m, so, &s)) != TDM_OK) {
