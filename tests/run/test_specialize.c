@@ -16,6 +16,9 @@
  *    sessions, and a second specialisation to another size works.
  * 5. The specialised cpu session's output equals the unspecialised one's on
  *    the rendered page (a probability map with text on it, not noise).
+ * 6. tdm_model_specialize gives the specialised model itself: input and
+ *    output shapes fixed, FLOPs known; no shapes gives NULL; a name that is
+ *    not an input is TDM_E_INPUT naming it.
  * Public API only. */
 #define _POSIX_C_SOURCE 200809L
 #include <tandem/tandem.h>
@@ -224,6 +227,38 @@ int main(int argc, char **argv)
     }
     tdm_tensor_destroy(a);
     tdm_tensor_destroy(b);
+
+    /* 6. tdm_model_specialize: the model as a session with the shapes sees
+     * it (what `tandem info --shape` prints) */
+    tdm_session_options *so = options("cpu", h, w);
+    tdm_model *sp = NULL;
+    tdm_model_info before, after;
+    tdm_value_info in, out;
+    CHECK(so && tdm_model_specialize(ctx, from_mem, so, &sp) == TDM_OK && sp, "specialize: %s", tdm_ctx_error(ctx));
+    if (sp && tdm_model_get_info(from_mem, &before) == TDM_OK && tdm_model_get_info(sp, &after) == TDM_OK &&
+        tdm_model_input(sp, 0, &in) == TDM_OK && tdm_model_output(sp, 0, &out) == TDM_OK) {
+        CHECK(in.rank == 4 && in.dims[0].value == 1 && in.dims[2].value == h && in.dims[3].value == w,
+              "specialised input not [1, 3, %lld, %lld]", (long long)h, (long long)w);
+        CHECK(out.rank == 4 && out.dims[2].value == h && out.dims[3].value == w, "specialised output not inferred");
+        CHECK(before.flops_unknown > 0 && after.flops_unknown == 0 && after.flops > 0,
+              "FLOPs: %zu unknown before, %zu after (%g)", before.flops_unknown, after.flops_unknown, after.flops);
+        CHECK(after.node_count == before.node_count, "node count is the file's");
+        printf("tdm_model_specialize at %lldx%lld: %.3f GFLOPs (%zu nodes unknown before)\n", (long long)h,
+               (long long)w, after.flops / 1e9, before.flops_unknown);
+    }
+    CHECK(input_dynamic(from_mem), "tdm_model_specialize changed the model");
+    tdm_model_destroy(sp);
+    tdm_session_options_destroy(so);
+    sp = (tdm_model *)1;
+    CHECK(tdm_model_specialize(ctx, from_mem, NULL, &sp) == TDM_OK && sp == NULL, "no shapes: OK and NULL");
+    so = options("cpu", 0, 0);
+    int64_t bad[2] = {1, 2};
+    CHECK(so && tdm_session_options_set_shape(so, "nope", 2, bad) == TDM_OK &&
+              tdm_model_specialize(ctx, from_mem, so, &sp) == TDM_E_INPUT && sp == NULL &&
+              strstr(tdm_ctx_error(ctx), "'nope'"),
+          "a name that is not an input: TDM_E_INPUT naming it (%s)", tdm_ctx_error(ctx));
+    tdm_session_options_destroy(so);
+    CHECK(tdm_model_specialize(ctx, NULL, NULL, &sp) == TDM_E_USAGE, "NULL model: TDM_E_USAGE");
     tdm_tensor_destroy(x);
     tdm_model_destroy(from_file);
     tdm_model_destroy(from_mem);
