@@ -478,6 +478,14 @@ TDM_API tdm_status tdm_session_options_add_calibration_input(tdm_session_options
                                                              const tdm_tensor *const *values, size_t n);
 /* The rescue pass's mode (default TDM_RESCUE_SAFE). */
 TDM_API tdm_status tdm_session_options_set_rescue(tdm_session_options *opts, tdm_rescue_mode mode);
+/* Shape bucketing (issue 18): shapes "HxW[,HxW...]" (NULL: off). A run
+ * whose rank-4 image input is not one of them is padded (bottom/right;
+ * pad "zero" or "edge", NULL: "zero") to the smallest that holds it, runs
+ * on the plan of that shape (the plan cache is turned on) and its outputs
+ * that follow the image's height and width are cropped back. A model that
+ * is not fully convolutional is refused at tdm_session_create
+ * (TDM_E_UNSUPPORTED, a SHAPE_UNSUPPORTED sentence naming the op). */
+TDM_API tdm_status tdm_session_options_set_buckets(tdm_session_options *opts, const char *shapes, const char *pad);
 
 /* Execution. */
 /* Worker threads for the CPU device; 0 means the default. */

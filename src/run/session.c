@@ -6,6 +6,7 @@
 #include "run/hexec.h"
 #include "run/observe.h"
 #include "run/adapt.h"
+#include "run/bucket.h"
 #include "run/admit.h"
 #include "run/guard.h"
 #include "run/rescue_check.h"
@@ -40,6 +41,8 @@ struct tdm_session_options {
     int max_queue;            /* admission (run/admit.h); < 0: ADMIT_DEFAULT_QUEUE */
     calib_set *cal;           /* the guard's calibration input sets */
     size_t n_cal, cap_cal;
+    char *bucket_shapes;      /* tdm_session_options_set_buckets; NULL: off */
+    char *bucket_pad;
 };
 
 struct tdm_session {
@@ -57,6 +60,7 @@ struct tdm_session {
     adapt_state adapt;        /* the circuit breaker (run/adapt.h) */
     guard_state guard;        /* the precision guard (run/guard.h) */
     admit_ctl *admit;         /* admission to the devices' memory (run/admit.h); NULL: none needed */
+    bucket_state bucket;      /* shape bucketing (run/bucket.h); its figures under lock */
 };
 
 tdm_status tdm_session_options_create(tdm_session_options **out)
@@ -91,6 +95,8 @@ void tdm_session_options_destroy(tdm_session_options *opts)
         mem_free(opts->cal[i].values);
     }
     mem_free(opts->cal);
+    mem_free(opts->bucket_shapes);
+    mem_free(opts->bucket_pad);
     mem_free(opts);
 }
 
@@ -301,6 +307,28 @@ tdm_status tdm_session_options_set_rescue(tdm_session_options *opts, tdm_rescue_
     if (!opts || mode < TDM_RESCUE_OFF || mode > TDM_RESCUE_ALL)
         return TDM_E_USAGE;
     opts->po.rescue = mode == TDM_RESCUE_OFF ? PLAN_RESCUE_OFF : mode == TDM_RESCUE_ALL ? PLAN_RESCUE_ALL : PLAN_RESCUE_SAFE;
+    return TDM_OK;
+}
+
+tdm_status tdm_session_options_set_buckets(tdm_session_options *opts, const char *shapes, const char *pad)
+{
+    tdm_err e;
+    bucket_shape *b = NULL;
+    size_t n = 0;
+    if (!opts || (pad && strcmp(pad, "zero") != 0 && strcmp(pad, "edge") != 0) ||
+        (shapes && bucket_parse(&e, shapes, &b, &n) != TDM_OK))
+        return TDM_E_USAGE;
+    mem_free(b);
+    char *sc = shapes ? mem_strdup(shapes) : NULL, *pc = pad ? mem_strdup(pad) : NULL;
+    if ((shapes && !sc) || (pad && !pc)) {
+        mem_free(sc);
+        mem_free(pc);
+        return TDM_E_NOMEM;
+    }
+    mem_free(opts->bucket_shapes);
+    mem_free(opts->bucket_pad);
+    opts->bucket_shapes = sc;
+    opts->bucket_pad = pc;
     return TDM_OK;
 }
 
@@ -548,6 +576,11 @@ tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_se
     }
     s->model = model;
     s->threads = opts && opts->threads ? opts->threads : 1;
+    if (opts && opts->bucket_shapes &&
+        (st = bucket_init(e, &s->bucket, opts->bucket_shapes, opts->bucket_pad, model->gm->main)) != TDM_OK) {
+        tdm_session_destroy(s);
+        return st;
+    }
     if (opts && opts->n_shapes) {
         s->shapes = mem_calloc(opts->n_shapes, sizeof *s->shapes);
         if (!s->shapes) {
@@ -586,9 +619,13 @@ tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_se
     }
     exec_prog_set_fusion(s->prog, opts ? opts->fusion : TDM_FUSION_ON);
     {
-        adapt_opts none;
-        memset(&none, 0, sizeof none);
-        if ((st = adapt_init(e, &s->adapt, opts ? &opts->breaker : &none, s->plan, s->prog, build_for_inputs, s)) !=
+        adapt_opts ao;
+        memset(&ao, 0, sizeof ao);
+        if (opts)
+            ao = opts->breaker;
+        if (s->bucket.n && ao.cache_size < (int)s->bucket.n) /* one plan per bucket shape */
+            ao.cache_size = (int)s->bucket.n;
+        if ((st = adapt_init(e, &s->adapt, &ao, s->plan, s->prog, build_for_inputs, s)) !=
             TDM_OK) {
             tdm_session_destroy(s);
             return st;
@@ -616,6 +653,7 @@ void tdm_session_destroy(tdm_session *s)
         mem_free(s->shapes[i].input);
     mem_free(s->shapes);
     guard_free(&s->guard);
+    bucket_free(&s->bucket);
     adapt_free(&s->adapt);
     admit_free(s->admit);
     exec_prog_free(s->prog);
@@ -686,6 +724,26 @@ tdm_status tdm_session_ledger_json(tdm_session *s, char **json)
         cJSON_Delete(gd);
         cJSON_Delete(root);
         mem_free(gj);
+    }
+    if (!st && s->bucket.n) {
+        /* shape bucketing: the shapes, the padding and the last padded run */
+        pthread_mutex_lock(&s->lock);
+        cJSON *bj = bucket_json(&s->bucket);
+        pthread_mutex_unlock(&s->lock);
+        cJSON *root = bj ? cJSON_Parse(*json) : NULL;
+        char *text = NULL;
+        if (root && cJSON_AddItemToObject(root, "bucket", bj)) {
+            bj = NULL;
+            text = cJSON_Print(root);
+        }
+        char *copy = text ? mem_strdup(text) : NULL;
+        if (copy) {
+            mem_free(*json);
+            *json = copy;
+        }
+        cJSON_free(text);
+        cJSON_Delete(bj);
+        cJSON_Delete(root);
     }
     return st;
 }
@@ -833,7 +891,44 @@ static tdm_status session_calibrate(tdm_session *s, tdm_err *e, const tdm_sessio
     return st;
 }
 
+static tdm_status run_plain(tdm_session *s, tdm_err *e, const tdm_tensor *const *inputs, tdm_tensor **outputs,
+                            exec_stats *stats);
+
+/* A run through the session's buckets (run/bucket.h): pad, run, crop. */
 static tdm_status run_inner(tdm_session *s, tdm_err *e, const tdm_tensor *const *inputs, tdm_tensor **outputs,
+                            exec_stats *stats)
+{
+    const tdm_model *m = s->model;
+    if (!s->bucket.n || !m->n_inputs || !inputs || !outputs)
+        return run_plain(s, e, inputs, outputs, stats);
+    tdm_tensor **padded = mem_calloc(m->n_inputs, sizeof *padded);
+    const tdm_tensor **in = mem_calloc(m->n_inputs, sizeof *in);
+    bucket_run r;
+    tdm_status st = !padded || !in ? err_set(e, TDM_E_NOMEM, "out of memory")
+                                   : bucket_inputs(e, &s->bucket, inputs, m->n_inputs, padded, &r);
+    if (!st) {
+        for (size_t k = 0; k < m->n_inputs; k++)
+            in[k] = padded[k] ? padded[k] : inputs[k];
+        st = run_plain(s, e, in, outputs, stats);
+    }
+    if (!st && (st = bucket_outputs(e, &r, outputs, m->n_outputs)) != TDM_OK)
+        for (size_t k = 0; k < m->n_outputs; k++) {
+            tdm_tensor_destroy(outputs[k]);
+            outputs[k] = NULL;
+        }
+    if (!st) {
+        pthread_mutex_lock(&s->lock);
+        bucket_note(&s->bucket, &r);
+        pthread_mutex_unlock(&s->lock);
+    }
+    for (size_t k = 0; padded && k < m->n_inputs; k++)
+        tdm_tensor_destroy(padded[k]);
+    mem_free(padded);
+    mem_free((void *)in);
+    return st;
+}
+
+static tdm_status run_plain(tdm_session *s, tdm_err *e, const tdm_tensor *const *inputs, tdm_tensor **outputs,
                             exec_stats *stats)
 {
     const tdm_model *m = s->model;

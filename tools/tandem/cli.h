@@ -163,6 +163,8 @@ typedef struct cli_runopts {
     int verify_every, has_verify;
     tdm_rescue_mode rescue;     /* --rescue off|safe|all, when has_rescue */
     int has_rescue;
+    const char *bucket;         /* --bucket HxW[,HxW...] (NULL: off) */
+    const char *bucket_pad;     /* --bucket-pad zero|edge (NULL: zero) */
     const char **cal_inputs;    /* --calibration-input SET, each a set */
     size_t n_cal_inputs;
 } cli_runopts;

@@ -744,6 +744,8 @@ static int plan_for_inputs(tdm_ctx *ctx, const tdm_model *m, tdm_session_options
 {
     int changed = 0;
     tdm_status st;
+    if (a->ro.bucket) /* the session plans each bucket shape itself (the plan cache) */
+        return 0;
     for (size_t i = 0; i < tdm_model_input_count(m); i++) {
         tdm_value_info vi;
         int fixed = 0, dynamic = 0;

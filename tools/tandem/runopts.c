@@ -75,6 +75,26 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
         tdm_ctx_destroy(c);
         return 1;
     }
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--bucket", &val)) != 0) {
+        if (r < 0 || !*val) {
+            if (r > 0)
+                cli_error("%s: --bucket expects HxW[,HxW...] such as 640x640,960x960", cmd);
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        o->bucket = val;
+        return 1;
+    }
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--bucket-pad", &val)) != 0) {
+        if (r < 0 || (strcmp(val, "zero") != 0 && strcmp(val, "edge") != 0)) {
+            if (r > 0)
+                cli_error("%s: --bucket-pad expects zero or edge, not '%s'", cmd, val);
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        o->bucket_pad = val;
+        return 1;
+    }
     if ((r = cli_opt_value(cmd, argc, argv, i, "--max-fallback-ratio", &val)) != 0) {
         char *end = NULL;
         double d = r > 0 ? strtod(val, &end) : 0;
@@ -386,6 +406,8 @@ int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so)
         return cli_fail(st, NULL, "--verify: the value is not accepted");
     if (o->has_rescue && (st = tdm_session_options_set_rescue(so, o->rescue)) != TDM_OK)
         return cli_fail(st, NULL, "--rescue: the value is not accepted");
+    if (o->bucket && (st = tdm_session_options_set_buckets(so, o->bucket, o->bucket_pad)) != TDM_OK)
+        return cli_fail(st, NULL, "--bucket: the shapes are not accepted (HxW[,HxW...], sides 1 to 65536)");
     if (o->has_fallback && (st = tdm_session_options_set_fallback(so, o->fallback)) != TDM_OK)
         return cli_fail(st, NULL, "--fallback: the value is not accepted");
     if (o->has_ratio && (st = tdm_session_options_set_max_fallback_ratio(so, o->max_ratio)) != TDM_OK)
@@ -498,6 +520,11 @@ void usage_runopts(FILE *f)
           "  --rescue MODE          rewrite what a device rejects into ops it runs, when the\n"
           "                         rewrite matches the original on cpu fp32 (RESCUED): safe\n"
           "                         (default: exact rewrites), all (also approximations), off\n"
+          "  --bucket HxW[,HxW...]  pad an image input (bottom/right) to the smallest of these\n"
+          "                         shapes that holds it, run that shape's plan, crop the\n"
+          "                         outputs back; refused (SHAPE_UNSUPPORTED) for a model that\n"
+          "                         is not fully convolutional\n"
+          "  --bucket-pad MODE      zero (default) or edge (repeat the last row and column)\n"
           "  --no-fusion            run every elementwise node on its own (by default, on cpu,\n"
           "                         those after a node run inside it)\n"
           "A policy violation exits 3 and lists every offending node on stderr.\n",
