@@ -478,6 +478,19 @@ TDM_API tdm_status tdm_session_options_add_calibration_input(tdm_session_options
                                                              const tdm_tensor *const *values, size_t n);
 /* The rescue pass's mode (default TDM_RESCUE_SAFE). */
 TDM_API tdm_status tdm_session_options_set_rescue(tdm_session_options *opts, tdm_rescue_mode mode);
+/* Binds the model input named input to a fixed value for deployment
+ * (copied; binding the same input again replaces it). Plans and sessions
+ * made with opts take it as a constant: constant folding runs on it, and an
+ * If whose condition becomes a constant is replaced by the branch it takes
+ * (rescue entry "if-inline"), so that devices can claim the nodes inside
+ * (e.g. a streaming audio model's network inside an If on the sample rate).
+ * An If whose condition is a constant in the file is inlined without a
+ * bind. Plan and session creation fail with TDM_E_INPUT and a sentence
+ * when input is not a model input (naming the inputs) or the value is not
+ * of its element type and shape. At run time the caller may pass NULL for
+ * a bound input (the bound value is used) or the same value; another value
+ * is refused with TDM_E_INPUT. */
+TDM_API tdm_status tdm_session_options_bind(tdm_session_options *opts, const char *input, const tdm_tensor *value);
 /* Shape bucketing (issue 18): shapes "HxW[,HxW...]" (NULL: off). A run
  * whose rank-4 image input is not one of them is padded (bottom/right;
  * pad "zero" or "edge", NULL: "zero") to the smallest that holds it, runs

@@ -244,12 +244,12 @@ static tdm_status copy_attr(tdm_err *e, gr_model *m, gr_graph *g, gr_attr *d, co
     return TDM_OK;
 }
 
-/* The value named name in g, with src's type (when declared or constant)
- * and constant (a view). */
-static tdm_status take_value(tdm_err *e, gr_graph *g, const gr_graph *src, int sv, int *id)
+/* The value named name (NULL: src's name) in g, with src's type (when
+ * declared or constant) and constant (a view). */
+tdm_status gr_rw_take_value(tdm_err *e, gr_graph *g, const gr_graph *src, int sv, const char *name, int *id)
 {
     const gr_value *s = &src->values[sv];
-    tdm_status st = gr_value_get(e, g, s->name, id);
+    tdm_status st = gr_value_get(e, g, name ? name : s->name, id);
     if (st)
         return st;
     gr_value *d = &g->values[*id];
@@ -265,7 +265,13 @@ static tdm_status take_value(tdm_err *e, gr_graph *g, const gr_graph *src, int s
     return TDM_OK;
 }
 
-static tdm_status copy_node(tdm_err *e, gr_graph *g, const gr_graph *src, const gr_node *n)
+static tdm_status take_value(tdm_err *e, gr_graph *g, const gr_graph *src, int sv, int *id)
+{
+    return gr_rw_take_value(e, g, src, sv, NULL, id);
+}
+
+tdm_status gr_rw_copy_node(tdm_err *e, gr_graph *g, const gr_graph *src, const gr_node *n, const char *name,
+                           const gr_rw_names *map)
 {
     const char *in[64], *out[64];
     const char **pin = in, **pout = out;
@@ -280,13 +286,17 @@ static tdm_status copy_node(tdm_err *e, gr_graph *g, const gr_graph *src, const 
         goto done;
     }
     for (int i = 0; i < n->n_inputs; i++) {
-        pin[i] = n->inputs[i] >= 0 ? src->values[n->inputs[i]].name : "";
-        if (n->inputs[i] >= 0 && (st = take_value(e, g, src, n->inputs[i], &id)) != TDM_OK)
+        const char *to = n->inputs[i] >= 0 && map ? map->name(map->user, src, n->inputs[i]) : NULL;
+        pin[i] = n->inputs[i] >= 0 ? (to ? to : src->values[n->inputs[i]].name) : "";
+        if (n->inputs[i] >= 0 && (st = gr_rw_take_value(e, g, src, n->inputs[i], to, &id)) != TDM_OK)
             goto done;
     }
-    for (int i = 0; i < n->n_outputs; i++)
-        pout[i] = n->outputs[i] >= 0 ? src->values[n->outputs[i]].name : "";
-    if ((st = gr_node_add(e, g, n->name, n->op_type, n->domain, n->n_inputs, pin, n->n_outputs, pout, &idx)) != TDM_OK)
+    for (int i = 0; i < n->n_outputs; i++) {
+        const char *to = n->outputs[i] >= 0 && map ? map->name(map->user, src, n->outputs[i]) : NULL;
+        pout[i] = n->outputs[i] >= 0 ? (to ? to : src->values[n->outputs[i]].name) : "";
+    }
+    if ((st = gr_node_add(e, g, name ? name : n->name, n->op_type, n->domain, n->n_inputs, pin, n->n_outputs, pout,
+                          &idx)) != TDM_OK)
         goto done;
     for (int a = 0; a < n->n_attrs; a++) {
         gr_attr *d = gr_attr_add(e, g, idx, n->attrs[a].name);
@@ -303,6 +313,11 @@ done:
     if (pout != out)
         mem_free(pout);
     return st;
+}
+
+static tdm_status copy_node(tdm_err *e, gr_graph *g, const gr_graph *src, const gr_node *n)
+{
+    return gr_rw_copy_node(e, g, src, n, NULL, NULL);
 }
 
 static tdm_status emit_rw(tdm_err *e, gr_graph *g, const gr_graph *src, const gr_rw *r)
@@ -425,7 +440,7 @@ fail:
     return st;
 }
 
-static tdm_status model_shell(tdm_err *e, const gr_model *src, gr_model **out)
+tdm_status gr_rw_model_shell(tdm_err *e, const gr_model *src, gr_model **out)
 {
     gr_model *m = NULL;
     tdm_status st = gr_model_new(e, &m);
@@ -456,7 +471,7 @@ tdm_status gr_rw_apply(tdm_err *e, const gr_model *src, const gr_rw *const *rws,
     gr_model *m = NULL;
     tdm_status st;
     *out = NULL;
-    if ((st = model_shell(e, src, &m)) != TDM_OK)
+    if ((st = gr_rw_model_shell(e, src, &m)) != TDM_OK)
         return st;
     if ((st = clone_graph(e, m, NULL, src->main, rws, n_rws, &m->main)) != TDM_OK) {
         gr_model_free(m);
@@ -509,7 +524,7 @@ tdm_status gr_rw_extract(tdm_err *e, const gr_model *src, const gr_rw *rw, int o
                 outs[n_outs++] = v;
         }
     }
-    if ((st = model_shell(e, src, &m)) != TDM_OK)
+    if ((st = gr_rw_model_shell(e, src, &m)) != TDM_OK)
         return st;
     if ((st = gr_graph_new(e, m, NULL, "rescue", &g)) != TDM_OK)
         goto fail;

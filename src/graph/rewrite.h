@@ -111,4 +111,25 @@ tdm_status gr_rw_apply(tdm_err *e, const gr_model *src, const gr_rw *const *rws,
  * outputs. */
 tdm_status gr_rw_extract(tdm_err *e, const gr_model *src, const gr_rw *rw, int orig, gr_model **out);
 
+/* ---- building models by hand (inline_if.c) ---- */
+
+/* Names of src's values in the graph being built: name() returns the new
+ * name of value v of src, or NULL to keep its own. */
+typedef struct gr_rw_names {
+    const char *(*name)(void *user, const gr_graph *src, int v);
+    void *user;
+} gr_rw_names;
+
+/* Appends a copy of node n of src to g, named name (NULL: its own), its
+ * values renamed by map (NULL: none); attributes and subgraphs copied,
+ * constants are views of src's (src must outlive g). */
+tdm_status gr_rw_copy_node(tdm_err *e, gr_graph *g, const gr_graph *src, const gr_node *n, const char *name,
+                           const gr_rw_names *map);
+/* The value named name (NULL: its own) in g, made when absent, with the
+ * type of value sv of src (when declared or constant) and its constant (a
+ * view). */
+tdm_status gr_rw_take_value(tdm_err *e, gr_graph *g, const gr_graph *src, int sv, const char *name, int *id);
+/* An empty model with src's header and opsets. */
+tdm_status gr_rw_model_shell(tdm_err *e, const gr_model *src, gr_model **out);
+
 #endif

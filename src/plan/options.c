@@ -3,6 +3,7 @@
 #include "plan/plan_internal.h"
 #include "core/ctx.h"
 #include "core/mem.h"
+#include "core/tensor.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,11 @@ void plan_options_free(plan_options *o)
     }
     mem_free(o->refuse);
     mem_free(o->device_fault);
+    for (size_t i = 0; i < o->n_binds; i++) {
+        mem_free(o->binds[i].name);
+        tdm_tensor_destroy(o->binds[i].value);
+    }
+    mem_free(o->binds);
     for (size_t i = 0; i < o->n_measured; i++) {
         mem_free(o->measured[i].node);
         mem_free(o->measured[i].device);
@@ -99,6 +105,31 @@ tdm_status plan_options_add_refusal(plan_options *o, const char *node, const cha
     return TDM_OK;
 }
 
+tdm_status plan_options_bind(plan_options *o, const char *name, const tdm_tensor *value)
+{
+    tdm_tensor *t = NULL;
+    tdm_err e;
+    size_t i = 0;
+    while (i < o->n_binds && strcmp(o->binds[i].name, name) != 0)
+        i++;
+    if (tensor_clone(&e, value, &t) != TDM_OK)
+        return TDM_E_NOMEM;
+    if (i < o->n_binds) {
+        tdm_tensor_destroy(o->binds[i].value);
+        o->binds[i].value = t;
+        return TDM_OK;
+    }
+    char *n = mem_strdup(name);
+    if (!n || mem_grow((void **)&o->binds, &o->cap_binds, o->n_binds + 1, sizeof *o->binds)) {
+        mem_free(n);
+        tdm_tensor_destroy(t);
+        return TDM_E_NOMEM;
+    }
+    o->binds[o->n_binds].name = n;
+    o->binds[o->n_binds++].value = t;
+    return TDM_OK;
+}
+
 tdm_status plan_options_copy(const plan_options *src, plan_options *dst)
 {
     plan_options_init(dst);
@@ -113,6 +144,9 @@ tdm_status plan_options_copy(const plan_options *src, plan_options *dst)
     dst->max_abs = src->max_abs;
     dst->rescue = src->rescue;
     dst->rescue_hooks = src->rescue_hooks;
+    for (size_t i = 0; i < src->n_binds; i++)
+        if (plan_options_bind(dst, src->binds[i].name, src->binds[i].value))
+            goto nomem;
     if (src->calibration && !(dst->calibration = mem_strdup(src->calibration)))
         goto nomem;
     if (src->probe && !(dst->probe = mem_strdup(src->probe)))

@@ -136,7 +136,20 @@ typedef struct plan_options {
      * and the run layer's verification (NULL: nothing is rescued) */
     int rescue;
     const struct plan_rescue_hooks *rescue_hooks;
+    /* graph inputs bound to fixed values (--bind, tdm_session_options_bind):
+     * constants for the If inlining (graph/inline_if.h); owned copies */
+    struct plan_bind *binds;
+    size_t n_binds, cap_binds;
 } plan_options;
+
+/* A graph input bound to a value (owned). */
+typedef struct plan_bind {
+    char *name;
+    tdm_tensor *value;
+} plan_bind;
+
+/* Sets (or replaces) the bound value of input name (copies both). */
+tdm_status plan_options_bind(plan_options *o, const char *name, const tdm_tensor *value);
 
 /* A measured node time (node and device by name; ms per run). est_ms is
  * the estimate it replaces (recorded in the ledger). */

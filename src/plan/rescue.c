@@ -38,7 +38,8 @@ void plan_rescue_free(plan_rescue *r)
 {
     if (!r)
         return;
-    tdm_model_destroy(r->model);
+    tdm_model_destroy(r->model); /* views the inlined models' constants */
+    gr_inline_free(&r->inl);
     mem_free(r->entries);
     mem_free(r->entry_of);
     mem_free(r);
@@ -107,7 +108,7 @@ static tdm_status try_rewrite(tdm_err *e, tdm_plan *p, const gr_rw *rw, int d, p
     tdm_err local;
     err_clear(&local);
     /* a rewrite that does not build is refused, not an error */
-    if ((st = gr_rw_extract(&local, p->model->gm, rw, 0, &gm)) != TDM_OK ||
+    if ((st = gr_rw_extract(&local, p->rescue->base->gm, rw, 0, &gm)) != TDM_OK ||
         (st = build(&local, gm, p->model, &rwm)) != TDM_OK) {
         if (st == TDM_E_NOMEM)
             return err_set(e, st, "out of memory");
@@ -122,7 +123,7 @@ static tdm_status try_rewrite(tdm_err *e, tdm_plan *p, const gr_rw *rw, int d, p
         snprintf(why, sizeof why, "nothing can verify it here (plans made through the public API verify rescues)");
         goto refuse;
     }
-    if ((st = gr_rw_extract(&local, p->model->gm, rw, 1, &gm)) != TDM_OK ||
+    if ((st = gr_rw_extract(&local, p->rescue->base->gm, rw, 1, &gm)) != TDM_OK ||
         (st = build(&local, gm, p->model, &orm)) != TDM_OK) {
         if (st == TDM_E_NOMEM)
             return err_set(e, st, "out of memory");
@@ -185,7 +186,7 @@ static int overlaps(const unsigned char *taken, const gr_rw *rw)
 static tdm_status rescue_node(tdm_err *e, tdm_plan *p, plan_rescue *r, int n, unsigned char *taken, gr_rw *kept,
                               int *n_kept)
 {
-    const gr_graph *g = p->model->gm->main;
+    const gr_graph *g = p->rescue->base->gm->main;
     const gr_node *node = &g->nodes[n];
     size_t nr;
     const gr_rw_rule *rules = gr_rw_rules(&nr);
@@ -248,6 +249,94 @@ static tdm_status rescue_node(tdm_err *e, tdm_plan *p, plan_rescue *r, int n, un
     return TDM_OK;
 }
 
+/* Binds and If inlining (rescue.h): may set r->base and p->g. */
+static tdm_status inline_ifs(tdm_err *e, tdm_plan *p, plan_rescue *r)
+{
+    gr_bind *binds = mem_calloc(p->opts.n_binds + 1, sizeof *binds);
+    tdm_err local;
+    tdm_status st;
+    if (!binds)
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < p->opts.n_binds; k++) {
+        binds[k].name = p->opts.binds[k].name;
+        binds[k].value = p->opts.binds[k].value;
+    }
+    err_clear(&local);
+    st = gr_inline_ifs(&local, p->model, binds, (int)p->opts.n_binds, &r->inl);
+    mem_free(binds);
+    if (st == TDM_E_NOMEM)
+        return err_set(e, st, "out of memory");
+    if (st) {
+        char note[400];
+        snprintf(note, sizeof note, "the model with its Ifs inlined did not build (%.300s); nothing was inlined",
+                 local.msg);
+        r->note = plan_arena_strdup(&p->arena, note);
+        return TDM_OK;
+    }
+    if (!r->inl.n_models)
+        return TDM_OK;
+    r->base = r->inl.models[r->inl.n_models - 1];
+    p->g = r->base->gm->main;
+    for (int k = 0; k < r->inl.n_ifs; k++) {
+        plan_rescue_entry *x = add_entry(r);
+        char why[64];
+        snprintf(why, sizeof why, "%s branch, %d nodes", r->inl.ifs[k].then ? "then" : "else",
+                 r->inl.ifs[k].n_nodes);
+        if (!x || !(x->node = plan_arena_strdup(&p->arena, r->inl.ifs[k].node)) ||
+            !(x->why = plan_arena_strdup(&p->arena, why)))
+            return err_set(e, TDM_E_NOMEM, "out of memory");
+        x->op = "If";
+        x->rule = "if-inline";
+        x->kind = "inline";
+        x->branch = r->inl.ifs[k].then ? "then" : "else";
+        x->kept = 1;
+    }
+    return TDM_OK;
+}
+
+/* Per node of the plan's graph, the kept entry whose new nodes it is
+ * ("<node>/rescue/" for a rule, "<If>/inline/" for an inlining). */
+static tdm_status mark_entries(tdm_err *e, tdm_plan *p, plan_rescue *r)
+{
+    const gr_graph *ng = p->g;
+    r->n_graph = ng->n_nodes;
+    mem_free(r->entry_of);
+    if (!(r->entry_of = mem_calloc((size_t)ng->n_nodes + 1, sizeof *r->entry_of)))
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    for (int n = 0; n < ng->n_nodes; n++) {
+        r->entry_of[n] = -1;
+        for (size_t k = 0; k < r->n && r->entry_of[n] < 0; k++) {
+            const plan_rescue_entry *x = &r->entries[k];
+            size_t len = strlen(x->node);
+            const char *tail = x->branch ? "/inline/" : "/rescue/";
+            if (x->kept && strncmp(ng->nodes[n].name, x->node, len) == 0 &&
+                strncmp(ng->nodes[n].name + len, tail, strlen(tail)) == 0)
+                r->entry_of[n] = (int)k;
+        }
+    }
+    /* an inlining's node list, for the report */
+    for (size_t k = 0; k < r->n; k++) {
+        plan_rescue_entry *x = &r->entries[k];
+        if (!x->branch)
+            continue;
+        int c = 0;
+        for (int n = 0; n < ng->n_nodes; n++)
+            c += r->entry_of[n] == (int)k;
+        x->n_nodes = c;
+        x->nodes = plan_arena_array(&p->arena, (size_t)c + 1, sizeof *x->nodes);
+        x->ops = plan_arena_array(&p->arena, (size_t)c + 1, sizeof *x->ops);
+        if (!x->nodes || !x->ops)
+            return err_set(e, TDM_E_NOMEM, "out of memory");
+        c = 0;
+        for (int n = 0; n < ng->n_nodes; n++)
+            if (r->entry_of[n] == (int)k) {
+                x->nodes[c] = ng->nodes[n].name;
+                x->ops[c++] = ng->nodes[n].op_type;
+            }
+    }
+    return TDM_OK;
+}
+
 tdm_status plan_rescue_run(tdm_err *e, tdm_plan *p)
 {
     const gr_graph *g = p->model->gm->main;
@@ -268,6 +357,10 @@ tdm_status plan_rescue_run(tdm_err *e, tdm_plan *p)
     }
     if (p->devs->n < 2 || g->n_nodes == 0)
         return TDM_OK;
+    r->base = p->model;
+    if ((st = inline_ifs(e, p, r)) != TDM_OK)
+        return st;
+    g = r->base->gm->main;
     kept = mem_calloc((size_t)g->n_nodes, sizeof *kept);
     taken = mem_calloc((size_t)g->n_nodes, 1);
     if (!kept || !taken) {
@@ -290,7 +383,7 @@ tdm_status plan_rescue_run(tdm_err *e, tdm_plan *p)
         }
         for (int k = 0; k < n_kept; k++)
             list[k] = &kept[k];
-        st = gr_rw_apply(&local, p->model->gm, list, n_kept, &gm);
+        st = gr_rw_apply(&local, r->base->gm, list, n_kept, &gm);
         mem_free(list);
         if (!st)
             st = build(&local, gm, p->model, &r->model);
@@ -305,28 +398,14 @@ tdm_status plan_rescue_run(tdm_err *e, tdm_plan *p)
                      local.msg);
             r->note = plan_arena_strdup(&p->arena, note);
             for (size_t k = 0; k < r->n; k++)
-                r->entries[k].kept = 0;
+                r->entries[k].kept = r->entries[k].branch != NULL;
             st = TDM_OK;
-            goto done;
-        }
-        p->g = r->model->gm->main;
-        const gr_graph *ng = p->g;
-        r->n_graph = ng->n_nodes;
-        if (!(r->entry_of = mem_calloc((size_t)ng->n_nodes + 1, sizeof *r->entry_of))) {
-            st = err_set(e, TDM_E_NOMEM, "out of memory");
-            goto done;
-        }
-        for (int n = 0; n < ng->n_nodes; n++) {
-            r->entry_of[n] = -1;
-            for (size_t k = 0; k < r->n && r->entry_of[n] < 0; k++) {
-                const plan_rescue_entry *x = &r->entries[k];
-                size_t len = strlen(x->node);
-                if (x->kept && strncmp(ng->nodes[n].name, x->node, len) == 0 &&
-                    strncmp(ng->nodes[n].name + len, "/rescue/", 8) == 0)
-                    r->entry_of[n] = (int)k;
-            }
+        } else {
+            p->g = r->model->gm->main;
         }
     }
+    if (p->g != p->model->gm->main)
+        st = mark_entries(e, p, r);
 done:
     for (int k = 0; kept && k < n_kept; k++)
         gr_rw_free(&kept[k]);
@@ -343,10 +422,22 @@ void plan_rescue_mark(tdm_plan *p)
     for (int n = 0; n < p->n_nodes && n < r->n_graph; n++) {
         int k = r->entry_of[n];
         plan_node *pn = &p->nodes[n];
-        if (k < 0 || pn->device != r->entries[k].device || pn->reason == TDM_REASON_USER)
+        if (k < 0 || pn->reason == TDM_REASON_USER)
             continue;
         const plan_rescue_entry *x = &r->entries[k];
         char buf[400];
+        if (x->branch) {
+            if (pn->device == (int)p->devs->n - 1)
+                continue;
+            snprintf(buf, sizeof buf, "from the %s branch of If '%s', inlined because its condition is known at plan time",
+                     x->branch, x->node);
+            const char *d = plan_arena_strdup(&p->arena, buf);
+            pn->reason = TDM_REASON_RESCUED;
+            pn->detail = d ? d : "";
+            continue;
+        }
+        if (pn->device != x->device)
+            continue;
         snprintf(buf, sizeof buf, "%s '%s' rewritten by rule %s (%s) for %s; verified on cpu fp32: max |diff| %.3g, cosine %.7f",
                  x->op, x->node, x->rule, x->kind, plan_device_name(p, x->device), x->figs.max_abs, x->figs.cosine);
         const char *d = plan_arena_strdup(&p->arena, buf);
@@ -400,8 +491,10 @@ int plan_rescue_json(const tdm_plan *p, cJSON *root)
         cJSON_AddStringToObject(it, "op", x->op);
         cJSON_AddStringToObject(it, "rule", x->rule);
         cJSON_AddStringToObject(it, "kind", x->kind);
-        cJSON_AddStringToObject(it, "device", plan_device_name(p, x->device));
+        cJSON_AddStringToObject(it, "device", x->device < 0 ? "-" : plan_device_name(p, x->device));
         cJSON_AddBoolToObject(it, "kept", x->kept);
+        if (x->branch)
+            cJSON_AddStringToObject(it, "branch", x->branch);
         if (!x->kept && x->why)
             cJSON_AddStringToObject(it, "why", x->why);
         if (x->kept && r->entry_of && (nodes = cJSON_AddArrayToObject(it, "became"))) {
@@ -459,7 +552,18 @@ char *plan_rescue_report(const tdm_plan *p)
         ADD("  %s\n", r->note);
     for (size_t k = 0; k < r->n; k++) {
         const plan_rescue_entry *x = &r->entries[k];
-        if (x->kept) {
+        if (x->branch) {
+            int on = 0, dev = 0;
+            for (int n = 0; n < p->n_nodes && n < r->n_graph; n++)
+                if (r->entry_of && r->entry_of[n] == (int)k) {
+                    on++;
+                    dev += p->nodes[n].device != (int)p->devs->n - 1;
+                }
+            ADD("  %-40s %-20s RESCUED if-inline (%s branch): %d nodes (", x->node, x->op, x->branch, on);
+            for (int j = 0; j < x->n_nodes && j < 12; j++)
+                ADD("%s%s", j ? " " : "", x->ops[j]);
+            ADD("%s) -> %d of them off cpu\n", x->n_nodes > 12 ? " ..." : "", dev);
+        } else if (x->kept) {
             int on = 0;
             const char *where = placed(p, k, &on);
             ADD("  %-40s %-20s RESCUED %s (%s) for %s: %d nodes (", x->node, x->op, x->rule, x->kind,

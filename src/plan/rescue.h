@@ -31,12 +31,21 @@
  *   ledger       a new node placed on the device it was made for gets
  *                reason RESCUED (plan_rescue_mark) with the rule and the
  *                figures; "rescue" lists every attempt (kept or not).
+ * Before the rules (all modes but off, with a device besides cpu): the
+ * bound inputs (plan_options.binds) become constants and every If whose
+ * condition is a constant is replaced by its taken branch
+ * (graph/inline_if.h); each is an entry of rule "if-inline" (kind
+ * "inline", device "-": no device asked for it) whose new nodes are named
+ * "<If>/inline/..."; those placed on a device other than cpu get reason
+ * RESCUED. The rules then work on that graph. An inlining that does not
+ * build leaves the graph as written, with a note.
  * Modes (--rescue, tdm_session_options_set_rescue): off, safe (exact
  * rewrites: decompositions and fusions; the default), all (also
  * approximations). */
 #ifndef TDM_PLAN_RESCUE_H
 #define TDM_PLAN_RESCUE_H
 
+#include "graph/inline_if.h"
 #include "plan/plan.h"
 
 enum { PLAN_RESCUE_DEFAULT = 0, PLAN_RESCUE_OFF = 1, PLAN_RESCUE_SAFE = 2, PLAN_RESCUE_ALL = 3 };
@@ -77,12 +86,15 @@ typedef struct plan_rescue_entry {
     const char **nodes;        /* kept: the new nodes' names in the plan's graph */
     int n_nodes;
     const char **ops;          /* their op types */
+    const char *branch;        /* an If inlining: "then" or "else"; NULL: a rule */
     int verified;              /* figs are set */
     plan_rescue_figs figs;
 } plan_rescue_entry;
 
 typedef struct plan_rescue {
     int mode;
+    const tdm_model *base;     /* what the rules rewrite: p->model, or the last of inl */
+    gr_inline inl;             /* owned: the If inlining's models (graph/inline_if.h) */
     tdm_model *model;          /* owned: the model with the kept rewrites, NULL when none */
     plan_rescue_entry *entries;
     size_t n, cap;

@@ -9,6 +9,7 @@
 #include "run/bucket.h"
 #include "run/admit.h"
 #include "run/guard.h"
+#include "run/bind.h"
 #include "run/rescue_check.h"
 
 #include <cjson/cJSON.h>
@@ -332,6 +333,13 @@ tdm_status tdm_session_options_set_buckets(tdm_session_options *opts, const char
     return TDM_OK;
 }
 
+tdm_status tdm_session_options_bind(tdm_session_options *opts, const char *input, const tdm_tensor *value)
+{
+    if (!opts || !input || !*input || !value)
+        return TDM_E_USAGE;
+    return plan_options_bind(&opts->po, input, value);
+}
+
 tdm_status tdm_session_guard_json(tdm_session *s, char **json)
 {
     if (!s || !json)
@@ -461,6 +469,8 @@ static tdm_status make_plan(tdm_err *e, const tdm_model *model, const tdm_sessio
     *out = NULL;
     plan_options_init(&dflt);
     dflt.rescue_hooks = &rescue_check_hooks;
+    if ((st = bind_check(e, model, po)) != TDM_OK)
+        return st;
     st = dev_list_open(e, po->devices, (const char *const *)po->plugins, po->n_plugins, &devs);
     if (st)
         return st;
@@ -972,7 +982,14 @@ tdm_status tdm_session_run(tdm_session *s, const tdm_tensor *const *inputs, tdm_
     exec_stats stats;
     memset(&stats, 0, sizeof stats);
     err_clear(&e);
-    tdm_status st = run_inner(s, &e, inputs, outputs, &stats);
+    /* a bound input the caller omitted gets its value; another is refused */
+    const tdm_tensor **bound = NULL;
+    tdm_status st = TDM_OK;
+    if (s->plan && s->plan->opts.n_binds && inputs)
+        bound = bind_inputs(&e, s->model, &s->plan->opts, inputs, &st);
+    if (!st)
+        st = run_inner(s, &e, bound ? bound : inputs, outputs, &stats);
+    mem_free((void *)bound);
     pthread_mutex_lock(&s->lock);
     s->err = e;
     if (!st) {
