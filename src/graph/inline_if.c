@@ -123,6 +123,13 @@ static tdm_status inline_branch(tdm_err *e, gr_graph *g, const gr_graph *s, cons
         if (!(m.to[bv] = mem_strdup(s->values[n->outputs[o]].name)))
             goto nomem;
     }
+    /* the branch's constants, also those only its own subgraphs read */
+    for (int v = 0; v < b->n_values; v++) {
+        int id;
+        if (b->values[v].init && !b->values[v].is_input && !b->values[v].outer &&
+            (st = gr_rw_take_value(e, g, b, v, m.to[v], &id)) != TDM_OK)
+            goto done;
+    }
     gr_rw_names map = {names_get, &m};
     for (int k = 0; k < b->n_nodes; k++) {
         const gr_node *x = &b->nodes[b->order ? b->order[k] : k];

@@ -167,6 +167,8 @@ typedef struct cli_runopts {
     const char *bucket_pad;     /* --bucket-pad zero|edge (NULL: zero) */
     const char **cal_inputs;    /* --calibration-input SET, each a set */
     size_t n_cal_inputs;
+    const char **binds;         /* --bind NAME=VALUE[,VALUE...] or NAME=FILE.npy */
+    size_t n_binds;
 } cli_runopts;
 
 void cli_runopts_init(cli_runopts *o);
@@ -176,6 +178,10 @@ void cli_runopts_free(cli_runopts *o);
 int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopts *o, int *rc);
 /* Applies o to so; 0, or an exit code after printing an error. */
 int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so);
+/* Applies --bind to so: each value in the element type of m's input (a
+ * scalar, a comma list, or a .npy file): 0, or an exit code after an error
+ * (EXIT_INVALID naming the inputs for a name that is not one). */
+int cli_binds_apply(const cli_runopts *o, const tdm_model *m, tdm_session_options *so);
 /* Applies the n --shape NAME=DxD values of shapes to so (cli_parse_dims,
  * tdm_session_options_set_shape) after checking that each names an input
  * of m: 0, or an exit code after printing an error (EXIT_INVALID listing

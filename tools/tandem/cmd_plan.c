@@ -213,7 +213,8 @@ int cmd_plan(int argc, char **argv)
             goto done;
         }
     }
-    if ((rc = cli_runopts_apply(&ro, so)) != 0)
+    if ((rc = cli_runopts_apply(&ro, so)) != 0 ||
+        (rc = cli_binds_apply(&ro, m, so)) != 0)
         goto done;
     if ((st = tdm_plan_create(ctx, m, so, &plan)) != TDM_OK) {
         rc = cli_fail(st, NULL, tdm_ctx_error(ctx));

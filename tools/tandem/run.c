@@ -907,7 +907,8 @@ int cmd_run(int argc, char **argv)
     }
     if ((rc = cli_shapes_apply("run", m, a.shapes, a.n_shapes, so)) != 0)
         goto done;
-    if ((rc = cli_runopts_apply(&a.ro, so)) != 0 || (rc = cli_adaptopts_apply(&a.ao, so)) != 0)
+    if ((rc = cli_runopts_apply(&a.ro, so)) != 0 || (rc = cli_adaptopts_apply(&a.ao, so)) != 0 ||
+        (rc = cli_binds_apply(&a.ro, m, so)) != 0)
         goto done;
     if ((st = tdm_session_create(ctx, m, so, &s)) != TDM_OK) {
         rc = cli_session_fail(ctx, m, so, st);

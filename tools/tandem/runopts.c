@@ -16,6 +16,7 @@ void cli_runopts_init(cli_runopts *o) { memset(o, 0, sizeof *o); }
 void cli_runopts_free(cli_runopts *o)
 {
     free(o->pins);
+    free(o->binds);
     free(o->plugins);
     free(o->cal_inputs);
     memset(o, 0, sizeof *o);
@@ -118,6 +119,20 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
         }
         o->max_bytes = b;
         o->has_bytes = 1;
+        return 1;
+    }
+    if ((r = cli_opt_value(cmd, argc, argv, i, "--bind", &val)) != 0) {
+        const char *eq = r > 0 ? strchr(val, '=') : NULL;
+        if (r < 0 || !eq || eq == val || !eq[1]) {
+            if (r > 0)
+                cli_error("%s: --bind expects NAME=VALUE[,VALUE...] or NAME=FILE.npy, not '%s'", cmd, val);
+            *rc = EXIT_USAGE;
+            return 1;
+        }
+        if (cli_push_str(&o->binds, &o->n_binds, val)) {
+            cli_error("out of memory");
+            *rc = EXIT_INTERNAL;
+        }
         return 1;
     }
     if ((r = cli_opt_value(cmd, argc, argv, i, "--pin", &val)) != 0) {
@@ -423,6 +438,96 @@ int cli_runopts_apply(const cli_runopts *o, tdm_session_options *so)
     return 0;
 }
 
+/* The value of one --bind (NAME=VALUE[,VALUE...] or NAME=FILE.npy) in the
+ * element type of input k of m: NULL after an error. */
+static tdm_tensor *bind_value(const tdm_model *m, size_t k, const char *name, const char *text)
+{
+    tdm_value_info vi;
+    tdm_tensor *t = NULL;
+    size_t len = strlen(text), n = 1;
+    if (tdm_model_input(m, k, &vi) != TDM_OK)
+        return NULL;
+    if (len > 4 && strcmp(text + len - 4, ".npy") == 0) {
+        tdm_ctx *ctx = NULL;
+        tdm_status st = tdm_ctx_create(&ctx);
+        if (!st && (st = tdm_value_load(ctx, text, NULL, &t)) != TDM_OK)
+            cli_error("--bind %s: %s", name, tdm_ctx_error(ctx));
+        tdm_ctx_destroy(ctx);
+        return st ? NULL : t;
+    }
+    for (const char *q = text; *q; q++)
+        n += *q == ',';
+    /* the input's shape when static with n elements, else [n] (a scalar for one value of a rank-0 input) */
+    int64_t dims[CLI_MAX_RANK], count = 1;
+    int rank = vi.rank, fixed = vi.rank >= 0;
+    for (int d = 0; fixed && d < vi.rank; d++) {
+        fixed = vi.dims[d].value >= 0;
+        dims[d] = vi.dims[d].value;
+        count *= fixed ? dims[d] : 1;
+    }
+    if (!fixed || count != (int64_t)n) {
+        rank = 1;
+        dims[0] = (int64_t)n;
+    }
+    int is_float = vi.dtype == TDM_FLOAT || vi.dtype == TDM_DOUBLE;
+    if (!is_float && vi.dtype != TDM_INT64 && vi.dtype != TDM_INT32 && vi.dtype != TDM_INT16 &&
+        vi.dtype != TDM_INT8 && vi.dtype != TDM_UINT8 && vi.dtype != TDM_BOOL) {
+        cli_error("--bind %s: the input is %s; give a .npy file for that type", name, tdm_dtype_name(vi.dtype));
+        return NULL;
+    }
+    if (tdm_tensor_create(vi.dtype, rank, dims, &t) != TDM_OK) {
+        cli_error("out of memory");
+        return NULL;
+    }
+    void *data = tdm_tensor_data(t);
+    const char *q = text;
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        double v = strtod(q, &end);
+        if (end == q || (*end && *end != ',') || (!is_float && v != (double)(long long)v)) {
+            cli_error("--bind %s: '%s' is not a list of %s values", name, text, tdm_dtype_name(vi.dtype));
+            tdm_tensor_destroy(t);
+            return NULL;
+        }
+        switch (vi.dtype) {
+        case TDM_FLOAT: ((float *)data)[i] = (float)v; break;
+        case TDM_DOUBLE: ((double *)data)[i] = v; break;
+        case TDM_INT64: ((int64_t *)data)[i] = (int64_t)v; break;
+        case TDM_INT32: ((int32_t *)data)[i] = (int32_t)v; break;
+        case TDM_INT16: ((int16_t *)data)[i] = (int16_t)v; break;
+        case TDM_INT8: ((int8_t *)data)[i] = (int8_t)v; break;
+        case TDM_UINT8: ((uint8_t *)data)[i] = (uint8_t)v; break;
+        default: ((uint8_t *)data)[i] = v != 0; break;
+        }
+        q = *end ? end + 1 : end;
+    }
+    return t;
+}
+
+int cli_binds_apply(const cli_runopts *o, const tdm_model *m, tdm_session_options *so)
+{
+    for (size_t b = 0; b < o->n_binds; b++) {
+        const char *eq = strchr(o->binds[b], '=');
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - o->binds[b]), o->binds[b]);
+        int k = cli_find_input(m, name);
+        if (k < 0) {
+            char names[180];
+            cli_list_inputs(m, names, sizeof names);
+            cli_error("--bind names '%s', which is not an input of the model (its inputs: %s)", name, names);
+            return EXIT_INVALID;
+        }
+        tdm_tensor *t = bind_value(m, (size_t)k, name, eq + 1);
+        if (!t)
+            return EXIT_INVALID;
+        tdm_status st = tdm_session_options_bind(so, name, t);
+        tdm_tensor_destroy(t);
+        if (st)
+            return cli_fail(st, NULL, "--bind: the value is not accepted");
+    }
+    return 0;
+}
+
 int cli_shapes_apply(const char *cmd, const tdm_model *m, const cli_kv *shapes, size_t n, tdm_session_options *so)
 {
     if (cli_kv_unique(cmd, "--shape", shapes, n))
@@ -499,6 +604,9 @@ void usage_runopts(FILE *f)
           "  --max-fallback-ratio R fail when the fallback nodes take more than R (0..1) of the\n"
           "                         estimated time (of the node count without estimates)\n"
           "  --max-boundary-bytes B fail when copies between devices move more than B bytes\n"
+          "  --bind NAME=VALUE      fix input NAME for deployment (a scalar, a comma list, or a\n"
+          "                         FILE.npy): constant at plan time, so an If on it becomes the\n"
+          "                         branch it takes; a run that gives another value is refused\n"
           "  --pin OP_OR_NODE=DEV   run that node (or every node of that op type) on DEV\n"
           "  --plugin PATH          load a device plugin (also: TANDEM_PLUGINS=PATH:PATH)\n"
           "  --calibration FILE     a file of `tandem calibrate`: nodes whose error on a device\n"
