@@ -304,14 +304,18 @@ static tdm_status mark_entries(tdm_err *e, tdm_plan *p, plan_rescue *r)
     if (!(r->entry_of = mem_calloc((size_t)ng->n_nodes + 1, sizeof *r->entry_of)))
         return err_set(e, TDM_E_NOMEM, "out of memory");
     for (int n = 0; n < ng->n_nodes; n++) {
+        size_t best = 0;
         r->entry_of[n] = -1;
-        for (size_t k = 0; k < r->n && r->entry_of[n] < 0; k++) {
+        /* the longest match: a nested If's or a rewritten inlined node's entry */
+        for (size_t k = 0; k < r->n; k++) {
             const plan_rescue_entry *x = &r->entries[k];
             size_t len = strlen(x->node);
             const char *tail = x->branch ? "/inline/" : "/rescue/";
-            if (x->kept && strncmp(ng->nodes[n].name, x->node, len) == 0 &&
-                strncmp(ng->nodes[n].name + len, tail, strlen(tail)) == 0)
+            if (x->kept && len > best && strncmp(ng->nodes[n].name, x->node, len) == 0 &&
+                strncmp(ng->nodes[n].name + len, tail, strlen(tail)) == 0) {
                 r->entry_of[n] = (int)k;
+                best = len;
+            }
         }
     }
     /* an inlining's node list, for the report */
