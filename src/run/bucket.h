@@ -11,8 +11,8 @@
  * by scales, Concat on channels). A global reduction (GlobalAveragePool,
  * GlobalMaxPool) is tolerated only as a channel gate (squeeze-and-
  * excitation): its result, after channel-wise ops, multiplies or adds back
- * onto a spatial map; the padding then changes the gate's mean, which the
- * caller reports as approximate. Any other consumer of a reduced value
+ * onto a spatial map (bucket_mask_model takes its mean over the real
+ * region). Any other consumer of a reduced value
  * (Flatten, Reshape, Gemm, MatMul, a graph output) or any other op on a
  * spatial path refuses with a SHAPE_UNSUPPORTED sentence naming it. */
 #ifndef TDM_RUN_BUCKET_H
@@ -51,6 +51,16 @@ tdm_status bucket_pad(tdm_err *e, const tdm_tensor *in, int64_t bh, int64_t bw, 
 tdm_status bucket_crop(tdm_err *e, const tdm_tensor *t, int64_t bh, int64_t bw, int64_t h, int64_t w,
                        tdm_tensor **out);
 
+/* The model m with an extra input "bucket_mask" (1 x 1 x H x W of the
+ * image: 1 on the real region, 0 on the padding) multiplied into the input
+ * of every Conv, ConvTranspose and pool at that op's stride (a Slice of the
+ * mask with steps s), and every GlobalAveragePool's mean taken over the
+ * real region (GAP(X * M) / GAP(M)): with the padding bottom/right and the
+ * image a multiple of the model's largest stride, the cropped outputs equal
+ * an unpadded run's. A new model in *out. */
+struct tdm_model;
+tdm_status bucket_mask_model(tdm_err *e, const struct tdm_model *m, struct tdm_model **out);
+
 /* A session's bucketing: the shapes, the pad mode and its figures. */
 typedef struct bucket_state {
     bucket_shape *shapes;  /* sorted by area; NULL: bucketing off */
@@ -78,6 +88,8 @@ void bucket_free(bucket_state *b);
  * or no bucket holds them. */
 tdm_status bucket_inputs(tdm_err *e, const bucket_state *b, const tdm_tensor *const *in, size_t n,
                          tdm_tensor **padded, bucket_run *r);
+/* The mask input of run r: 1 x 1 x bh x bw, 1 on the image's h x w. */
+tdm_status bucket_mask(tdm_err *e, const bucket_run *r, tdm_tensor **out);
 /* Crops out[0..n) in place (the originals destroyed) after a padded run. */
 tdm_status bucket_outputs(tdm_err *e, bucket_run *r, tdm_tensor **out, size_t n);
 /* Counts run r into b (the caller holds the session lock). */

@@ -62,6 +62,7 @@ struct tdm_session {
     guard_state guard;        /* the precision guard (run/guard.h) */
     admit_ctl *admit;         /* admission to the devices' memory (run/admit.h); NULL: none needed */
     bucket_state bucket;      /* shape bucketing (run/bucket.h); its figures under lock */
+    tdm_model *bucket_model;  /* the model with the bucket mask (bucket_mask_model); s->model then */
 };
 
 tdm_status tdm_session_options_create(tdm_session_options **out)
@@ -587,10 +588,13 @@ tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_se
     s->model = model;
     s->threads = opts && opts->threads ? opts->threads : 1;
     if (opts && opts->bucket_shapes &&
-        (st = bucket_init(e, &s->bucket, opts->bucket_shapes, opts->bucket_pad, model->gm->main)) != TDM_OK) {
+        ((st = bucket_init(e, &s->bucket, opts->bucket_shapes, opts->bucket_pad, model->gm->main)) != TDM_OK ||
+         (st = bucket_mask_model(e, model, &s->bucket_model)) != TDM_OK)) {
         tdm_session_destroy(s);
         return st;
     }
+    if (s->bucket_model) /* the session plans and runs the masked model */
+        s->model = model = s->bucket_model;
     if (opts && opts->n_shapes) {
         s->shapes = mem_calloc(opts->n_shapes, sizeof *s->shapes);
         if (!s->shapes) {
@@ -669,6 +673,7 @@ void tdm_session_destroy(tdm_session *s)
     exec_prog_free(s->prog);
     plan_free(s->plan);
     tdm_model_destroy(s->own_model);
+    tdm_model_destroy(s->bucket_model);
     exec_stats_free(&s->last);
     pthread_mutex_destroy(&s->lock);
     mem_free(s);
@@ -911,11 +916,15 @@ static tdm_status run_inner(tdm_session *s, tdm_err *e, const tdm_tensor *const 
     const tdm_model *m = s->model;
     if (!s->bucket.n || !m->n_inputs || !inputs || !outputs)
         return run_plain(s, e, inputs, outputs, stats);
+    /* the masked model's inputs: the caller's, then "bucket_mask" */
+    size_t n_user = s->bucket_model ? m->n_inputs - 1 : m->n_inputs;
     tdm_tensor **padded = mem_calloc(m->n_inputs, sizeof *padded);
     const tdm_tensor **in = mem_calloc(m->n_inputs, sizeof *in);
     bucket_run r;
     tdm_status st = !padded || !in ? err_set(e, TDM_E_NOMEM, "out of memory")
-                                   : bucket_inputs(e, &s->bucket, inputs, m->n_inputs, padded, &r);
+                                   : bucket_inputs(e, &s->bucket, inputs, n_user, padded, &r);
+    if (!st && s->bucket_model)
+        st = bucket_mask(e, &r, &padded[n_user]);
     if (!st) {
         for (size_t k = 0; k < m->n_inputs; k++)
             in[k] = padded[k] ? padded[k] : inputs[k];
