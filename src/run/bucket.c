@@ -79,12 +79,12 @@ static const char *const local_ops[] = {
     "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "BatchNormalization", "Relu", "LeakyRelu",
     "PRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Elu", "Selu", "Celu", "Softplus", "Softsign",
     "Mish", "Gelu", "Erf", "Exp", "Log", "Abs", "Neg", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Sign",
-    "Identity", "Dropout", "Cast", "QuantizeLinear", "DequantizeLinear", "DepthToSpace", "SpaceToDepth", "Pad",
-    NULL};
+    "Identity", "Dropout", "Cast", "QuantizeLinear", "DequantizeLinear", NULL};
 /* Elementwise with broadcasting: a reduced (N, C, 1, 1) operand gates a map. */
 static const char *const elementwise_ops[] = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean",
                                               "Where", NULL};
-static const char *const global_ops[] = {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", NULL};
+/* The one reduction bucket_mask_model can take over the real region. */
+static const char *const global_ops[] = {"GlobalAveragePool", NULL};
 
 /* Resize by scales only (fixed sizes break the stride relation). */
 static int resize_by_scales(const gr_node *n)

@@ -8,13 +8,16 @@
  * Only fully convolutional graphs are bucketed (bucket_check): every node
  * on a path from an image input is local in space (Conv, ConvTranspose,
  * pools, BatchNormalization, activations, elementwise arithmetic, Resize
- * by scales, Concat on channels). A global reduction (GlobalAveragePool,
- * GlobalMaxPool) is tolerated only as a channel gate (squeeze-and-
- * excitation): its result, after channel-wise ops, multiplies or adds back
- * onto a spatial map (bucket_mask_model takes its mean over the real
- * region). Any other consumer of a reduced value
- * (Flatten, Reshape, Gemm, MatMul, a graph output) or any other op on a
- * spatial path refuses with a SHAPE_UNSUPPORTED sentence naming it. */
+ * by scales, Concat on channels; not Pad, DepthToSpace or SpaceToDepth,
+ * which move or rescale the region). A GlobalAveragePool is tolerated only
+ * as a channel gate (squeeze-and-excitation): its result, after
+ * channel-wise ops, multiplies or adds back onto a spatial map
+ * (bucket_mask_model takes its mean over the real region). Any other
+ * consumer of a reduced value (Flatten, Reshape, Gemm, MatMul, a graph
+ * output) or any other op on a spatial path refuses with a
+ * SHAPE_UNSUPPORTED sentence naming it. Near the image's bottom and right
+ * edges a MaxPool sees the mask's zeros where an unpadded run sees -inf,
+ * and an AveragePool with count_include_pad 0 counts them. */
 #ifndef TDM_RUN_BUCKET_H
 #define TDM_RUN_BUCKET_H
 

@@ -196,7 +196,7 @@ tdm_status bucket_mask_model(tdm_err *e, const tdm_model *m, tdm_model **out)
                 goto fail;
             }
             so = strcmp(n->op_type, "ConvTranspose") == 0 ? s / (double)sh : s * (double)sh;
-        } else if (is_op(n, gap_ops) || strcmp(n->op_type, "GlobalMaxPool") == 0) {
+        } else if (is_op(n, gap_ops)) {
             so = -1;
         } else if (strcmp(n->op_type, "Resize") == 0 || strcmp(n->op_type, "Upsample") == 0) {
             double r = resize_scale(g, n);
