@@ -575,7 +575,8 @@ TDM_API void tdm_session_destroy(tdm_session *session);
 TDM_API const char *tdm_session_error(const tdm_session *session);
 
 /* Runs the model. inputs has tdm_model_input_count() entries in model input
- * order (NULL for an absent optional input); they are borrowed. outputs has
+ * order (NULL for an absent optional input, or for an input bound by
+ * tdm_session_options_bind: its bound value); they are borrowed. outputs has
  * tdm_model_output_count() entries, each set to a new value the caller
  * destroys. On failure no output is set. */
 TDM_API tdm_status tdm_session_run(tdm_session *session, const tdm_tensor *const *inputs, tdm_tensor **outputs);
