@@ -595,6 +595,12 @@ tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_se
     }
     if (s->bucket_model) /* the session plans and runs the masked model */
         s->model = model = s->bucket_model;
+    if (s->bucket_model && opts->n_cal) {
+        tdm_session_destroy(s);
+        return err_set(e, TDM_E_USAGE, "bucketing does not take calibration input sets yet (they would need the "
+                                       "padding and the mask): drop them and the precision guard checks the first "
+                                       "run");
+    }
     if (opts && opts->n_shapes) {
         s->shapes = mem_calloc(opts->n_shapes, sizeof *s->shapes);
         if (!s->shapes) {

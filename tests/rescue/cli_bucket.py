@@ -17,6 +17,7 @@ shapes only, fp16) with --bucket 640x640,960x960:
   - 600x500 (which cpu cannot run unbucketed: the FPN's Add meets 76 vs
     75) runs bucketed to 600x500 on the 640x640 plan;
   - a 1000x1000 image fits no bucket: exit non-zero, one sentence;
+  - --calibration-input with --bucket: one sentence, non-zero exit;
   - resnet18 (GlobalAveragePool -> Flatten -> Gemm) is refused with
     SHAPE_UNSUPPORTED naming Flatten and GlobalAveragePool;
   - --bucket 640, 640x0 and --bucket-pad reflect exit 1 (usage).
@@ -154,6 +155,11 @@ if y is not None and ref is not None:
 big = np.zeros((1, 3, 1000, 1000), np.float32)
 r, _, _ = run(DET, big, "big", "--devices", DEV, "--bucket", BUCKETS)
 check(r.returncode != 0 and "fits no bucket" in r.stderr, f"1000x1000 fits no bucket: {r.stderr.strip()[:200]}")
+
+# calibration input sets are refused with bucketing (one sentence)
+r = tandem("run", DET, "--input", "x=" + os.path.join(WORK, "cpu608_in.npy"), "--devices", DEV, "--bucket", BUCKETS,
+           "--calibration-input", "x=" + os.path.join(WORK, "cpu608_in.npy"))
+check(r.returncode != 0 and "calibration input sets" in r.stderr, f"calibration sets refused: {r.stderr.strip()[:200]}")
 
 # a classifier is refused
 xin = os.path.join(WORK, "res_in.npy")
