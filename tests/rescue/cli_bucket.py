@@ -16,6 +16,7 @@ shapes only, fp16) with --bucket 640x640,960x960:
     crop 608x480, one padded run, the mask;
   - 600x500 (which cpu cannot run unbucketed: the FPN's Add meets 76 vs
     75) runs bucketed to 600x500 on the 640x640 plan;
+  - 640x640 (a bucket): not padded, cosine >= 0.999 against cpu;
   - a 1000x1000 image fits no bucket: exit non-zero, one sentence;
   - --calibration-input with --bucket: one sentence, non-zero exit;
   - resnet18 (GlobalAveragePool -> Flatten -> Gemm) is refused with
@@ -135,6 +136,16 @@ for pad in ("zero", "edge"):
           and b.get("padded_runs") == 1 and b.get("pad") == pad and "bucket_mask" in b.get("mask", ""),
           f"{pad}: ledger bucket records input 608x480, bucket 640x640, crop 608x480 ({json.dumps(b)[:300]})")
     print(f"     {pad}: GlobalAveragePool channel gates averaged over the real region: {b.get('channel_gates')}")
+
+# an image that is a bucket already: no padding, no crop, equal to cpu's
+r, ref640, _ = run(DET, x, "cpu640")
+r2, y640, led = run(DET, x, "bucket640", "--devices", DEV, "--bucket", BUCKETS)
+if ref640 is not None and y640 is not None:
+    c = cosine(y640, ref640)
+    check(y640.shape == ref640.shape and c >= 0.999 and led.get("bucket", {}).get("padded_runs") == 0
+          and led["bucket"].get("runs") == 1, f"640x640 (a bucket): not padded, cosine {c:.6f} against cpu")
+else:
+    check(False, f"640x640 runs ({r.stderr.strip()[:200]} / {r2.stderr.strip()[:200]})")
 
 # 600x500: cpu cannot run it unbucketed; bucketed, it equals cpu on the padded image
 x600 = np.ascontiguousarray(x[:, :, :600, :500])
