@@ -448,13 +448,16 @@ def case_report_story():
 def case_report_large():
     """ssdlite320 (about 2,000 planned nodes) on vnpu:rk3588,cpu: the page
     shows partitions, not nodes; no node graph; headless Chromium renders it
-    and its DOM holds the partition boxes."""
+    and its DOM holds the partition boxes. --verify off: what is tested is
+    the page at this size; with the guard on, rk3588's fp16 boxes (cosine
+    0.86 against cpu) send every device node back to cpu after its rounds
+    (plan.guard.giveup tests that rule)."""
     import shutil
     path, extra = cached_model("ssdlite320")
     extra = [x for x in extra if ".random" not in x]
     d = tempfile.mkdtemp()
     html = os.path.join(d, "ssdlite320.html")
-    dev = ["--devices", "vnpu:rk3588,cpu"]
+    dev = ["--devices", "vnpu:rk3588,cpu", "--verify", "off"]
     run(["report", path, "--html", html, "--iterations", "1"] + dev + extra)
     page = open(html, encoding="utf-8").read()
     led = check_report_page(page, path, dev, extra, "ssdlite320")
