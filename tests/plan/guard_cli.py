@@ -23,7 +23,11 @@ argument: guard_cli.py TANDEM MODELS_DIR CASE
              sets combine: any set that shows it); a harmless calibration
              set and an overflowing first run: the first run is still
              verified and re-planned (cause output verification); a bad
-             file or a wrong name: one sentence naming it, exit 2"""
+             file or a wrong name: one sentence naming it, exit 2
+  diag       profile and report show the plan the guard left, not the one
+             it replaced: g_mul2 on cpu with PRECISION in profile --json, the
+             report's node list and its summary
+"""
 import json
 import os
 import subprocess
@@ -136,6 +140,22 @@ elif case == "nofire":
     g = led.get("guard", {})
     check(rc == 0 and g.get("active") and g.get("moved_nodes") == 0 and not refused(led) and "precision guard" not in err,
           "nofire: a benign net on fp16 moves nothing: %s" % g)
+elif case == "diag":
+    x = "x=" + os.path.join(models, "guard_x64.npy")
+    rc, out, err = run(["profile", model("guard_overflow"), "--devices", NPU, "--input", x, "--json"])
+    prof = json.loads(out) if rc == 0 else {}
+    nodes = {n["node"]: n for n in prof.get("nodes", [])}
+    check(rc == 0 and nodes.get("g_mul2", {}).get("device") == "cpu" and nodes["g_mul2"].get("reason") == "PRECISION",
+          "diag: profile's table has g_mul2 on cpu for PRECISION: %s (%s)" % (nodes.get("g_mul2"), err))
+    check(prof.get("guard_moved_nodes", 0) >= 1, "diag: profile counts the moved nodes: %s" % prof.get("guard_moved_nodes"))
+    with tempfile.TemporaryDirectory() as d:
+        html = os.path.join(d, "r.html")
+        rc, out, err = run(["report", model("guard_overflow"), "--devices", NPU, "--input", x, "--html", html])
+        page = open(html).read() if rc == 0 else ""
+    check(rc == 0 and "g_mul2</td><td>Mul</td><td>cpu" in page, "diag: the report lists g_mul2 on cpu (%s)" % err)
+    check("g_mul2</td><td>Mul</td><td>vnpu" not in page, "diag: the report does not list g_mul2 on the NPU")
+    check("placement: 0 of 3 nodes on vnpu:server-npu, 3 on cpu" in page and "PRECISION 1" in page,
+          "diag: the report's summary is the guarded plan's")
 elif case == "policy":
     rc, _, err = run(["run", model("guard_overflow"), "--devices", NPU, "--input", "x=" + os.path.join(models, "guard_x64.npy"),
                       "--fallback", "deny"])

@@ -328,6 +328,11 @@ typedef struct diag_collector {
 
 int diag_collector_init(diag_collector *c, const tdm_plan *plan, int keep_trace);
 void diag_collector_free(diag_collector *c);
+/* Points c at plan, the session's plan after a run: the precision guard may
+ * re-plan in the first run, and profile and report show the plan that
+ * answers. Per-node figures already recorded are dropped when the node or
+ * device count differs. 0, or -1 when out of memory. */
+int diag_collector_rebind(diag_collector *c, const tdm_plan *plan);
 void diag_collect(void *user, const tdm_event *ev);
 /* Chrome trace-event JSON, Prometheus text, JSON-lines fallback log. */
 int diag_write_trace(const diag_collector *c, const char *path);

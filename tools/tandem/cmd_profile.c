@@ -250,6 +250,33 @@ int diag_collector_init(diag_collector *c, const tdm_plan *plan, int keep_trace)
     return c->nodes && c->devs ? 0 : -1;
 }
 
+int diag_collector_rebind(diag_collector *c, const tdm_plan *plan)
+{
+    if (plan == c->plan)
+        return 0;
+    size_t nn = tdm_plan_node_count(plan), nd = tdm_plan_device_count(plan);
+    if (nn != c->n_nodes || nd != c->n_devs) {
+        diag_node *nodes = calloc(nn + 1, sizeof *nodes);
+        diag_dev *devs = calloc(nd + 1, sizeof *devs);
+        if (!nodes || !devs) {
+            free(nodes);
+            free(devs);
+            return -1;
+        }
+        free(c->nodes);
+        free(c->devs);
+        for (size_t k = 0; k < c->n_trace; k++)
+            free(c->trace[k].tensor);
+        c->n_trace = 0;
+        c->nodes = nodes;
+        c->devs = devs;
+        c->n_nodes = nn;
+        c->n_devs = nd;
+    }
+    c->plan = plan;
+    return 0;
+}
+
 void diag_collector_free(diag_collector *c)
 {
     for (size_t k = 0; k < c->n_trace; k++)
@@ -949,11 +976,15 @@ int cmd_profile(int argc, char **argv)
     cli_progress_begin(&pr, "profile");
     for (long long k = 0; k < a.warmup && !rc; k++) {
         rc = diag_run(&x, x.s);
+        if (!rc && k == 0 && diag_collector_rebind(&c, tdm_session_plan(x.s)))
+            rc = cli_fail(TDM_E_NOMEM, NULL, "out of memory");
         cli_progress_step(&pr, (size_t)k + 1, (size_t)(a.warmup + a.iterations), "runs (warm-up)");
     }
     c.recording = 1;
     for (long long k = 0; k < a.iterations && !rc; k++) {
         rc = diag_run(&x, x.s);
+        if (!rc && k == 0 && !a.warmup && diag_collector_rebind(&c, tdm_session_plan(x.s)))
+            rc = cli_fail(TDM_E_NOMEM, NULL, "out of memory");
         cli_progress_step(&pr, (size_t)(a.warmup + k) + 1, (size_t)(a.warmup + a.iterations), "runs");
     }
     cli_progress_end(&pr);

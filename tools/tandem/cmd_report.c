@@ -822,6 +822,10 @@ int cmd_report(int argc, char **argv)
     tdm_session_set_observer(x.s, diag_collect, &prof);
     for (int k = 0; k < 2 && !rc; k++)
         rc = diag_run(&x, x.s);
+    /* the plan that answers: the precision guard may re-plan in the first run */
+    plan = tdm_session_plan(x.s);
+    if (!rc && (diag_collector_rebind(&prof, plan) || diag_collector_rebind(&one, plan)))
+        rc = cli_fail(TDM_E_NOMEM, NULL, "out of memory");
     prof.recording = 1;
     for (long long k = 0; k < a.iterations && !rc; k++)
         rc = diag_run(&x, x.s);
