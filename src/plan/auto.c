@@ -11,38 +11,185 @@ static int allowed(const plan_cost_problem *pr, int n, int d)
     return v >= 0 && isfinite(v);
 }
 
-double plan_cost_eval(const plan_cost_problem *pr, const int *dev)
+/* Scratch of the cost function: the copy marks and the device-sticky
+ * order's ready heaps (one per device, keyed by graph position). */
+typedef struct cost_ws {
+    int N, D;
+    unsigned char *mark; /* v*D+d: v is read on d */
+    int *succ_start, *succ; /* CSR: producer → reader, once per value read */
+    int *indeg0, *indeg;
+    int *heap, *hn;       /* d*N + i; hn[d] */
+} cost_ws;
+
+static void ws_free(cost_ws *w)
+{
+    mem_free(w->mark);
+    mem_free(w->succ_start);
+    mem_free(w->succ);
+    mem_free(w->indeg0);
+    mem_free(w->indeg);
+    mem_free(w->heap);
+    mem_free(w->hn);
+    memset(w, 0, sizeof *w);
+}
+
+static int ws_init(const plan_cost_problem *pr, cost_ws *w)
+{
+    int N = pr->n_nodes, D = pr->n_dev;
+    size_t nrd = (size_t)pr->rd_start[N];
+    memset(w, 0, sizeof *w);
+    w->N = N;
+    w->D = D;
+    w->mark = mem_calloc((size_t)pr->n_values * (size_t)D + 1, 1);
+    w->succ_start = mem_calloc((size_t)N + 2, sizeof *w->succ_start);
+    w->succ = mem_alloc(nrd * sizeof *w->succ + sizeof *w->succ);
+    w->indeg0 = mem_calloc((size_t)N + 1, sizeof *w->indeg0);
+    w->indeg = mem_alloc((size_t)N * sizeof *w->indeg + sizeof *w->indeg);
+    w->heap = mem_alloc((size_t)N * (size_t)D * sizeof *w->heap + sizeof *w->heap);
+    w->hn = mem_alloc((size_t)D * sizeof *w->hn + sizeof *w->hn);
+    if (!w->mark || !w->succ_start || !w->succ || !w->indeg0 || !w->indeg || !w->heap || !w->hn) {
+        ws_free(w);
+        return -1;
+    }
+    for (int n = 0; n < N; n++)
+        for (int j = pr->rd_start[n]; j < pr->rd_start[n + 1]; j++) {
+            int p = pr->prod[pr->rd[j]];
+            if (p >= 0 && p != n) {
+                w->succ_start[p + 2]++;
+                w->indeg0[n]++;
+            }
+        }
+    for (int n = 0; n < N; n++)
+        w->succ_start[n + 2] += w->succ_start[n + 1];
+    for (int n = 0; n < N; n++)
+        for (int j = pr->rd_start[n]; j < pr->rd_start[n + 1]; j++) {
+            int p = pr->prod[pr->rd[j]];
+            if (p >= 0 && p != n)
+                w->succ[w->succ_start[p + 1]++] = n;
+        }
+    return 0;
+}
+
+static int gpos_of(const plan_cost_problem *pr, int n) { return pr->gpos ? pr->gpos[n] : n; }
+
+static void heap_push(const plan_cost_problem *pr, int *h, int *cnt, int n)
+{
+    int i = (*cnt)++;
+    while (i > 0) {
+        int up = (i - 1) / 2;
+        if (gpos_of(pr, h[up]) <= gpos_of(pr, n))
+            break;
+        h[i] = h[up];
+        i = up;
+    }
+    h[i] = n;
+}
+
+static int heap_pop(const plan_cost_problem *pr, int *h, int *cnt)
+{
+    int top = h[0], last = h[--(*cnt)], i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= *cnt)
+            break;
+        if (c + 1 < *cnt && gpos_of(pr, h[c + 1]) < gpos_of(pr, h[c]))
+            c++;
+        if (gpos_of(pr, last) <= gpos_of(pr, h[c]))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*cnt)
+        h[i] = last;
+    return top;
+}
+
+/* The device-sticky order of plan.h "order" (memory.c's make_order, the
+ * same picks in O((N+E) log N)): order[k] (may be NULL) and the partitions'
+ * round trips; *n_parts the partitions. INFINITY on a cycle. */
+static double ws_order(const plan_cost_problem *pr, const int *dev, cost_ws *w, int *order, int *n_parts)
+{
+    int N = pr->n_nodes, D = pr->n_dev, cur = -1, parts = 0;
+    double total = 0;
+    memcpy(w->indeg, w->indeg0, (size_t)N * sizeof *w->indeg);
+    for (int d = 0; d < D; d++)
+        w->hn[d] = 0;
+    for (int n = 0; n < N; n++)
+        if (!w->indeg[n])
+            heap_push(pr, w->heap + (size_t)dev[n] * (size_t)N, &w->hn[dev[n]], n);
+    for (int k = 0; k < N; k++) {
+        int d = cur >= 0 && w->hn[cur] ? cur : -1;
+        for (int e = 0; d < 0 && e < D; e++)
+            if (w->hn[e] && (d < 0 || gpos_of(pr, w->heap[(size_t)e * (size_t)N]) < gpos_of(pr, w->heap[(size_t)d * (size_t)N])))
+                d = e;
+        if (d < 0)
+            return INFINITY;
+        int n = heap_pop(pr, w->heap + (size_t)d * (size_t)N, &w->hn[d]);
+        if (order)
+            order[k] = n;
+        if (d != cur) {
+            parts++;
+            if (pr->part_ms && d != D - 1)
+                total += pr->part_ms[d];
+            cur = d;
+        }
+        for (int j = w->succ_start[n]; j < w->succ_start[n + 1]; j++) {
+            int c = w->succ[j];
+            if (--w->indeg[c] == 0)
+                heap_push(pr, w->heap + (size_t)dev[c] * (size_t)N, &w->hn[dev[c]], c);
+        }
+    }
+    if (n_parts)
+        *n_parts = parts;
+    return total;
+}
+
+static double ws_eval(const plan_cost_problem *pr, const int *dev, cost_ws *w, double *copies_ms, double *parts_ms,
+                      int *n_parts)
 {
     int D = pr->n_dev, cpu = D - 1;
-    double total = 0;
-    unsigned char seen[64];
+    double nodes = 0, copies = 0;
     for (int n = 0; n < pr->n_nodes; n++) {
         if (dev[n] < 0 || dev[n] >= D || !allowed(pr, n, dev[n]))
             return INFINITY;
-        total += pr->node_ms[(size_t)n * (size_t)D + (size_t)dev[n]];
+        nodes += pr->node_ms[(size_t)n * (size_t)D + (size_t)dev[n]];
     }
     /* readers' devices per value: walk nodes once, mark (value, device) */
-    if (D > 64)
-        return INFINITY;
-    unsigned char *mark = mem_calloc((size_t)pr->n_values * (size_t)D + 1, 1);
-    if (!mark)
-        return INFINITY;
+    memset(w->mark, 0, (size_t)pr->n_values * (size_t)D);
     for (int n = 0; n < pr->n_nodes; n++)
         for (int j = pr->rd_start[n]; j < pr->rd_start[n + 1]; j++)
-            mark[(size_t)pr->rd[j] * (size_t)D + (size_t)dev[n]] = 1;
+            w->mark[(size_t)pr->rd[j] * (size_t)D + (size_t)dev[n]] = 1;
     for (int v = 0; v < pr->n_values; v++) {
         int home = pr->prod[v] >= 0 ? dev[pr->prod[v]] : cpu;
-        memset(seen, 0, sizeof seen);
-        for (int d = 0; d < D; d++)
-            seen[d] = mark[(size_t)v * (size_t)D + (size_t)d];
         if (pr->is_output && pr->is_output[v])
-            seen[cpu] = 1;
+            w->mark[(size_t)v * (size_t)D + (size_t)cpu] = 1;
         for (int d = 0; d < D; d++)
-            if (seen[d] && d != home)
-                total += pr->down_ms[(size_t)v * (size_t)D + (size_t)home] + pr->up_ms[(size_t)v * (size_t)D + (size_t)d];
+            if (w->mark[(size_t)v * (size_t)D + (size_t)d] && d != home)
+                copies += pr->down_ms[(size_t)v * (size_t)D + (size_t)home] + pr->up_ms[(size_t)v * (size_t)D + (size_t)d];
     }
-    mem_free(mark);
-    return total;
+    double parts = 0;
+    if (pr->part_ms || n_parts)
+        parts = ws_order(pr, dev, w, NULL, n_parts);
+    if (copies_ms)
+        *copies_ms = copies;
+    if (parts_ms)
+        *parts_ms = parts;
+    return nodes + copies + parts;
+}
+
+double plan_cost_eval_parts(const plan_cost_problem *pr, const int *dev, double *copies_ms, double *parts_ms, int *n_parts)
+{
+    cost_ws w;
+    if (pr->n_dev < 1 || pr->n_dev > 64 || ws_init(pr, &w))
+        return INFINITY;
+    double c = ws_eval(pr, dev, &w, copies_ms, parts_ms, n_parts);
+    ws_free(&w);
+    return c;
+}
+
+double plan_cost_eval(const plan_cost_problem *pr, const int *dev)
+{
+    return plan_cost_eval_parts(pr, dev, NULL, NULL, NULL);
 }
 
 /* ------------------------------------------------------------- max flow */
@@ -167,8 +314,11 @@ static tdm_status flow_run(tdm_err *e, flow *f, int s, int t, double eps, double
 }
 
 /* The exact two-device placement between accelerator a and cpu: dev[n] is
- * a or cpu (nodes a cannot take are on cpu). */
-static tdm_status cut_two(tdm_err *e, const plan_cost_problem *pr, int a, int *dev, double *cut)
+ * a or cpu (nodes a cannot take are on cpu). pen_down / pen_up (ms) are
+ * added to every copy of a produced tensor out of / into a (0: the cost of
+ * plan/auto.h without round trips). */
+static tdm_status cut_two(tdm_err *e, const plan_cost_problem *pr, int a, double pen_down, double pen_up, int *dev,
+                          double *cut)
 {
     int N = pr->n_nodes, V = pr->n_values, D = pr->n_dev, cpu = D - 1;
     flow f;
@@ -197,7 +347,8 @@ static tdm_status cut_two(tdm_err *e, const plan_cost_problem *pr, int a, int *d
             big += pr->node_ms[(size_t)n * (size_t)D + (size_t)cpu];
     }
     for (int v = 0; v < V; v++)
-        big += pr->up_ms[(size_t)v * (size_t)D + (size_t)a] + pr->down_ms[(size_t)v * (size_t)D + (size_t)a];
+        big += pr->up_ms[(size_t)v * (size_t)D + (size_t)a] + pr->down_ms[(size_t)v * (size_t)D + (size_t)a] + pen_down +
+               pen_up;
     double inf = big * 4;
     int S = 0, T = 1;
     for (int n = 0; n < N; n++) {
@@ -220,6 +371,10 @@ static tdm_status cut_two(tdm_err *e, const plan_cost_problem *pr, int a, int *d
         int p = pr->prod[v], out = pr->is_output && pr->is_output[v];
         int dv = 2 + N + v, uv = 2 + N + V + v;
         double down = pr->down_ms[(size_t)v * (size_t)D + (size_t)a], up = pr->up_ms[(size_t)v * (size_t)D + (size_t)a];
+        if (p >= 0) {
+            down += pen_down;
+            up += pen_up;
+        }
         if (!nread[v] && !out)
             continue;
         if (p >= 0 && (down > 0) && flow_edge(&f, 2 + p, dv, down))
@@ -233,6 +388,10 @@ static tdm_status cut_two(tdm_err *e, const plan_cost_problem *pr, int a, int *d
         for (int j = pr->rd_start[n]; j < pr->rd_start[n + 1]; j++) {
             int v = pr->rd[j], p = pr->prod[v];
             double down = pr->down_ms[(size_t)v * (size_t)D + (size_t)a], up = pr->up_ms[(size_t)v * (size_t)D + (size_t)a];
+            if (p >= 0) {
+                down += pen_down;
+                up += pen_up;
+            }
             if (p == n)
                 continue;
             if (p >= 0 && down > 0 && flow_edge(&f, 2 + N + v, 2 + n, inf))
@@ -253,10 +412,77 @@ done:
     return st;
 }
 
+/* Moves every node of each run of one device in the order (a partition)
+ * to another device that may run all of it, keeping a move that lowers
+ * the cost; returns 1 when one did. */
+static int partition_moves(const plan_cost_problem *pr, int *dev, cost_ws *w, int *order, double *best)
+{
+    int N = pr->n_nodes, D = pr->n_dev, improved = 0;
+    for (int round = 0; round < N + 1; round++) {
+        int moved = 0;
+        if (!isfinite(ws_order(pr, dev, w, order, NULL)))
+            return improved;
+        for (int i = 0; i < N && !moved;) {
+            int j = i, d = dev[order[i]];
+            while (j < N && dev[order[j]] == d)
+                j++;
+            for (int t = 0; t < D && !moved; t++) {
+                int ok = t != d;
+                for (int k = i; k < j && ok; k++)
+                    ok = allowed(pr, order[k], t);
+                if (!ok)
+                    continue;
+                for (int k = i; k < j; k++)
+                    dev[order[k]] = t;
+                double c = ws_eval(pr, dev, w, NULL, NULL, NULL);
+                if (c < *best - 1e-12 * (1 + fabs(*best))) {
+                    *best = c;
+                    moved = improved = 1;
+                } else {
+                    for (int k = i; k < j; k++)
+                        dev[order[k]] = d;
+                }
+            }
+            i = j;
+        }
+        if (!moved)
+            break;
+    }
+    return improved;
+}
+
+/* Sweeps of single-node moves to any allowed device while the cost drops;
+ * returns 1 when one did. */
+static int node_moves(const plan_cost_problem *pr, int *dev, cost_ws *w, double *best)
+{
+    int N = pr->n_nodes, D = pr->n_dev, any = 0;
+    for (int sweep = 0; sweep < 32; sweep++) {
+        int improved = 0;
+        for (int n = 0; n < N; n++) {
+            for (int d = 0; d < D; d++) {
+                if (d == dev[n] || !allowed(pr, n, d))
+                    continue;
+                int was = dev[n];
+                dev[n] = d;
+                double c = ws_eval(pr, dev, w, NULL, NULL, NULL);
+                if (c < *best - 1e-12 * (1 + fabs(*best))) {
+                    *best = c;
+                    improved = any = 1;
+                } else {
+                    dev[n] = was;
+                }
+            }
+        }
+        if (!improved)
+            break;
+    }
+    return any;
+}
+
 tdm_status plan_cost_solve(tdm_err *e, const plan_cost_problem *pr, int *dev, const char **method, double *cut_ms)
 {
-    int N = pr->n_nodes, D = pr->n_dev, cpu = D - 1;
-    tdm_status st;
+    int N = pr->n_nodes, D = pr->n_dev, cpu = D - 1, rt = 0;
+    tdm_status st = TDM_OK;
     *method = "min-cut";
     *cut_ms = 0;
     if (D < 1 || D > 64)
@@ -274,39 +500,46 @@ tdm_status plan_cost_solve(tdm_err *e, const plan_cost_problem *pr, int *dev, co
         *cut_ms = plan_cost_eval(pr, dev);
         return TDM_OK;
     }
-    if (D == 2) {
-        if ((st = cut_two(e, pr, 0, dev, cut_ms)) != TDM_OK)
-            return st;
+    for (int d = 0; pr->part_ms && d < cpu; d++)
+        rt |= pr->part_ms[d] > 0;
+    if (D == 2 && !rt)
         /* a node only cpu may run was put on cpu by its infinite edge; a node
          * cpu cannot run but the accelerator can likewise sits on it */
-        return TDM_OK;
-    }
-    *method = "min-cut+local-search";
+        return cut_two(e, pr, 0, 0, 0, dev, cut_ms);
+    *method = rt ? "min-cut+partition-search" : "min-cut+local-search";
+    cost_ws w;
     int *cand = mem_alloc((size_t)N * sizeof *cand + sizeof *cand);
-    if (!cand)
+    int *order = mem_alloc((size_t)N * sizeof *order + sizeof *order);
+    if (!cand || !order || ws_init(pr, &w)) {
+        mem_free(cand);
+        mem_free(order);
         return err_set(e, TDM_E_NOMEM, "out of memory");
-    double best = INFINITY;
-    /* candidates: each accelerator's exact cut against cpu */
-    for (int a = 0; a < cpu; a++) {
-        double cut = 0;
-        if ((st = cut_two(e, pr, a, cand, &cut)) != TDM_OK) {
-            mem_free(cand);
-            return st;
-        }
-        for (int n = 0; n < N; n++)
-            if (!allowed(pr, n, cand[n])) /* cpu cannot run it: first allowed device */
-                for (int d = 0; d < D; d++)
-                    if (allowed(pr, n, d)) {
-                        cand[n] = d;
-                        break;
-                    }
-        double c = plan_cost_eval(pr, cand);
-        if (c < best) {
-            best = c;
-            *cut_ms = cut;
-            memcpy(dev, cand, (size_t)N * sizeof *dev);
-        }
     }
+    double best = INFINITY, best_cut = INFINITY;
+    /* candidates: each accelerator's exact cut against cpu, with the round
+     * trips charged on its copies at a few weights */
+    static const double pen[][2] = {{0, 0}, {0.5, 0}, {1, 0}, {0.5, 0.5}, {1, 1}};
+    for (int a = 0; a < cpu; a++)
+        for (int k = 0; k < (rt ? 5 : 1); k++) {
+            double cut = 0, r = rt ? pr->part_ms[a] : 0;
+            if ((st = cut_two(e, pr, a, pen[k][0] * r, pen[k][1] * r, cand, &cut)) != TDM_OK)
+                goto done;
+            for (int n = 0; n < N; n++)
+                if (!allowed(pr, n, cand[n])) /* cpu cannot run it: first allowed device */
+                    for (int d = 0; d < D; d++)
+                        if (allowed(pr, n, d)) {
+                            cand[n] = d;
+                            break;
+                        }
+            double c = ws_eval(pr, cand, &w, NULL, NULL, NULL);
+            if (k == 0 && cut < best_cut)
+                best_cut = cut;
+            if (c < best) {
+                best = c;
+                memcpy(dev, cand, (size_t)N * sizeof *dev);
+            }
+        }
+    *cut_ms = best_cut;
     /* first-able device, and each single device where allowed */
     for (int k = -1; k < D; k++) {
         for (int n = 0; n < N; n++) {
@@ -316,33 +549,23 @@ tdm_status plan_cost_solve(tdm_err *e, const plan_cost_problem *pr, int *dev, co
                     first = d;
             cand[n] = k >= 0 && allowed(pr, n, k) ? k : first;
         }
-        double c = plan_cost_eval(pr, cand);
+        double c = ws_eval(pr, cand, &w, NULL, NULL, NULL);
         if (c < best) {
             best = c;
             memcpy(dev, cand, (size_t)N * sizeof *dev);
         }
     }
-    /* local search */
-    for (int sweep = 0; sweep < 32; sweep++) {
-        int improved = 0;
-        for (int n = 0; n < N; n++) {
-            for (int d = 0; d < D; d++) {
-                if (d == dev[n] || !allowed(pr, n, d))
-                    continue;
-                int was = dev[n];
-                dev[n] = d;
-                double c = plan_cost_eval(pr, dev);
-                if (c < best - 1e-12 * (1 + fabs(best))) {
-                    best = c;
-                    improved = 1;
-                } else {
-                    dev[n] = was;
-                }
-            }
-        }
-        if (!improved)
+    /* local search: single nodes, and with round trips whole partitions */
+    for (int round = 0; round < 8; round++) {
+        int moved = node_moves(pr, dev, &w, &best);
+        if (rt)
+            moved |= partition_moves(pr, dev, &w, order, &best);
+        if (!moved || !rt)
             break;
     }
+done:
+    ws_free(&w);
     mem_free(cand);
-    return TDM_OK;
+    mem_free(order);
+    return st;
 }

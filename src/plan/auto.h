@@ -9,11 +9,17 @@
  * where home(v) is the device of v's producer (cpu for graph inputs and
  * weights), T(v) the set of devices of v's readers plus cpu when v is a
  * graph output: one copy per tensor per destination device. cpu's up/down
- * terms are 0 (the host is cpu's memory). Partitions do not enter the cost:
- * the planner forms them from ANY placement as the maximal runs of one
- * device in a device-sticky topological order (plan.h "order"), which is
- * acyclic by construction, so every placement is executable and the cost
- * depends on the placement alone.
+ * terms are 0 (the host is cpu's memory). The planner forms partitions from
+ * ANY placement as the maximal runs of one device in a device-sticky
+ * topological order (plan.h "order"), which is acyclic by construction, so
+ * every placement is executable and the cost depends on the placement
+ * alone; when part_ms is given the cost adds
+ * + Σ_q part_ms[device(q)]
+ * over the partitions q of that order (each device's per-partition round
+ * trip: submit, synchronise; cpu's is 0) — the plan's est_total exactly,
+ * short of the memory rule's splits. With part_ms the cost is no longer a
+ * sum over cut edges, so the search below becomes a heuristic for two
+ * devices too.
  *
  * Two devices (accelerator A, cpu) — exact, a minimum s–t cut. Source side
  * = A, sink side = cpu. Vertices: s, t, one per node, and per value v two
@@ -38,7 +44,16 @@
  * against cpu (nodes it cannot run on cpu), the first-able-device placement
  * and each single-device placement are evaluated; the cheapest is improved
  * by sweeps of single-node moves to any allowed device while the cost
- * drops (at most 32 sweeps). */
+ * drops (at most 32 sweeps).
+ *
+ * Partition round trips (part_ms given, some > 0) — the cut cannot count
+ * partitions, so each accelerator's cut is also solved with the round trip
+ * charged (×0.5, ×1) on every copy of a produced tensor out of it (an
+ * accelerator partition sends at least one), and on those into it; every
+ * cut, the first-able-device and the single-device placements are
+ * evaluated with the full cost, and the cheapest is improved by sweeps of
+ * single-node moves and whole-partition moves (a partition of the order to
+ * another device that may run all of it) while the cost drops. */
 #ifndef TDM_PLAN_AUTO_H
 #define TDM_PLAN_AUTO_H
 
@@ -53,15 +68,23 @@ typedef struct plan_cost_problem {
     const unsigned char *is_output; /* value is a graph output (may be NULL) */
     const double *up_ms;         /* v*n_dev+d: host → d (cpu: 0) */
     const double *down_ms;       /* v*n_dev+d: d → host (cpu: 0) */
+    const double *part_ms;       /* d: one partition's round trip on d (cpu: 0); NULL: none */
+    const int *gpos;             /* node → position in the graph's order (the order's
+                                    tie-break); NULL: the node's index */
 } plan_cost_problem;
 
 /* The cost of placement dev (formula above); INFINITY when a node sits on a
- * device it is not allowed on. */
+ * device it is not allowed on (or out of memory). */
 double plan_cost_eval(const plan_cost_problem *pr, const int *dev);
 
+/* Its parts: *copies_ms the copies, *parts_ms the partitions' round trips
+ * (0 without part_ms), *n_parts the partitions of the order (may be NULL). */
+double plan_cost_eval_parts(const plan_cost_problem *pr, const int *dev, double *copies_ms, double *parts_ms, int *n_parts);
+
 /* Writes the cheapest placement found into dev (n_nodes entries): exact
- * for n_dev == 2, the heuristic above for more. *method receives "min-cut"
- * or "min-cut+local-search"; *cut_ms the minimum cut's value (the optimum
+ * for n_dev == 2 without round trips, the heuristics above otherwise.
+ * *method receives "min-cut", "min-cut+local-search" or
+ * "min-cut+partition-search"; *cut_ms the minimum cut's value (the optimum
  * for two devices; the best cut for more). Fails on out of memory, or with
  * TDM_E_UNSUPPORTED when a node has no allowed device. */
 tdm_status plan_cost_solve(tdm_err *e, const plan_cost_problem *pr, int *dev, const char **method, double *cut_ms);

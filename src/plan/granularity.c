@@ -220,7 +220,7 @@ done:
 
 /* The buffers of a cost problem (plan/auto.h) over the current graph. */
 typedef struct cost_bufs {
-    double *ms, *up, *down;
+    double *ms, *up, *down, *part;
     unsigned char *outs;
     int *dev;
 } cost_bufs;
@@ -230,22 +230,26 @@ static void cost_bufs_free(cost_bufs *b)
     mem_free(b->ms);
     mem_free(b->up);
     mem_free(b->down);
+    mem_free(b->part);
     mem_free(b->outs);
     mem_free(b->dev);
 }
 
 /* Allocates b and fills *pr with everything but node_ms's values: the
- * host↔device copy estimates of each known value and the graph-output
- * marks. Returns 0 on out of memory (b is then freed). */
+ * host↔device copy estimates of each known value, the graph-output marks,
+ * each device's per-partition round trip (dev_ext.partition_ms, as
+ * plan_summarize adds it) and the graph order. Returns 0 on out of memory
+ * (b is then freed). */
 static int cost_bufs_init(pstate *s, cost_bufs *b, plan_cost_problem *pr)
 {
     int N = s->N, D = s->D, V = s->V;
     b->ms = mem_alloc((size_t)N * (size_t)D * sizeof *b->ms + sizeof *b->ms);
     b->up = mem_calloc((size_t)V * (size_t)D + 1, sizeof *b->up);
     b->down = mem_calloc((size_t)V * (size_t)D + 1, sizeof *b->down);
+    b->part = mem_calloc((size_t)D + 1, sizeof *b->part);
     b->outs = mem_calloc((size_t)V + 1, 1);
     b->dev = mem_alloc((size_t)N * sizeof *b->dev + sizeof *b->dev);
-    if (!b->ms || !b->up || !b->down || !b->outs || !b->dev) {
+    if (!b->ms || !b->up || !b->down || !b->part || !b->outs || !b->dev) {
         cost_bufs_free(b);
         return 0;
     }
@@ -260,7 +264,11 @@ static int cost_bufs_init(pstate *s, cost_bufs *b, plan_cost_problem *pr)
     for (int k = 0; k < s->g->n_outputs; k++)
         if (s->g->outputs[k] >= 0)
             b->outs[s->g->outputs[k]] = 1;
-    *pr = (plan_cost_problem){N, D, b->ms, V, s->prod, s->rd_start, s->rd, b->outs, b->up, b->down};
+    for (int d = 0; d < s->cpu; d++) {
+        const dev_ext *dx = s->p->devs->items[d].ext;
+        b->part[d] = dx && dx->partition_ms > 0 ? dx->partition_ms : 0;
+    }
+    *pr = (plan_cost_problem){N, D, b->ms, V, s->prod, s->rd_start, s->rd, b->outs, b->up, b->down, b->part, s->gpos};
     return 1;
 }
 
@@ -427,31 +435,44 @@ static tdm_status snap_restore(pstate *s, const place_snap *x)
     return TDM_OK;
 }
 
-/* The cost (plan/auto.h) of the current placement with every supported
- * device's estimate: the plan's est_total when estimates are complete. */
-static double placement_cost(pstate *s)
+/* The plan's estimated total for the current placement, whose order and
+ * partitions plan_memory_pass left: what plan_summarize reports (node
+ * estimates + copies + each device partition's round trip). */
+static double plan_total_now(pstate *s, tdm_status *st)
 {
-    int N = s->N, D = s->D;
-    cost_bufs cb;
-    plan_cost_problem pr;
-    if (!cost_bufs_init(s, &cb, &pr))
+    if ((*st = plan_make_copies(s)) != TDM_OK)
         return INFINITY;
-    for (int n = 0; n < N; n++) {
-        cb.dev[n] = s->p->nodes[n].device;
-        for (int d = 0; d < D; d++) {
-            double v = plan_node_est(s, n, d, NULL);
-            cb.ms[(size_t)n * (size_t)D + (size_t)d] = v >= 0 ? v : (d == cb.dev[n] ? 0 : -1);
-        }
-    }
-    double c = plan_cost_eval(&pr, cb.dev);
-    cost_bufs_free(&cb);
-    return c;
+    plan_summarize(s);
+    return s->p->est_total;
 }
 
-/* auto: the min-cut search with the memory rule; the memory rule makes the
- * problem non-linear (exclusions depend on what else is resident), so the
- * placements of op, subgraph and graph are evaluated with the same cost
- * function and the cheapest wins (ties: the search's). */
+/* Every node cpu may run on cpu (pins kept), the memory rule applied. */
+static tdm_status place_cpu_only(pstate *s)
+{
+    int D = s->D;
+    tdm_status st;
+    for (int n = 0; n < s->N; n++) {
+        if (is_pinned_here(s, n) || s->sup[(size_t)n * (size_t)D + (size_t)s->cpu] != TDM_REASON_OK)
+            continue;
+        for (int d = 0; d < s->cpu; d++) {
+            size_t k = (size_t)n * (size_t)D + (size_t)d;
+            if (s->sup[k] == TDM_REASON_OK && s->over[k] == TDM_REASON_OK) {
+                s->over[k] = TDM_REASON_COST;
+                s->overdet[k] = "granularity auto: the all-cpu placement has the least estimated time of the "
+                                "placements evaluated (the ledger's auto.method gives the figures)";
+            }
+        }
+        if ((st = plan_assign(s, n, s->cpu)) != TDM_OK)
+            return st;
+    }
+    return plan_memory_pass(s);
+}
+
+/* auto: the search with the memory rule; the memory rule and the
+ * partitions' round trips make the problem non-linear, so the placements
+ * of op (greedy), subgraph, graph and cpu-only are also evaluated by the
+ * plan's own estimated total and the cheapest wins (ties: the search's);
+ * p->auto_method says which and gives every figure. */
 tdm_status plan_auto_best(pstate *s)
 {
     tdm_plan *p = s->p;
@@ -462,30 +483,42 @@ tdm_status plan_auto_best(pstate *s)
     snap_save(s, &base);
     if ((st = plan_place(s, PLAN_GRAN_AUTO)) != TDM_OK)
         return st;
-    double best_cost = placement_cost(s);
+    double search = plan_total_now(s, &st), best_cost = search, cost[4];
+    if (st != TDM_OK)
+        return st;
     const char *method = p->auto_method;
-    p->auto_cost_ms = best_cost;
     snap_save(s, &best);
+    static const char *const names[] = {"op (greedy)", "subgraph", "graph", "cpu-only"};
     static const plan_granularity others[] = {PLAN_GRAN_OP, PLAN_GRAN_SUBGRAPH, PLAN_GRAN_GRAPH};
     int winner = -1;
-    for (int k = 0; k < 3; k++) {
-        if ((st = snap_restore(s, &base)) != TDM_OK || (st = plan_place(s, others[k])) != TDM_OK)
+    for (int k = 0; k < 4; k++) {
+        if ((st = snap_restore(s, &base)) != TDM_OK ||
+            (st = k < 3 ? plan_place(s, others[k]) : place_cpu_only(s)) != TDM_OK)
             return st;
-        double c = placement_cost(s);
-        if (c < best_cost - 1e-9 * (1 + best_cost)) {
-            best_cost = c;
+        cost[k] = plan_total_now(s, &st);
+        if (st != TDM_OK)
+            return st;
+        if (cost[k] < best_cost - 1e-9 * (1 + best_cost)) {
+            best_cost = cost[k];
             winner = k;
             snap_save(s, &best);
         }
     }
     if ((st = snap_restore(s, &best)) != TDM_OK || (st = plan_memory_pass(s)) != TDM_OK)
         return st;
-    if (winner >= 0) {
-        p->auto_method = plan_fmt(s, "%s placement (cheaper than the %s search's %.4f ms once the memory rule applied)",
-                                   plan_granularity_str(others[winner]), method, p->auto_cost_ms);
-        if (!p->auto_method)
-            return err_set(s->e, TDM_E_NOMEM, "out of memory");
-    }
+    if (winner >= 0)
+        p->auto_method = plan_fmt(s,
+                                   "the %s placement: its estimated %.4f ms (nodes, copies and partition round trips) "
+                                   "is below the %s search's %.4f ms, so auto takes it (op %.4f, subgraph %.4f, "
+                                   "graph %.4f, cpu-only %.4f ms)",
+                                   names[winner], best_cost, method, search, cost[0], cost[1], cost[2], cost[3]);
+    else
+        p->auto_method = plan_fmt(s,
+                                   "%s: estimated %.4f ms (nodes, copies and partition round trips), no more than "
+                                   "op %.4f, subgraph %.4f, graph %.4f, cpu-only %.4f ms",
+                                   method, best_cost, cost[0], cost[1], cost[2], cost[3]);
+    if (!p->auto_method)
+        return err_set(s->e, TDM_E_NOMEM, "out of memory");
     p->auto_cost_ms = best_cost;
     return TDM_OK;
 }

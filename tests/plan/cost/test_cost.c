@@ -223,7 +223,7 @@ static int test_copies(void)
     unsigned char out[5] = {0, 0, 0, 0, 1};
     double up[10] = {2, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     double down[10] = {0, 0, 3, 0, 0, 0, 0, 0, 0, 0};
-    plan_cost_problem pr = {4, 2, node_ms, 5, prod, rd_start, rd, out, up, down};
+    plan_cost_problem pr = {4, 2, node_ms, 5, prod, rd_start, rd, out, up, down, NULL, NULL};
     int dev[4] = {0, 1, 1, 1};
     double c = plan_cost_eval(&pr, dev);
     /* 1 + 1 + 1 + 1 nodes, up 2 for v0, down 3 once for v1 */
