@@ -26,7 +26,8 @@ argument: guard_cli.py TANDEM MODELS_DIR CASE
              file or a wrong name: one sentence naming it, exit 2
   diag       profile and report show the plan the guard left, not the one
              it replaced: g_mul2 on cpu with PRECISION in profile --json, the
-             report's node list and its summary
+             report's node list and its summary; plan --calibration-input
+             shows the plan the guard makes of it
 """
 import json
 import os
@@ -156,6 +157,15 @@ elif case == "diag":
     check("g_mul2</td><td>Mul</td><td>vnpu" not in page, "diag: the report does not list g_mul2 on the NPU")
     check("placement: 0 of 3 nodes on vnpu:server-npu, 3 on cpu" in page and "PRECISION 1" in page,
           "diag: the report's summary is the guarded plan's")
+    # plan runs nothing, but with --calibration-input the guard checks the plan on the set
+    rc, out, err = run(["plan", model("guard_overflow"), "--devices", NPU, "--calibration-input", x, "--json"])
+    led = json.loads(out) if rc == 0 else {}
+    check(rc == 0 and "g_mul2" in refused(led), "diag: plan --calibration-input refuses g_mul2: %s (%s)" % (refused(led), err))
+    rc, out, err = run(["plan", model("guard_overflow"), "--devices", NPU, "--calibration-input", x])
+    check(rc == 0 and "PRECISION 1" in out, "diag: plan's story counts the PRECISION fallback: %r" % out)
+    rc, out, err = run(["plan", model("guard_overflow"), "--devices", NPU, "--json"])
+    led = json.loads(out) if rc == 0 else {}
+    check(rc == 0 and not refused(led), "diag: without a calibration set plan refuses nothing: %s" % refused(led))
 elif case == "policy":
     rc, _, err = run(["run", model("guard_overflow"), "--devices", NPU, "--input", "x=" + os.path.join(models, "guard_x64.npy"),
                       "--fallback", "deny"])

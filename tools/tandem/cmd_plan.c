@@ -123,6 +123,7 @@ int cmd_plan(int argc, char **argv)
     tdm_model *m = NULL;
     tdm_session_options *so = NULL;
     tdm_plan *plan = NULL;
+    tdm_session *sess = NULL;
     char *text = NULL, *ledger = NULL;
     tdm_status st;
     cli_runopts_init(&ro);
@@ -221,15 +222,26 @@ int cmd_plan(int argc, char **argv)
         goto done;
     }
     cli_calibration_note(&ro, plan);
-    st = json ? tdm_plan_ledger_json(plan, &text) : tdm_plan_report(plan, &text);
-    if (st || (!json && (st = tdm_plan_ledger_json(plan, &ledger)) != TDM_OK)) {
+    /* With --calibration-input the precision guard checks the plan on those
+     * sets when a session is created (tandem.h): the plan shown is the one
+     * a run would start with. */
+    const tdm_plan *shown = plan;
+    if (ro.n_cal_inputs && tdm_plan_status(plan) != TDM_E_POLICY) {
+        if ((st = tdm_session_create(ctx, m, so, &sess)) != TDM_OK) {
+            rc = cli_fail(st, NULL, tdm_ctx_error(ctx));
+            goto done;
+        }
+        shown = tdm_session_plan(sess);
+    }
+    st = json ? tdm_plan_ledger_json(shown, &text) : tdm_plan_report(shown, &text);
+    if (st || (!json && (st = tdm_plan_ledger_json(shown, &ledger)) != TDM_OK)) {
         rc = cli_fail(st, NULL, "cannot write the plan");
         goto done;
     }
     if (json) {
         fputs(text, stdout);
         fputc('\n', stdout);
-    } else if ((rc = print_story(ctx, m, plan, shapes, n_shapes, text, ledger, nodes)) != 0) {
+    } else if ((rc = print_story(ctx, m, shown, shapes, n_shapes, text, ledger, nodes)) != 0) {
         goto done;
     }
     if (fflush(stdout) != 0 || ferror(stdout)) {
@@ -242,6 +254,7 @@ int cmd_plan(int argc, char **argv)
 done:
     tdm_free(text);
     tdm_free(ledger);
+    tdm_session_destroy(sess);
     tdm_plan_destroy(plan);
     tdm_session_options_destroy(so);
     tdm_model_destroy(m);
