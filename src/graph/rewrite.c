@@ -14,6 +14,8 @@ const char *gr_rw_kind_str(gr_rw_kind k)
         return "fuse";
     case GR_RW_APPROX:
         return "approximate";
+    case GR_RW_DTYPE:
+        return "dtype";
     }
     return "?";
 }

@@ -17,7 +17,7 @@
 #include "graph/graph.h"
 
 #define GR_RW_MAX_IO 16
-#define GR_RW_MAX_ATTRS 4
+#define GR_RW_MAX_ATTRS 8
 #define GR_RW_MAX_ORIG 4
 
 typedef struct gr_rw_attr {
@@ -40,7 +40,7 @@ typedef struct gr_rw_node {
 } gr_rw_node;
 
 /* Rule kinds, recorded as the RESCUED sub-reason. */
-typedef enum gr_rw_kind { GR_RW_DECOMPOSE = 0, GR_RW_FUSE = 1, GR_RW_APPROX = 2 } gr_rw_kind;
+typedef enum gr_rw_kind { GR_RW_DECOMPOSE = 0, GR_RW_FUSE = 1, GR_RW_APPROX = 2, GR_RW_DTYPE = 3 } gr_rw_kind;
 const char *gr_rw_kind_str(gr_rw_kind k);
 
 typedef struct gr_rw {
@@ -54,6 +54,7 @@ typedef struct gr_rw {
     tdm_tensor **cvals;      /* owned */
     int n_consts, cap_consts;
     int counter;             /* names of intermediate values */
+    char why[200];           /* a rule that returns 0 for a form of its op it does not take may say why */
 } gr_rw;
 
 void gr_rw_init(gr_rw *r, const char *rule, gr_rw_kind kind);
@@ -86,12 +87,20 @@ int gr_rw_const_i64(gr_rw *r, const gr_graph *g, int n, const int64_t *vals, cha
  * supports(): nothing yet; the rule builds, the device judges. */
 typedef int (*gr_rw_rule_fn)(const gr_graph *g, int node, gr_rw *out);
 
+/* Which refusals a rule answers (gr_rw_rule.when). */
+typedef enum gr_rw_when {
+    GR_RW_WHEN_OP = 0,       /* OP_UNSUPPORTED, DTYPE_UNSUPPORTED, ATTR_UNSUPPORTED */
+    GR_RW_WHEN_SHAPE = 1,    /* SHAPE_UNSUPPORTED, ATTR_UNSUPPORTED (a rank the device does not take) */
+    GR_RW_WHEN_DTYPE = 2     /* DTYPE_UNSUPPORTED only */
+} gr_rw_when;
+
 typedef struct gr_rw_rule {
     const char *name;        /* "layernorm", as profiles list them */
-    const char *op;          /* the op type it starts from */
+    const char *op;          /* the op type it starts from; "*": any op with an int64 input or output */
     gr_rw_kind kind;         /* GR_RW_APPROX: only with --rescue all */
     gr_rw_rule_fn build;     /* 1: *out filled; 0: does not apply (out left empty); -1: out of memory */
     const char *what;        /* one line: what it becomes */
+    gr_rw_when when;         /* which refusals it answers */
 } gr_rw_rule;
 
 /* The rules, in the order they are tried; *n receives the count. */

@@ -5,28 +5,16 @@
  * `--rescue all` once verified. A rule returns 0 when the node is outside
  * what it handles (a dynamic dimension it needs, a non-constant pad, an
  * optional output that is read, …). */
-#include "graph/rewrite.h"
+#include "graph/rewrite_build.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#define NAME 200
+#define NAME RWB_NAME
 #define TDM_PI 3.14159265358979323846
 
-typedef struct rwb {
-    gr_rw *r;
-    const gr_graph *g;
-    const gr_node *n;
-    int64_t opset;
-    tdm_dtype dt;        /* the element type of input 0 */
-    tdm_dtype ct;        /* the type constants are made in (float32 for a widened normalisation) */
-    int fail;            /* out of memory */
-    char tmp[48][NAME];
-    int nt;
-} rwb;
-
-static void rwb_init(rwb *b, gr_rw *r, const gr_graph *g, int node)
+void rwb_init(rwb *b, gr_rw *r, const gr_graph *g, int node)
 {
     memset(b, 0, sizeof *b);
     b->r = r;
@@ -40,38 +28,38 @@ static void rwb_init(rwb *b, gr_rw *r, const gr_graph *g, int node)
 }
 
 /* A fresh intermediate name. */
-static const char *T(rwb *b)
+const char *rwb_tmp(rwb *b)
 {
-    if (b->nt >= 48) {
+    if (b->nt >= RWB_TMPS) {
         b->fail = 1;
         return "";
     }
     return gr_rw_tmp(b->r, b->g, b->tmp[b->nt++], NAME);
 }
 
-static const char *in_name(const rwb *b, int i)
+const char *rwb_in_name(const rwb *b, int i)
 {
     return i < b->n->n_inputs && b->n->inputs[i] >= 0 ? b->g->values[b->n->inputs[i]].name : "";
 }
 
-static const char *out_name(const rwb *b, int i)
+const char *rwb_out_name(const rwb *b, int i)
 {
     return i < b->n->n_outputs && b->n->outputs[i] >= 0 ? b->g->values[b->n->outputs[i]].name : "";
 }
 
-static const gr_type *in_type(const rwb *b, int i)
+const gr_type *rwb_in_type(const rwb *b, int i)
 {
     static const gr_type none = {TDM_KIND_TENSOR, TDM_UNDEFINED, -1, {{0, NULL}}, 0, TDM_UNDEFINED};
     return i < b->n->n_inputs && b->n->inputs[i] >= 0 ? &b->g->values[b->n->inputs[i]].type : &none;
 }
 
-static const tdm_tensor *in_const(const rwb *b, int i)
+const tdm_tensor *rwb_in_const(const rwb *b, int i)
 {
     return i < b->n->n_inputs && b->n->inputs[i] >= 0 ? b->g->values[b->n->inputs[i]].init : NULL;
 }
 
 /* Output i is produced and read (by a node or as a graph output). */
-static int out_used(const rwb *b, int i)
+int rwb_out_used(const rwb *b, int i)
 {
     if (i >= b->n->n_outputs || b->n->outputs[i] < 0)
         return 0;
@@ -79,12 +67,12 @@ static int out_used(const rwb *b, int i)
     return v->is_output || v->n_consumers > 0;
 }
 
-static int is_float(tdm_dtype dt)
+int rwb_is_float(tdm_dtype dt)
 {
     return dt == TDM_FLOAT || dt == TDM_FLOAT16 || dt == TDM_BFLOAT16 || dt == TDM_DOUBLE;
 }
 
-static gr_rw_node *op(rwb *b, const char *type, int n_in, const char *a, const char *c, const char *out)
+gr_rw_node *rwb_op(rwb *b, const char *type, int n_in, const char *a, const char *c, const char *out)
 {
     const char *in[2] = {a, c};
     gr_rw_node *n = gr_rw_node_add(b->r, type, n_in, in, 1, &out);
@@ -94,9 +82,9 @@ static gr_rw_node *op(rwb *b, const char *type, int n_in, const char *a, const c
 }
 
 /* A scalar constant of the input's float type. */
-static const char *scalar(rwb *b, double v)
+const char *rwb_scalar(rwb *b, double v)
 {
-    if (b->nt >= 48) {
+    if (b->nt >= RWB_TMPS) {
         b->fail = 1;
         return "";
     }
@@ -106,9 +94,9 @@ static const char *scalar(rwb *b, double v)
     return name;
 }
 
-static const char *ints(rwb *b, int n, const int64_t *v)
+const char *rwb_ints(rwb *b, int n, const int64_t *v)
 {
-    if (b->nt >= 48) {
+    if (b->nt >= RWB_TMPS) {
         b->fail = 1;
         return "";
     }
@@ -124,8 +112,8 @@ static void reduce_mean(rwb *b, const char *x, int n_axes, const int64_t *axes, 
 {
     gr_rw_node *n;
     if (b->opset >= 18)
-        n = op(b, "ReduceMean", 2, x, ints(b, n_axes, axes), out);
-    else if ((n = op(b, "ReduceMean", 1, x, NULL, out)) != NULL)
+        n = rwb_op(b, "ReduceMean", 2, x, rwb_ints(b, n_axes, axes), out);
+    else if ((n = rwb_op(b, "ReduceMean", 1, x, NULL, out)) != NULL)
         gr_rw_attr_ints(n, "axes", n_axes, axes);
     if (n)
         gr_rw_attr_int(n, "keepdims", 1);
@@ -135,12 +123,12 @@ static void reduce_mean(rwb *b, const char *x, int n_axes, const int64_t *axes, 
 static void clip(rwb *b, const char *x, double lo, double hi, const char *out)
 {
     if (b->opset >= 11) {
-        const char *in[3] = {x, scalar(b, lo), scalar(b, hi)};
+        const char *in[3] = {x, rwb_scalar(b, lo), rwb_scalar(b, hi)};
         if (!gr_rw_node_add(b->r, "Clip", 3, in, 1, &out))
             b->fail = 1;
         return;
     }
-    gr_rw_node *n = op(b, "Clip", 1, x, NULL, out);
+    gr_rw_node *n = rwb_op(b, "Clip", 1, x, NULL, out);
     if (n) {
         gr_rw_attr_float(n, "min", (float)lo);
         gr_rw_attr_float(n, "max", (float)hi);
@@ -150,17 +138,17 @@ static void clip(rwb *b, const char *x, double lo, double hi, const char *out)
 /* (x - mean(x)) / sqrt(var(x) + eps) over axes, into out. */
 static void normalize(rwb *b, const char *x, int n_axes, const int64_t *axes, double eps, const char *out)
 {
-    const char *mean = T(b), *d = T(b), *sq = T(b), *var = T(b), *ve = T(b), *sd = T(b);
+    const char *mean = rwb_tmp(b), *d = rwb_tmp(b), *sq = rwb_tmp(b), *var = rwb_tmp(b), *ve = rwb_tmp(b), *sd = rwb_tmp(b);
     reduce_mean(b, x, n_axes, axes, mean);
-    op(b, "Sub", 2, x, mean, d);
-    op(b, "Mul", 2, d, d, sq);
+    rwb_op(b, "Sub", 2, x, mean, d);
+    rwb_op(b, "Mul", 2, d, d, sq);
     reduce_mean(b, sq, n_axes, axes, var);
-    op(b, "Add", 2, var, scalar(b, eps), ve);
-    op(b, "Sqrt", 1, ve, NULL, sd);
-    op(b, "Div", 2, d, sd, out);
+    rwb_op(b, "Add", 2, var, rwb_scalar(b, eps), ve);
+    rwb_op(b, "Sqrt", 1, ve, NULL, sd);
+    rwb_op(b, "Div", 2, d, sd, out);
 }
 
-static int done(rwb *b) { return b->fail ? -1 : 1; }
+int rwb_done(const rwb *b) { return b->fail ? -1 : 1; }
 
 static int narrow(tdm_dtype dt) { return dt == TDM_FLOAT16 || dt == TDM_BFLOAT16; }
 
@@ -171,8 +159,8 @@ static const char *widen(rwb *b, const char *x)
 {
     if (!narrow(b->dt) || !*x)
         return x;
-    const char *w = T(b);
-    gr_rw_node *n = op(b, "Cast", 1, x, NULL, w);
+    const char *w = rwb_tmp(b);
+    gr_rw_node *n = rwb_op(b, "Cast", 1, x, NULL, w);
     if (n)
         gr_rw_attr_int(n, "to", TDM_FLOAT);
     return w;
@@ -180,13 +168,13 @@ static const char *widen(rwb *b, const char *x)
 
 /* The output name of a normalisation: a float32 temporary that narrow()
  * casts back into out when the node's type is narrow. */
-static const char *wide_out(rwb *b, const char *out) { return narrow(b->dt) ? T(b) : out; }
+static const char *wide_out(rwb *b, const char *out) { return narrow(b->dt) ? rwb_tmp(b) : out; }
 
 static void narrow_back(rwb *b, const char *w, const char *out)
 {
     if (!narrow(b->dt))
         return;
-    gr_rw_node *n = op(b, "Cast", 1, w, NULL, out);
+    gr_rw_node *n = rwb_op(b, "Cast", 1, w, NULL, out);
     if (n)
         gr_rw_attr_int(n, "to", b->dt);
 }
@@ -197,9 +185,9 @@ static int rule_layernorm(const gr_graph *g, int node, gr_rw *r)
 {
     rwb b;
     rwb_init(&b, r, g, node);
-    const gr_type *xt = in_type(&b, 0);
+    const gr_type *xt = rwb_in_type(&b, 0);
     int rank = xt->rank;
-    if (rank < 1 || !is_float(b.dt) || out_used(&b, 1) || out_used(&b, 2))
+    if (rank < 1 || !rwb_is_float(b.dt) || rwb_out_used(&b, 1) || rwb_out_used(&b, 2))
         return 0;
     int64_t axis = gr_attr_int(b.n, "axis", -1);
     if (axis < 0)
@@ -213,17 +201,17 @@ static int rule_layernorm(const gr_graph *g, int node, gr_rw *r)
         axes[na++] = a;
     if (narrow(b.dt))
         b.ct = TDM_FLOAT;
-    const char *nr = T(&b), *has_b = in_name(&b, 2), *out = wide_out(&b, out_name(&b, 0));
-    normalize(&b, widen(&b, in_name(&b, 0)), na, axes, eps, nr);
+    const char *nr = rwb_tmp(&b), *has_b = rwb_in_name(&b, 2), *out = wide_out(&b, rwb_out_name(&b, 0));
+    normalize(&b, widen(&b, rwb_in_name(&b, 0)), na, axes, eps, nr);
     if (*has_b) {
-        const char *y = T(&b);
-        op(&b, "Mul", 2, nr, widen(&b, in_name(&b, 1)), y);
-        op(&b, "Add", 2, y, widen(&b, has_b), out);
+        const char *y = rwb_tmp(&b);
+        rwb_op(&b, "Mul", 2, nr, widen(&b, rwb_in_name(&b, 1)), y);
+        rwb_op(&b, "Add", 2, y, widen(&b, has_b), out);
     } else {
-        op(&b, "Mul", 2, nr, widen(&b, in_name(&b, 1)), out);
+        rwb_op(&b, "Mul", 2, nr, widen(&b, rwb_in_name(&b, 1)), out);
     }
-    narrow_back(&b, out, out_name(&b, 0));
-    return done(&b);
+    narrow_back(&b, out, rwb_out_name(&b, 0));
+    return rwb_done(&b);
 }
 
 /* A per-channel vector v (shape [C]) as [C, 1, …] (rank - 1 entries) for
@@ -234,8 +222,8 @@ static const char *per_channel(rwb *b, const char *v, int rank)
     shape[0] = -1;
     for (int k = 1; k < rank - 1; k++)
         shape[k] = 1;
-    const char *out = T(b);
-    op(b, "Reshape", 2, v, ints(b, rank - 1, shape), out);
+    const char *out = rwb_tmp(b);
+    rwb_op(b, "Reshape", 2, v, rwb_ints(b, rank - 1, shape), out);
     return out;
 }
 
@@ -243,30 +231,30 @@ static int rule_instancenorm(const gr_graph *g, int node, gr_rw *r)
 {
     rwb b;
     rwb_init(&b, r, g, node);
-    int rank = in_type(&b, 0)->rank;
-    if (rank < 3 || !is_float(b.dt))
+    int rank = rwb_in_type(&b, 0)->rank;
+    if (rank < 3 || !rwb_is_float(b.dt))
         return 0;
     int64_t axes[TDM_MAX_RANK];
     for (int a = 2; a < rank; a++)
         axes[a - 2] = a;
     if (narrow(b.dt))
         b.ct = TDM_FLOAT;
-    const char *nr = T(&b), *y = T(&b), *out = wide_out(&b, out_name(&b, 0));
-    normalize(&b, widen(&b, in_name(&b, 0)), rank - 2, axes, gr_attr_float(b.n, "epsilon", 1e-5f), nr);
-    op(&b, "Mul", 2, nr, per_channel(&b, widen(&b, in_name(&b, 1)), rank), y);
-    op(&b, "Add", 2, y, per_channel(&b, widen(&b, in_name(&b, 2)), rank), out);
-    narrow_back(&b, out, out_name(&b, 0));
-    return done(&b);
+    const char *nr = rwb_tmp(&b), *y = rwb_tmp(&b), *out = wide_out(&b, rwb_out_name(&b, 0));
+    normalize(&b, widen(&b, rwb_in_name(&b, 0)), rank - 2, axes, gr_attr_float(b.n, "epsilon", 1e-5f), nr);
+    rwb_op(&b, "Mul", 2, nr, per_channel(&b, widen(&b, rwb_in_name(&b, 1)), rank), y);
+    rwb_op(&b, "Add", 2, y, per_channel(&b, widen(&b, rwb_in_name(&b, 2)), rank), out);
+    narrow_back(&b, out, rwb_out_name(&b, 0));
+    return rwb_done(&b);
 }
 
 static int rule_groupnorm(const gr_graph *g, int node, gr_rw *r)
 {
     rwb b;
     rwb_init(&b, r, g, node);
-    const gr_type *xt = in_type(&b, 0);
+    const gr_type *xt = rwb_in_type(&b, 0);
     int rank = xt->rank;
     int64_t G = gr_attr_int(b.n, "num_groups", 0);
-    if (rank < 3 || !is_float(b.dt) || G < 1)
+    if (rank < 3 || !rwb_is_float(b.dt) || G < 1)
         return 0;
     for (int d = 1; d < rank; d++)
         if (xt->dims[d].v < 0)
@@ -280,23 +268,23 @@ static int rule_groupnorm(const gr_graph *g, int node, gr_rw *r)
         back[d] = xt->dims[d].v;
     if (narrow(b.dt))
         b.ct = TDM_FLOAT;
-    const char *xr = T(&b), *nr = T(&b), *y = T(&b), *z = T(&b), *out = wide_out(&b, out_name(&b, 0));
-    op(&b, "Reshape", 2, widen(&b, in_name(&b, 0)), ints(&b, 3, grouped), xr);
+    const char *xr = rwb_tmp(&b), *nr = rwb_tmp(&b), *y = rwb_tmp(&b), *z = rwb_tmp(&b), *out = wide_out(&b, rwb_out_name(&b, 0));
+    rwb_op(&b, "Reshape", 2, widen(&b, rwb_in_name(&b, 0)), rwb_ints(&b, 3, grouped), xr);
     normalize(&b, xr, 1, ax, gr_attr_float(b.n, "epsilon", 1e-5f), nr);
     if (per_channel_scale) {
-        op(&b, "Reshape", 2, nr, ints(&b, rank, back), y);
-        op(&b, "Mul", 2, y, per_channel(&b, widen(&b, in_name(&b, 1)), rank), z);
-        op(&b, "Add", 2, z, per_channel(&b, widen(&b, in_name(&b, 2)), rank), out);
+        rwb_op(&b, "Reshape", 2, nr, rwb_ints(&b, rank, back), y);
+        rwb_op(&b, "Mul", 2, y, per_channel(&b, widen(&b, rwb_in_name(&b, 1)), rank), z);
+        rwb_op(&b, "Add", 2, z, per_channel(&b, widen(&b, rwb_in_name(&b, 2)), rank), out);
     } else {
-        const char *s = T(&b), *c = T(&b), *w = T(&b);
-        op(&b, "Reshape", 2, widen(&b, in_name(&b, 1)), ints(&b, 3, g3), s);
-        op(&b, "Reshape", 2, widen(&b, in_name(&b, 2)), ints(&b, 3, g3), c);
-        op(&b, "Mul", 2, nr, s, y);
-        op(&b, "Add", 2, y, c, w);
-        op(&b, "Reshape", 2, w, ints(&b, rank, back), out);
+        const char *s = rwb_tmp(&b), *c = rwb_tmp(&b), *w = rwb_tmp(&b);
+        rwb_op(&b, "Reshape", 2, widen(&b, rwb_in_name(&b, 1)), rwb_ints(&b, 3, g3), s);
+        rwb_op(&b, "Reshape", 2, widen(&b, rwb_in_name(&b, 2)), rwb_ints(&b, 3, g3), c);
+        rwb_op(&b, "Mul", 2, nr, s, y);
+        rwb_op(&b, "Add", 2, y, c, w);
+        rwb_op(&b, "Reshape", 2, w, rwb_ints(&b, rank, back), out);
     }
-    narrow_back(&b, out, out_name(&b, 0));
-    return done(&b);
+    narrow_back(&b, out, rwb_out_name(&b, 0));
+    return rwb_done(&b);
 }
 
 /* ---- activations ---- */
@@ -304,50 +292,50 @@ static int rule_groupnorm(const gr_graph *g, int node, gr_rw *r)
 /* 0.5 * x * (1 + erf(x / sqrt 2)) */
 static void gelu_erf(rwb *b, const char *x, const char *out)
 {
-    const char *a = T(b), *e = T(b), *c = T(b), *d = T(b);
-    op(b, "Mul", 2, x, scalar(b, 1.0 / sqrt(2.0)), a);
-    op(b, "Erf", 1, a, NULL, e);
-    op(b, "Add", 2, e, scalar(b, 1.0), c);
-    op(b, "Mul", 2, x, c, d);
-    op(b, "Mul", 2, d, scalar(b, 0.5), out);
+    const char *a = rwb_tmp(b), *e = rwb_tmp(b), *c = rwb_tmp(b), *d = rwb_tmp(b);
+    rwb_op(b, "Mul", 2, x, rwb_scalar(b, 1.0 / sqrt(2.0)), a);
+    rwb_op(b, "Erf", 1, a, NULL, e);
+    rwb_op(b, "Add", 2, e, rwb_scalar(b, 1.0), c);
+    rwb_op(b, "Mul", 2, x, c, d);
+    rwb_op(b, "Mul", 2, d, rwb_scalar(b, 0.5), out);
 }
 
 /* 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) */
 static void gelu_tanh(rwb *b, const char *x, const char *out)
 {
-    const char *x2 = T(b), *x3 = T(b), *k = T(b), *s = T(b), *u = T(b), *t = T(b), *c = T(b), *d = T(b);
-    op(b, "Mul", 2, x, x, x2);
-    op(b, "Mul", 2, x2, x, x3);
-    op(b, "Mul", 2, x3, scalar(b, 0.044715), k);
-    op(b, "Add", 2, x, k, s);
-    op(b, "Mul", 2, s, scalar(b, sqrt(2.0 / TDM_PI)), u);
-    op(b, "Tanh", 1, u, NULL, t);
-    op(b, "Add", 2, t, scalar(b, 1.0), c);
-    op(b, "Mul", 2, x, c, d);
-    op(b, "Mul", 2, d, scalar(b, 0.5), out);
+    const char *x2 = rwb_tmp(b), *x3 = rwb_tmp(b), *k = rwb_tmp(b), *s = rwb_tmp(b), *u = rwb_tmp(b), *t = rwb_tmp(b), *c = rwb_tmp(b), *d = rwb_tmp(b);
+    rwb_op(b, "Mul", 2, x, x, x2);
+    rwb_op(b, "Mul", 2, x2, x, x3);
+    rwb_op(b, "Mul", 2, x3, rwb_scalar(b, 0.044715), k);
+    rwb_op(b, "Add", 2, x, k, s);
+    rwb_op(b, "Mul", 2, s, rwb_scalar(b, sqrt(2.0 / TDM_PI)), u);
+    rwb_op(b, "Tanh", 1, u, NULL, t);
+    rwb_op(b, "Add", 2, t, rwb_scalar(b, 1.0), c);
+    rwb_op(b, "Mul", 2, x, c, d);
+    rwb_op(b, "Mul", 2, d, rwb_scalar(b, 0.5), out);
 }
 
 static int rule_gelu(const gr_graph *g, int node, gr_rw *r)
 {
     rwb b;
     rwb_init(&b, r, g, node);
-    if (!is_float(b.dt))
+    if (!rwb_is_float(b.dt))
         return 0;
     if (strcmp(gr_attr_str(b.n, "approximate", "none"), "tanh") == 0)
-        gelu_tanh(&b, in_name(&b, 0), out_name(&b, 0));
+        gelu_tanh(&b, rwb_in_name(&b, 0), rwb_out_name(&b, 0));
     else
-        gelu_erf(&b, in_name(&b, 0), out_name(&b, 0));
-    return done(&b);
+        gelu_erf(&b, rwb_in_name(&b, 0), rwb_out_name(&b, 0));
+    return rwb_done(&b);
 }
 
 static int rule_gelu_tanh(const gr_graph *g, int node, gr_rw *r)
 {
     rwb b;
     rwb_init(&b, r, g, node);
-    if (!is_float(b.dt) || strcmp(gr_attr_str(b.n, "approximate", "none"), "none") != 0)
+    if (!rwb_is_float(b.dt) || strcmp(gr_attr_str(b.n, "approximate", "none"), "none") != 0)
         return 0;
-    gelu_tanh(&b, in_name(&b, 0), out_name(&b, 0));
-    return done(&b);
+    gelu_tanh(&b, rwb_in_name(&b, 0), rwb_out_name(&b, 0));
+    return rwb_done(&b);
 }
 
 /* erf(z) ~ tanh(2/sqrt(pi) * (z + 0.044715 * 2 * z^3)): GELU's tanh form
@@ -356,79 +344,79 @@ static int rule_erf_tanh(const gr_graph *g, int node, gr_rw *r)
 {
     rwb b;
     rwb_init(&b, r, g, node);
-    if (!is_float(b.dt))
+    if (!rwb_is_float(b.dt))
         return 0;
-    const char *z = in_name(&b, 0), *z2 = T(&b), *z3 = T(&b), *k = T(&b), *s = T(&b), *u = T(&b);
-    op(&b, "Mul", 2, z, z, z2);
-    op(&b, "Mul", 2, z2, z, z3);
-    op(&b, "Mul", 2, z3, scalar(&b, 0.044715 * 2.0), k);
-    op(&b, "Add", 2, z, k, s);
-    op(&b, "Mul", 2, s, scalar(&b, 2.0 / sqrt(TDM_PI)), u);
-    op(&b, "Tanh", 1, u, NULL, out_name(&b, 0));
-    return done(&b);
+    const char *z = rwb_in_name(&b, 0), *z2 = rwb_tmp(&b), *z3 = rwb_tmp(&b), *k = rwb_tmp(&b), *s = rwb_tmp(&b), *u = rwb_tmp(&b);
+    rwb_op(&b, "Mul", 2, z, z, z2);
+    rwb_op(&b, "Mul", 2, z2, z, z3);
+    rwb_op(&b, "Mul", 2, z3, rwb_scalar(&b, 0.044715 * 2.0), k);
+    rwb_op(&b, "Add", 2, z, k, s);
+    rwb_op(&b, "Mul", 2, s, rwb_scalar(&b, 2.0 / sqrt(TDM_PI)), u);
+    rwb_op(&b, "Tanh", 1, u, NULL, rwb_out_name(&b, 0));
+    return rwb_done(&b);
 }
 
 static int rule_hardsigmoid(const gr_graph *g, int node, gr_rw *r)
 {
     rwb b;
     rwb_init(&b, r, g, node);
-    if (!is_float(b.dt))
+    if (!rwb_is_float(b.dt))
         return 0;
-    const char *a = T(&b), *s = T(&b);
-    op(&b, "Mul", 2, in_name(&b, 0), scalar(&b, gr_attr_float(b.n, "alpha", 0.2f)), a);
-    op(&b, "Add", 2, a, scalar(&b, gr_attr_float(b.n, "beta", 0.5f)), s);
-    clip(&b, s, 0.0, 1.0, out_name(&b, 0));
-    return done(&b);
+    const char *a = rwb_tmp(&b), *s = rwb_tmp(&b);
+    rwb_op(&b, "Mul", 2, rwb_in_name(&b, 0), rwb_scalar(&b, gr_attr_float(b.n, "alpha", 0.2f)), a);
+    rwb_op(&b, "Add", 2, a, rwb_scalar(&b, gr_attr_float(b.n, "beta", 0.5f)), s);
+    clip(&b, s, 0.0, 1.0, rwb_out_name(&b, 0));
+    return rwb_done(&b);
 }
 
 static int rule_hardswish(const gr_graph *g, int node, gr_rw *r)
 {
     rwb b;
     rwb_init(&b, r, g, node);
-    if (!is_float(b.dt))
+    if (!rwb_is_float(b.dt))
         return 0;
-    const char *x = in_name(&b, 0), *a = T(&b), *s = T(&b), *c = T(&b);
-    op(&b, "Mul", 2, x, scalar(&b, 1.0 / 6.0), a);
-    op(&b, "Add", 2, a, scalar(&b, 0.5), s);
+    const char *x = rwb_in_name(&b, 0), *a = rwb_tmp(&b), *s = rwb_tmp(&b), *c = rwb_tmp(&b);
+    rwb_op(&b, "Mul", 2, x, rwb_scalar(&b, 1.0 / 6.0), a);
+    rwb_op(&b, "Add", 2, a, rwb_scalar(&b, 0.5), s);
     clip(&b, s, 0.0, 1.0, c);
-    op(&b, "Mul", 2, x, c, out_name(&b, 0));
-    return done(&b);
+    rwb_op(&b, "Mul", 2, x, c, rwb_out_name(&b, 0));
+    return rwb_done(&b);
 }
 
 /* softplus(x) = relu(x) + log(1 + exp(-|x|)): no overflow for large x. */
 static void softplus(rwb *b, const char *x, const char *out)
 {
-    const char *a = T(b), *n = T(b), *e = T(b), *p = T(b), *l = T(b), *rl = T(b);
-    op(b, "Abs", 1, x, NULL, a);
-    op(b, "Neg", 1, a, NULL, n);
-    op(b, "Exp", 1, n, NULL, e);
-    op(b, "Add", 2, e, scalar(b, 1.0), p);
-    op(b, "Log", 1, p, NULL, l);
-    op(b, "Relu", 1, x, NULL, rl);
-    op(b, "Add", 2, rl, l, out);
+    const char *a = rwb_tmp(b), *n = rwb_tmp(b), *e = rwb_tmp(b), *p = rwb_tmp(b), *l = rwb_tmp(b), *rl = rwb_tmp(b);
+    rwb_op(b, "Abs", 1, x, NULL, a);
+    rwb_op(b, "Neg", 1, a, NULL, n);
+    rwb_op(b, "Exp", 1, n, NULL, e);
+    rwb_op(b, "Add", 2, e, rwb_scalar(b, 1.0), p);
+    rwb_op(b, "Log", 1, p, NULL, l);
+    rwb_op(b, "Relu", 1, x, NULL, rl);
+    rwb_op(b, "Add", 2, rl, l, out);
 }
 
 static int rule_softplus(const gr_graph *g, int node, gr_rw *r)
 {
     rwb b;
     rwb_init(&b, r, g, node);
-    if (!is_float(b.dt))
+    if (!rwb_is_float(b.dt))
         return 0;
-    softplus(&b, in_name(&b, 0), out_name(&b, 0));
-    return done(&b);
+    softplus(&b, rwb_in_name(&b, 0), rwb_out_name(&b, 0));
+    return rwb_done(&b);
 }
 
 static int rule_mish(const gr_graph *g, int node, gr_rw *r)
 {
     rwb b;
     rwb_init(&b, r, g, node);
-    if (!is_float(b.dt))
+    if (!rwb_is_float(b.dt))
         return 0;
-    const char *sp = T(&b), *t = T(&b);
-    softplus(&b, in_name(&b, 0), sp);
-    op(&b, "Tanh", 1, sp, NULL, t);
-    op(&b, "Mul", 2, in_name(&b, 0), t, out_name(&b, 0));
-    return done(&b);
+    const char *sp = rwb_tmp(&b), *t = rwb_tmp(&b);
+    softplus(&b, rwb_in_name(&b, 0), sp);
+    rwb_op(&b, "Tanh", 1, sp, NULL, t);
+    rwb_op(&b, "Mul", 2, rwb_in_name(&b, 0), t, rwb_out_name(&b, 0));
+    return rwb_done(&b);
 }
 
 /* ---- data movement ---- */
@@ -436,16 +424,16 @@ static int rule_mish(const gr_graph *g, int node, gr_rw *r)
 /* Slice(x, [start], [end], [axis], [step]) into out (opset >= 10). */
 static void slice1(rwb *b, const char *x, int64_t start, int64_t end, int64_t axis, int64_t step, const char *out)
 {
-    const char *in[5] = {x, ints(b, 1, &start), ints(b, 1, &end), ints(b, 1, &axis), ints(b, 1, &step)};
+    const char *in[5] = {x, rwb_ints(b, 1, &start), rwb_ints(b, 1, &end), rwb_ints(b, 1, &axis), rwb_ints(b, 1, &step)};
     if (!gr_rw_node_add(b->r, "Slice", 5, in, 1, &out))
         b->fail = 1;
 }
 
 /* The node's constant int64 list input i (or attribute name when the
  * input is absent): count, or -1 when neither is constant. */
-static int const_ints(const rwb *b, int i, const char *attr, int64_t *v, int cap)
+int rwb_const_ints(const rwb *b, int i, const char *attr, int64_t *v, int cap)
 {
-    const tdm_tensor *t = in_const(b, i);
+    const tdm_tensor *t = rwb_in_const(b, i);
     if (t) {
         size_t n = tdm_tensor_count(t);
         if (n > (size_t)cap || (t->dtype != TDM_INT64 && t->dtype != TDM_INT32))
@@ -454,7 +442,7 @@ static int const_ints(const rwb *b, int i, const char *attr, int64_t *v, int cap
             v[k] = tensor_get_i64(t, k);
         return (int)n;
     }
-    if (*in_name(b, i))
+    if (*rwb_in_name(b, i))
         return -1;
     const int64_t *a;
     int n = attr ? gr_attr_ints(b->n, attr, &a) : -1;
@@ -471,19 +459,19 @@ static int rule_pad(const gr_graph *g, int node, gr_rw *r)
     rwb_init(&b, r, g, node);
     const char *mode = gr_attr_str(b.n, "mode", "constant");
     int reflect = strcmp(mode, "reflect") == 0, edge = strcmp(mode, "edge") == 0;
-    const gr_type *xt = in_type(&b, 0);
+    const gr_type *xt = rwb_in_type(&b, 0);
     int rank = xt->rank;
     int64_t pads[2 * TDM_MAX_RANK], axes[TDM_MAX_RANK];
     if ((!reflect && !edge) || rank < 1 || b.opset < 10)
         return 0;
-    int np = const_ints(&b, 1, b.opset < 11 ? "pads" : NULL, pads, 2 * TDM_MAX_RANK);
-    int na = *in_name(&b, 3) ? const_ints(&b, 3, NULL, axes, TDM_MAX_RANK) : rank;
+    int np = rwb_const_ints(&b, 1, b.opset < 11 ? "pads" : NULL, pads, 2 * TDM_MAX_RANK);
+    int na = *rwb_in_name(&b, 3) ? rwb_const_ints(&b, 3, NULL, axes, TDM_MAX_RANK) : rank;
     if (np < 0 || na < 0 || np != 2 * na)
         return 0;
-    if (!*in_name(&b, 3))
+    if (!*rwb_in_name(&b, 3))
         for (int k = 0; k < rank; k++)
             axes[k] = k;
-    const char *cur = in_name(&b, 0);
+    const char *cur = rwb_in_name(&b, 0);
     int last = -1;
     for (int k = 0; k < na; k++) {
         if (axes[k] < 0)
@@ -503,7 +491,7 @@ static int rule_pad(const gr_graph *g, int node, gr_rw *r)
             return 0;
         const char *in[GR_RW_MAX_IO];
         int m = 0;
-        const char *left = lo ? T(&b) : NULL, *right = hi ? T(&b) : NULL;
+        const char *left = lo ? rwb_tmp(&b) : NULL, *right = hi ? rwb_tmp(&b) : NULL;
         if (reflect) {
             if (lo)
                 slice1(&b, cur, lo, 0, a, -1, left);
@@ -525,21 +513,21 @@ static int rule_pad(const gr_graph *g, int node, gr_rw *r)
             for (int64_t i = 0; i < hi; i++)
                 in[m++] = right;
         }
-        const char *out = k == last ? out_name(&b, 0) : T(&b);
+        const char *out = k == last ? rwb_out_name(&b, 0) : rwb_tmp(&b);
         gr_rw_node *c = gr_rw_node_add(b.r, "Concat", m, in, 1, &out);
         if (!c)
             return -1;
         gr_rw_attr_int(c, "axis", a);
         cur = out;
     }
-    return done(&b);
+    return rwb_done(&b);
 }
 
 static int rule_split(const gr_graph *g, int node, gr_rw *r)
 {
     rwb b;
     rwb_init(&b, r, g, node);
-    const gr_type *xt = in_type(&b, 0);
+    const gr_type *xt = rwb_in_type(&b, 0);
     int rank = xt->rank, nout = b.n->n_outputs;
     int64_t axis = gr_attr_int(b.n, "axis", 0), sizes[GR_RW_MAX_IO];
     if (rank < 1 || b.opset < 10 || nout < 1 || nout > GR_RW_MAX_IO)
@@ -549,8 +537,8 @@ static int rule_split(const gr_graph *g, int node, gr_rw *r)
     if (axis < 0 || axis >= rank || xt->dims[axis].v < 0)
         return 0;
     int64_t n = xt->dims[axis].v;
-    int ns = const_ints(&b, 1, b.opset < 13 ? "split" : NULL, sizes, GR_RW_MAX_IO);
-    if (ns < 0 && *in_name(&b, 1))
+    int ns = rwb_const_ints(&b, 1, b.opset < 13 ? "split" : NULL, sizes, GR_RW_MAX_IO);
+    if (ns < 0 && *rwb_in_name(&b, 1))
         return 0;
     if (ns <= 0) {
         /* equal parts; the last smaller (opset 18 num_outputs) */
@@ -567,13 +555,13 @@ static int rule_split(const gr_graph *g, int node, gr_rw *r)
     for (int k = 0; k < nout; k++) {
         if (sizes[k] < 0)
             return 0;
-        if (*out_name(&b, k))
-            slice1(&b, in_name(&b, 0), off, off + sizes[k], axis, 1, out_name(&b, k));
+        if (*rwb_out_name(&b, k))
+            slice1(&b, rwb_in_name(&b, 0), off, off + sizes[k], axis, 1, rwb_out_name(&b, k));
         off += sizes[k];
     }
     if (off != n)
         return 0;
-    return done(&b);
+    return rwb_done(&b);
 }
 
 /* ---- fusions ---- */
@@ -584,8 +572,8 @@ static int rule_gemm(const gr_graph *g, int node, gr_rw *r)
 {
     rwb b;
     rwb_init(&b, r, g, node);
-    const gr_type *at = in_type(&b, 0), *bt = in_type(&b, 1);
-    if (at->rank != 2 || bt->rank != 2 || !is_float(b.dt) || b.n->outputs[0] < 0)
+    const gr_type *at = rwb_in_type(&b, 0), *bt = rwb_in_type(&b, 1);
+    if (at->rank != 2 || bt->rank != 2 || !rwb_is_float(b.dt) || b.n->outputs[0] < 0)
         return 0;
     int v = b.n->outputs[0];
     if (g->values[v].is_output || g->values[v].n_consumers != 1)
@@ -609,30 +597,38 @@ static int rule_gemm(const gr_graph *g, int node, gr_rw *r)
     if (!ok || an->outputs[0] < 0)
         return 0;
     r->orig[r->n_orig++] = add;
-    const char *in[3] = {in_name(&b, 0), in_name(&b, 1), g->values[cv].name};
+    const char *in[3] = {rwb_in_name(&b, 0), rwb_in_name(&b, 1), g->values[cv].name};
     const char *out = g->values[an->outputs[0]].name;
     if (!gr_rw_node_add(r, "Gemm", 3, in, 1, &out))
         return -1;
-    return done(&b);
+    return rwb_done(&b);
 }
 
 static const gr_rw_rule rules[] = {
     {"layernorm", "LayerNormalization", GR_RW_DECOMPOSE, rule_layernorm,
-     "ReduceMean, Sub, Mul, Add, Sqrt, Div (+ Mul, Add for scale and bias)"},
+     "ReduceMean, Sub, Mul, Add, Sqrt, Div (+ Mul, Add for scale and bias)", GR_RW_WHEN_OP},
     {"groupnorm", "GroupNormalization", GR_RW_DECOMPOSE, rule_groupnorm,
-     "Reshape to groups, ReduceMean, Sub, Mul, Add, Sqrt, Div, Reshape back, Mul, Add"},
+     "Reshape to groups, ReduceMean, Sub, Mul, Add, Sqrt, Div, Reshape back, Mul, Add", GR_RW_WHEN_OP},
     {"instancenorm", "InstanceNormalization", GR_RW_DECOMPOSE, rule_instancenorm,
-     "ReduceMean over the spatial axes, Sub, Mul, Add, Sqrt, Div, Mul, Add"},
-    {"gelu", "Gelu", GR_RW_DECOMPOSE, rule_gelu, "0.5 x (1 + erf(x / sqrt 2)) with Mul, Erf, Add (its tanh form with Tanh)"},
-    {"gelu-tanh", "Gelu", GR_RW_APPROX, rule_gelu_tanh, "the tanh approximation of GELU with Mul, Add, Tanh"},
-    {"erf-tanh", "Erf", GR_RW_APPROX, rule_erf_tanh, "tanh(2/sqrt(pi) (z + 0.0894 z^3)) with Mul, Add, Tanh"},
-    {"hardsigmoid", "HardSigmoid", GR_RW_DECOMPOSE, rule_hardsigmoid, "Clip(alpha x + beta, 0, 1)"},
-    {"hardswish", "HardSwish", GR_RW_DECOMPOSE, rule_hardswish, "x Clip(x / 6 + 0.5, 0, 1)"},
-    {"softplus", "Softplus", GR_RW_DECOMPOSE, rule_softplus, "Relu(x) + Log(1 + Exp(-|x|))"},
-    {"mish", "Mish", GR_RW_DECOMPOSE, rule_mish, "x Tanh(softplus(x)), softplus as Relu, Abs, Neg, Exp, Add, Log"},
-    {"pad", "Pad", GR_RW_DECOMPOSE, rule_pad, "reflect and edge padding as Slice + Concat per axis"},
-    {"split", "Split", GR_RW_DECOMPOSE, rule_split, "one Slice per output"},
-    {"gemm", "MatMul", GR_RW_FUSE, rule_gemm, "MatMul + Add of a row or matrix bias as one Gemm"},
+     "ReduceMean over the spatial axes, Sub, Mul, Add, Sqrt, Div, Mul, Add", GR_RW_WHEN_OP},
+    {"gelu", "Gelu", GR_RW_DECOMPOSE, rule_gelu, "0.5 x (1 + erf(x / sqrt 2)) with Mul, Erf, Add (its tanh form with Tanh)", GR_RW_WHEN_OP},
+    {"gelu-tanh", "Gelu", GR_RW_APPROX, rule_gelu_tanh, "the tanh approximation of GELU with Mul, Add, Tanh", GR_RW_WHEN_OP},
+    {"erf-tanh", "Erf", GR_RW_APPROX, rule_erf_tanh, "tanh(2/sqrt(pi) (z + 0.0894 z^3)) with Mul, Add, Tanh", GR_RW_WHEN_OP},
+    {"hardsigmoid", "HardSigmoid", GR_RW_DECOMPOSE, rule_hardsigmoid, "Clip(alpha x + beta, 0, 1)", GR_RW_WHEN_OP},
+    {"hardswish", "HardSwish", GR_RW_DECOMPOSE, rule_hardswish, "x Clip(x / 6 + 0.5, 0, 1)", GR_RW_WHEN_OP},
+    {"softplus", "Softplus", GR_RW_DECOMPOSE, rule_softplus, "Relu(x) + Log(1 + Exp(-|x|))", GR_RW_WHEN_OP},
+    {"mish", "Mish", GR_RW_DECOMPOSE, rule_mish, "x Tanh(softplus(x)), softplus as Relu, Abs, Neg, Exp, Add, Log", GR_RW_WHEN_OP},
+    {"pad", "Pad", GR_RW_DECOMPOSE, rule_pad, "reflect and edge padding as Slice + Concat per axis", GR_RW_WHEN_OP},
+    {"split", "Split", GR_RW_DECOMPOSE, rule_split, "one Slice per output", GR_RW_WHEN_OP},
+    {"gemm", "MatMul", GR_RW_FUSE, rule_gemm, "MatMul + Add of a row or matrix bias as one Gemm", GR_RW_WHEN_OP},
+    {"gather-scalar", "Gather", GR_RW_DECOMPOSE, gr_rw_rule_gather_scalar,
+     "Gather with a one-element index, then Squeeze of the gathered axis", GR_RW_WHEN_SHAPE},
+    {"einsum", "Einsum", GR_RW_DECOMPOSE, gr_rw_rule_einsum,
+     "two-operand contractions as Transpose, Reshape, MatMul, Reshape, Transpose", GR_RW_WHEN_OP},
+    {"conv-bn", "BatchNormalization", GR_RW_FUSE, gr_rw_rule_conv_bn,
+     "Conv or ConvTranspose + BatchNormalization as one Conv with folded weights and bias", GR_RW_WHEN_OP},
+    {"cast-insert", "*", GR_RW_DTYPE, gr_rw_rule_cast_insert,
+     "int64 inputs and outputs through int32 (Cast) where their range is proven", GR_RW_WHEN_DTYPE},
 };
 
 const gr_rw_rule *gr_rw_rules(size_t *n)

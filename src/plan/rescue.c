@@ -167,9 +167,44 @@ done:
     return st;
 }
 
-static int rescuable(tdm_reason r)
+/* The device's refusal is one rule answers. */
+static int rescuable(tdm_reason r, gr_rw_when when)
 {
+    switch (when) {
+    case GR_RW_WHEN_SHAPE:
+        return r == TDM_REASON_SHAPE_UNSUPPORTED || r == TDM_REASON_ATTR_UNSUPPORTED;
+    case GR_RW_WHEN_DTYPE:
+        return r == TDM_REASON_DTYPE_UNSUPPORTED;
+    case GR_RW_WHEN_OP:
+        break;
+    }
     return r == TDM_REASON_OP_UNSUPPORTED || r == TDM_REASON_DTYPE_UNSUPPORTED || r == TDM_REASON_ATTR_UNSUPPORTED;
+}
+
+/* Rule applies to node's op type ("*": a node with an int64 input or output). */
+static int rule_for(const gr_rw_rule *rule, const gr_graph *g, const gr_node *node)
+{
+    if (strcmp(rule->op, "*") != 0)
+        return strcmp(rule->op, node->op_type) == 0;
+    for (int i = 0; i < node->n_inputs; i++)
+        if (node->inputs[i] >= 0 && g->values[node->inputs[i]].type.dtype == TDM_INT64)
+            return 1;
+    for (int i = 0; i < node->n_outputs; i++)
+        if (node->outputs[i] >= 0 && g->values[node->outputs[i]].type.dtype == TDM_INT64)
+            return 1;
+    return 0;
+}
+
+static plan_rescue_entry *node_entry(tdm_plan *p, plan_rescue *r, const gr_node *node, const gr_rw_rule *rule, int d)
+{
+    plan_rescue_entry *x = add_entry(r);
+    if (!x || !(x->node = plan_arena_strdup(&p->arena, node->name)) ||
+        !(x->op = plan_arena_strdup(&p->arena, node->op_type)))
+        return NULL;
+    x->rule = rule->name;
+    x->kind = gr_rw_kind_str(rule->kind);
+    x->device = d;
+    return x;
 }
 
 static int overlaps(const unsigned char *taken, const gr_rw *rw)
@@ -194,7 +229,7 @@ static tdm_status rescue_node(tdm_err *e, tdm_plan *p, plan_rescue *r, int n, un
     tdm_status st;
     int any = 0;
     for (size_t k = 0; k < nr; k++)
-        any |= strcmp(rules[k].op, node->op_type) == 0;
+        any |= rule_for(&rules[k], g, node);
     if (!any || *node->domain || has_subgraphs(node) || taken[n])
         return TDM_OK;
     if ((st = plan_desc_build(e, &p->arena, g, node, &desc)) != TDM_OK)
@@ -206,11 +241,9 @@ static tdm_status rescue_node(tdm_err *e, tdm_plan *p, plan_rescue *r, int n, un
         tdm_reason why = di->dev.iface->supports(di->dev.ctx, &desc, &v);
         if (why == TDM_REASON_OK)
             return TDM_OK;
-        if (!rescuable(why))
-            continue;
         for (size_t k = 0; k < nr; k++) {
             const gr_rw_rule *rule = &rules[k];
-            if (strcmp(rule->op, node->op_type) != 0 || !dev_rescue_wants(di, rule->name) ||
+            if (!rescuable(why, rule->when) || !rule_for(rule, g, node) || !dev_rescue_wants(di, rule->name) ||
                 (rule->kind == GR_RW_APPROX && r->mode != PLAN_RESCUE_ALL))
                 continue;
             gr_rw rw;
@@ -220,19 +253,23 @@ static tdm_status rescue_node(tdm_err *e, tdm_plan *p, plan_rescue *r, int n, un
                 gr_rw_free(&rw);
                 return err_set(e, TDM_E_NOMEM, "out of memory");
             }
+            if (b == 0 && rw.why[0]) {
+                /* a form of the op the rule does not take: recorded with its sentence */
+                plan_rescue_entry *x = node_entry(p, r, node, rule, d);
+                if (!x || !(x->why = plan_arena_strdup(&p->arena, rw.why))) {
+                    gr_rw_free(&rw);
+                    return err_set(e, TDM_E_NOMEM, "out of memory");
+                }
+            }
             if (b == 0 || overlaps(taken, &rw)) {
                 gr_rw_free(&rw);
                 continue;
             }
-            plan_rescue_entry *x = add_entry(r);
-            if (!x || !(x->node = plan_arena_strdup(&p->arena, node->name)) ||
-                !(x->op = plan_arena_strdup(&p->arena, node->op_type))) {
+            plan_rescue_entry *x = node_entry(p, r, node, rule, d);
+            if (!x) {
                 gr_rw_free(&rw);
                 return err_set(e, TDM_E_NOMEM, "out of memory");
             }
-            x->rule = rule->name;
-            x->kind = gr_rw_kind_str(rule->kind);
-            x->device = d;
             if ((st = try_rewrite(e, p, &rw, d, x)) != TDM_OK) {
                 gr_rw_free(&rw);
                 return st;

@@ -16,8 +16,15 @@ static double tolerance(tdm_dtype dt, int approx)
     return approx && t < 1e-3 ? 1e-3 : t;
 }
 
-/* Input set k for a value of type t: a new tensor, or NULL (out of memory). */
-static tdm_tensor *make_input(const gr_type *t, int set, uint64_t seed)
+static int is_float_type(tdm_dtype dt)
+{
+    return dt == TDM_FLOAT || dt == TDM_FLOAT16 || dt == TDM_BFLOAT16 || dt == TDM_DOUBLE || dt == TDM_UNDEFINED;
+}
+
+/* Input set k for a value of type t: a new tensor, or NULL (out of memory).
+ * Integers (indices, sizes) follow pattern ints: 0 values in [0, 5), 1
+ * every one 1, 2 every one 0 (the original may not run on the first). */
+static tdm_tensor *make_input(const gr_type *t, int set, int ints, uint64_t seed)
 {
     static const double edge[] = {0.0, -0.0, 1e-4, -1e-4, 1.0, -1.0, 8.0, -8.0, 40.0, -40.0, 300.0, -300.0, 0.5, -2.5};
     int64_t dims[TDM_MAX_RANK];
@@ -29,14 +36,14 @@ static tdm_tensor *make_input(const gr_type *t, int set, uint64_t seed)
         return NULL;
     size_t n = tdm_tensor_count(x);
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    int fl = x->dtype == TDM_FLOAT || x->dtype == TDM_FLOAT16 || x->dtype == TDM_BFLOAT16 || x->dtype == TDM_DOUBLE;
+    int fl = is_float_type(x->dtype);
     for (size_t i = 0; i < n; i++) {
         s ^= s << 13;
         s ^= s >> 7;
         s ^= s << 17;
         double u = (double)(s >> 11) / 9007199254740992.0;
         if (!fl)
-            tensor_set_i64(x, i, (int64_t)(u * 5));
+            tensor_set_i64(x, i, ints == 0 ? (int64_t)(u * 5) : ints == 1 ? 1 : 0);
         else if (set == 0)
             tensor_set_f64(x, i, -3.0 + 6.0 * u);
         else
@@ -105,13 +112,24 @@ static tdm_status verify(tdm_err *e, const tdm_model *orig, const tdm_model *rw,
     }
     for (int set = 0; set < SETS; set++) {
         tdm_err local;
-        err_clear(&local);
+        int has_ints = 0;
         for (int k = 0; k < ni; k++)
-            if (!(in[k] = make_input(&g->values[g->inputs[k]].type, set, (uint64_t)(k + 1) * 7919u + (uint64_t)set))) {
-                st = err_set(e, TDM_E_NOMEM, "out of memory");
-                goto done;
+            has_ints |= !is_float_type(g->values[g->inputs[k]].type.dtype);
+        for (int ints = 0; ints < 3; ints++) {
+            err_clear(&local);
+            for (int k = 0; k < ni; k++) {
+                tdm_tensor_destroy(in[k]);
+                if (!(in[k] = make_input(&g->values[g->inputs[k]].type, set, ints,
+                                         (uint64_t)(k + 1) * 7919u + (uint64_t)set))) {
+                    st = err_set(e, TDM_E_NOMEM, "out of memory");
+                    goto done;
+                }
             }
-        if ((st = run_cpu(&local, orig, (const tdm_tensor *const *)in, ref)) != TDM_OK) {
+            if ((st = run_cpu(&local, orig, (const tdm_tensor *const *)in, ref)) == TDM_OK || st == TDM_E_NOMEM ||
+                !has_ints)
+                break;
+        }
+        if (st != TDM_OK) {
             if (st == TDM_E_NOMEM)
                 goto nomem;
             snprintf(f->why, sizeof f->why, "the original node does not run on the verification inputs: %.180s",

@@ -92,6 +92,61 @@ for t in ("f32", "f16", "f64"):
          [init("w", (0.3 * rng.standard_normal((8, 5))).astype(nt)), init("c", (0.1 * rng.standard_normal(5)).astype(nt))],
          opset=13)
 
+    # gather-scalar: a rank-0 index (constant, negative and int32, a graph input)
+    save(f"gather_scalar_{t}", [helper.make_node("Gather", ["x", "i"], ["y"], name="n", axis=1)],
+         [vi("x", et, [3, 4, 5])], [vi("y", et, 2)], [init("i", np.array(2, np.int64))], opset=13)
+    save(f"gather_scalar_neg_{t}", [helper.make_node("Gather", ["x", "i"], ["y"], name="n", axis=-1)],
+         [vi("x", et, [3, 4, 5])], [vi("y", et, 2)], [init("i", np.array(-2, np.int32))], opset=11)
+    save(f"gather_scalar_input_{t}", [helper.make_node("Gather", ["x", "i"], ["y"], name="n", axis=0)],
+         [vi("x", et, [3, 4]), vi("i", TensorProto.INT64, [])], [vi("y", et, 1)], opset=13)
+    # einsum: the two-operand contractions, and forms it refuses
+    for k, (eq, sa, sb) in enumerate([("bij,bjk->bik", [2, 3, 4], [2, 4, 5]), ("bhqd,bhkd->bhqk", [1, 2, 3, 4], [1, 2, 5, 4]),
+                                      ("ij,jk->ik", [3, 4], [4, 5]), ("ji,kj->ik", [4, 3], [5, 4]),
+                                      ("bij,bj->bi", [2, 3, 4], [2, 4]), ("abc,cd->abd", [2, 3, 4], [4, 5]),
+                                      ("ij,jk", [3, 4], [4, 5]), ("bqhd,bkhd->bhqk", [2, 3, 2, 4], [2, 5, 2, 4])]):
+        save(f"einsum{k}_{t}", [helper.make_node("Einsum", ["a", "b"], ["y"], name="n", equation=eq)],
+             [vi("a", et, sa), vi("b", et, sb)], [vi("y", et, len(eq.split("->")[1]) if "->" in eq else 2)], opset=13)
+    save(f"einsum_ellipsis_{t}", [helper.make_node("Einsum", ["a", "b"], ["y"], name="n", equation="...ij,...jk->...ik")],
+         [vi("a", et, [2, 3, 4]), vi("b", et, [2, 4, 5])], [vi("y", et, 3)], opset=13)
+    save(f"einsum_sum_{t}", [helper.make_node("Einsum", ["a", "b"], ["y"], name="n", equation="ij,jk->i")],
+         [vi("a", et, [3, 4]), vi("b", et, [4, 5])], [vi("y", et, 1)], opset=13)
+    # conv-bn: Conv (bias, pads) / depthwise Conv (no bias) / ConvTranspose (groups, stride 2) + BatchNormalization
+    def bn(c):
+        return [init("sc", (1 + 0.2 * rng.standard_normal(c)).astype(nt)), init("bb", (0.1 * rng.standard_normal(c)).astype(nt)),
+                init("mu", (0.1 * rng.standard_normal(c)).astype(nt)), init("var", (0.5 + rng.random(c)).astype(nt))]
+    bn_node = helper.make_node("BatchNormalization", ["c", "sc", "bb", "mu", "var"], ["bn"], name="n", epsilon=1e-3)
+    save(f"conv_bn_{t}", [helper.make_node("Conv", ["x", "w", "cb"], ["c"], name="conv", pads=[1, 1, 1, 1]), bn_node,
+                          helper.make_node("Relu", ["bn"], ["y"], name="relu")],
+         [vi("x", et, [1, 3, 8, 8])], [vi("y", et, 4)],
+         [init("w", (0.3 * rng.standard_normal((4, 3, 3, 3))).astype(nt)), init("cb", (0.1 * rng.standard_normal(4)).astype(nt))]
+         + bn(4), opset=13)
+    save(f"conv_bn_dw_{t}", [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", group=3, strides=[2, 2]), bn_node],
+         [vi("x", et, [1, 3, 9, 9])], [vi("bn", et, 4)],
+         [init("w", (0.3 * rng.standard_normal((3, 1, 3, 3))).astype(nt))] + bn(3), opset=13)
+    save(f"convt_bn_{t}", [helper.make_node("ConvTranspose", ["x", "w"], ["c"], name="conv", group=2, strides=[2, 2]), bn_node],
+         [vi("x", et, [1, 4, 5, 5])], [vi("bn", et, 4)],
+         [init("w", (0.3 * rng.standard_normal((4, 3, 3, 3))).astype(nt))] + bn(6), opset=13)
+    save(f"conv_bn_shared_{t}", [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), bn_node,
+                                 helper.make_node("Add", ["bn", "c"], ["y"], name="add")],
+         [vi("x", et, [1, 3, 6, 6])], [vi("y", et, 4)],
+         [init("w", (0.3 * rng.standard_normal((4, 3, 3, 3))).astype(nt))] + bn(4), opset=13)
+
+# cast-insert: int64 index arithmetic on a device with int32 only (rescue-int32.json)
+i64 = TensorProto.INT64
+save("cast_add", [helper.make_node("Gather", ["tab", "i"], ["p"], name="gather"), helper.make_node("Add", ["p", "c"], ["q"], name="add"),
+                  helper.make_node("Mul", ["q", "m"], ["y"], name="mul")],
+     [vi("i", i64, [6])], [vi("y", i64, 1)],
+     [init("tab", np.arange(-50, 50, 10, dtype=np.int64)), init("c", np.int64(7)), init("m", np.int64(3))], opset=13)
+save("cast_range", [helper.make_node("Gather", ["tab", "i"], ["n"], name="gather"),
+                    helper.make_node("Range", ["z", "n", "one"], ["r"], name="range"),
+                    helper.make_node("Cast", ["r"], ["y"], name="cast", to=TensorProto.FLOAT)],
+     [vi("i", i64, [])], [vi("y", TensorProto.FLOAT, 1)],
+     [init("tab", np.array([3, 5, 7, 2, 4], np.int64)), init("z", np.int64(0)), init("one", np.int64(1))], opset=13)
+save("cast_noproof", [helper.make_node("Gather", ["tab", "i"], ["p"], name="gather"), helper.make_node("Add", ["p", "c"], ["y"], name="add")],
+     [vi("i", i64, [6])], [vi("y", i64, 1)], [init("tab", np.arange(10, dtype=np.int64) << 40), init("c", np.int64(7))], opset=13)
+save("cast_dynamic", [helper.make_node("Shape", ["x"], ["s"], name="shape"), helper.make_node("Add", ["s", "c"], ["y"], name="add")],
+     [vi("x", TensorProto.FLOAT, ["N", 3])], [vi("y", i64, 1)], [init("c", np.int64(1))], opset=13)
+
 # Pad(reflect) between convolutions: three partitions without rescue, one with.
 w1 = (0.2 * rng.standard_normal((4, 3, 3, 3))).astype(np.float32)
 w2 = (0.2 * rng.standard_normal((4, 4, 3, 3))).astype(np.float32)

@@ -2,17 +2,18 @@
  * --rescue MODE must (or must not) keep RULE's rewrite — the ledger's
  * "rescue" section says so, and the new nodes run on the device with
  * reason RESCUED — and its outputs, on inputs with edge values (0, -0,
- * negatives, large values, NaN with --nan), must equal those of the model
- * on cpu alone (rescue off): the same NaN positions, no non-finite value
+ * negatives, large values, NaN with --nan; integer inputs, indices, cycle
+ * through 0, 1, 2, -1, 3), must equal those of the model on cpu alone
+ * (rescue off): the same NaN positions, no non-finite value
  * where cpu's is finite, max |diff| <= TOL x max(1, max |cpu|).
  *
  *   test_rescue MODEL PROFILE MODE RULE kept|refused|none|untried [--tol T] [--nan]
  *               [--partitions-off N] [--partitions N] [--granularity G]
- *               [--fallbacks N]
+ *               [--fallbacks N] [--why TEXT]
  *
  * --partitions N: the plan with MODE has N partitions; --partitions-off N:
  * the same plan with rescue off has N; --fallbacks N: the plan with MODE has
- * N fallback nodes. */
+ * N fallback nodes; --why TEXT: a refused attempt's sentence contains TEXT. */
 #include "core/tensor.h"
 #include "tandem/tandem.h"
 
@@ -64,11 +65,11 @@ static cJSON *ledger(tdm_ctx *ctx, const tdm_model *m, const tdm_session_options
 }
 
 /* Checks the "rescue" section against the expectation. */
-static int check_ledger(const cJSON *root, const char *rule, const char *expect, const char *device)
+static int check_ledger(const cJSON *root, const char *rule, const char *expect, const char *device, const char *want_why)
 {
     const cJSON *r = cJSON_GetObjectItem(root, "rescue");
     const cJSON *att = r ? cJSON_GetObjectItem(r, "attempts") : NULL, *it;
-    int kept = 0, refused = 0, rescued_nodes = 0;
+    int kept = 0, refused = 0, rescued_nodes = 0, why_found = 0;
     cJSON_ArrayForEach(it, att)
     {
         const char *rl = cJSON_GetStringValue(cJSON_GetObjectItem(it, "rule"));
@@ -96,8 +97,10 @@ static int check_ledger(const cJSON *root, const char *rule, const char *expect,
             if (!rescued_nodes)
                 return fail("a kept rescue lists no new nodes", rl);
         } else {
+            const char *why = cJSON_GetStringValue(cJSON_GetObjectItem(it, "why"));
             refused++;
-            printf("not kept %s: %s\n", rl, cJSON_GetStringValue(cJSON_GetObjectItem(it, "why")));
+            why_found |= why && want_why && strstr(why, want_why) != NULL;
+            printf("not kept %s: %s\n", rl, why ? why : "(no sentence)");
         }
     }
     /* every RESCUED node of the plan belongs to a kept attempt */
@@ -115,6 +118,8 @@ static int check_ledger(const cJSON *root, const char *rule, const char *expect,
         return fail("the rule was kept where it must not be", rule);
     if (strcmp(expect, "untried") == 0 && (kept || refused))
         return fail("the rule was tried on a device that does not list it", rule);
+    if (want_why && !why_found)
+        return fail("no refusal gives the expected sentence", want_why);
     if (in_nodes < rescued_nodes)
         return fail("nodes[] has fewer RESCUED nodes than the rescue section", NULL);
     return 0;
@@ -139,6 +144,7 @@ int main(int argc, char **argv)
     }
     const char *model = argv[1], *profile = argv[2], *rule = argv[4], *expect = argv[5];
     double tol = 1e-5;
+    const char *want_why = NULL;
     int nan = 0, want_parts = -1, want_parts_off = -1, want_fb = -1, rc = 1;
     for (int i = 6; i < argc; i++) {
         if (strcmp(argv[i], "--tol") == 0 && i + 1 < argc)
@@ -151,6 +157,8 @@ int main(int argc, char **argv)
             want_parts_off = atoi(argv[++i]);
         else if (strcmp(argv[i], "--fallbacks") == 0 && i + 1 < argc)
             want_fb = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--why") == 0 && i + 1 < argc)
+            want_why = argv[++i];
         else if (strcmp(argv[i], "--granularity") == 0 && i + 1 < argc)
             granularity = argv[++i];
     }
@@ -182,7 +190,7 @@ int main(int argc, char **argv)
     }
     printf("partitions: %d with --rescue %s, %d with off; fallback nodes %d and %d\n", parts, argv[3], parts_off, fb,
            fb_off);
-    if (check_ledger(root, rule, expect, device))
+    if (check_ledger(root, rule, expect, device, want_why))
         goto done;
     if (want_parts >= 0 && parts != want_parts) {
         fail("partition count with rescue", argv[3]);
@@ -225,11 +233,14 @@ int main(int argc, char **argv)
             fail("input tensor", NULL);
             goto done;
         }
+        int fl = vi.dtype == TDM_FLOAT || vi.dtype == TDM_FLOAT16 || vi.dtype == TDM_DOUBLE || vi.dtype == TDM_BFLOAT16;
         for (size_t k = 0; k < tdm_tensor_count(in[i]); k++) {
+            static const int ints[] = {0, 1, 2, -1, 3};
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
-            tensor_set_f64(in[i], k, edge_value(k, nan, (double)(seed >> 11) / 9007199254740992.0));
+            /* integers are indices: small, one negative */
+            tensor_set_f64(in[i], k, fl ? edge_value(k, nan, (double)(seed >> 11) / 9007199254740992.0) : ints[k % 5]);
         }
     }
     if (tdm_session_run(s, (const tdm_tensor *const *)in, out)) {

@@ -1,0 +1,587 @@
+/* More rewrite rules (rewrite_build.h; the table is in rewrite_rules.c):
+ * a Gather with a scalar index, two-operand Einsum contractions, Conv or
+ * ConvTranspose followed by BatchNormalization, and int64 → int32 Cast
+ * insertion where a range proof exists. */
+#include "graph/rewrite_build.h"
+#include "core/mem.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Refuses the node (returns 0) with a sentence in r->why. */
+static int refuse(gr_rw *r, const char *fmt, const char *arg)
+{
+    snprintf(r->why, sizeof r->why, fmt, arg);
+    return 0;
+}
+
+void rwb_squeeze(rwb *b, const char *op, const char *x, int64_t axis, const char *out)
+{
+    gr_rw_node *n;
+    if (b->opset >= 13)
+        n = rwb_op(b, op, 2, x, rwb_ints(b, 1, &axis), out);
+    else if ((n = rwb_op(b, op, 1, x, NULL, out)) != NULL)
+        gr_rw_attr_ints(n, "axes", 1, &axis);
+}
+
+/* Copies node src's attributes into n (INT, FLOAT, STRING, INTS only):
+ * 0, or -1 when one of another type (or too long) is there. */
+static int copy_attrs(gr_rw_node *n, const gr_node *src)
+{
+    if (src->n_attrs > GR_RW_MAX_ATTRS)
+        return -1;
+    for (int a = 0; a < src->n_attrs; a++) {
+        const gr_attr *s = &src->attrs[a];
+        switch (s->type) {
+        case GA_INT:
+            gr_rw_attr_int(n, s->name, s->i);
+            break;
+        case GA_FLOAT:
+            gr_rw_attr_float(n, s->name, s->f);
+            break;
+        case GA_STRING:
+            if (s->s_len >= sizeof n->attrs[0].s)
+                return -1;
+            gr_rw_attr_str(n, s->name, s->s);
+            break;
+        case GA_INTS:
+            if (s->n > TDM_MAX_RANK)
+                return -1;
+            gr_rw_attr_ints(n, s->name, (int)s->n, s->ints);
+            break;
+        default:
+            return -1;
+        }
+        if (strlen(s->name) >= sizeof n->attrs[0].name)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- gather-scalar ---- */
+
+/* Gather(data, i) with i of rank 0 → Squeeze(Gather(data, [i]), axis):
+ * devices that take indices of rank 1 or more only. */
+int gr_rw_rule_gather_scalar(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    const gr_type *it = rwb_in_type(&b, 1);
+    const tdm_tensor *ic = rwb_in_const(&b, 1);
+    if (it->rank != 0 || !*rwb_out_name(&b, 0))
+        return 0;
+    if (it->dtype != TDM_INT64 && it->dtype != TDM_INT32)
+        return 0;
+    /* the output's rank equals the data's, so a negative axis names the
+     * same position in both */
+    int64_t axis = gr_attr_int(b.n, "axis", 0);
+    if (b.nt + 2 > RWB_TMPS)
+        return -1;
+    char *idx = b.tmp[b.nt++];
+    const char *gathered = rwb_tmp(&b);
+    if (ic) {
+        int64_t one[1] = {1};
+        double v = (double)tensor_get_i64(ic, 0);
+        if (gr_rw_const(r, g, it->dtype, 1, one, &v, idx, RWB_NAME))
+            return -1;
+    } else {
+        gr_rw_tmp(r, g, idx, RWB_NAME);
+        rwb_squeeze(&b, "Unsqueeze", rwb_in_name(&b, 1), 0, idx);
+    }
+    gr_rw_node *n = rwb_op(&b, "Gather", 2, rwb_in_name(&b, 0), idx, gathered);
+    if (n)
+        gr_rw_attr_int(n, "axis", axis);
+    rwb_squeeze(&b, "Squeeze", gathered, axis, rwb_out_name(&b, 0));
+    return rwb_done(&b);
+}
+
+/* ---- einsum ---- */
+
+#define EIN_MAX 12
+
+typedef struct ein_term {
+    char l[EIN_MAX + 1];
+    int n;
+} ein_term;
+
+/* Parses "ab,bc->ac" (or the implicit "ab,bc") into two operands and the
+ * output: NULL, or the sentence why not. */
+static const char *ein_parse(const char *eq, ein_term *t)
+{
+    int k = 0, arrow = 0;
+    memset(t, 0, 3 * sizeof *t);
+    for (const char *p = eq; *p; p++) {
+        if (*p == ' ')
+            continue;
+        if (*p == '.')
+            return "an ellipsis ('...') is not handled";
+        if (*p == ',') {
+            if (arrow || ++k > 1)
+                return "only two operands are handled";
+            continue;
+        }
+        if (*p == '-' && p[1] == '>') {
+            if (arrow || k != 1)
+                return "the equation is not of the form 'A,B->C'";
+            arrow = 1;
+            k = 2;
+            p++;
+            continue;
+        }
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+            return "a label is not a letter";
+        if (t[k].n >= EIN_MAX)
+            return "an operand has too many labels";
+        if (strchr(t[k].l, *p))
+            return "a label repeats within one term (a diagonal or a trace)";
+        t[k].l[t[k].n++] = *p;
+    }
+    if (k < 1)
+        return "only two operands are handled";
+    if (!arrow) {
+        /* implicit output: the labels used once, in alphabetical order */
+        for (int c = 'A'; c <= 'z'; c++) {
+            int uses = (strchr(t[0].l, c) && c) + (strchr(t[1].l, c) && c);
+            if (uses == 1 && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
+                t[2].l[t[2].n++] = (char)c;
+        }
+    }
+    return NULL;
+}
+
+static int pos(const ein_term *t, char c)
+{
+    const char *p = strchr(t->l, c);
+    return p && c ? (int)(p - t->l) : -1;
+}
+
+/* The size of label c from either operand's static type, or -1. */
+static int64_t ein_dim(const ein_term *t, const gr_type *at, const gr_type *bt, char c)
+{
+    int i = pos(&t[0], c), j = pos(&t[1], c);
+    int64_t v = i >= 0 && at->rank == t[0].n ? at->dims[i].v : -1;
+    if (v < 0 && j >= 0 && bt->rank == t[1].n)
+        v = bt->dims[j].v;
+    return v;
+}
+
+/* x permuted by perm (n axes) unless it is the identity. */
+static const char *ein_transpose(rwb *b, const char *x, int n, const int64_t *perm)
+{
+    int id = 1;
+    for (int k = 0; k < n; k++)
+        id &= perm[k] == k;
+    if (id)
+        return x;
+    const char *out = rwb_tmp(b);
+    gr_rw_node *node = rwb_op(b, "Transpose", 1, x, NULL, out);
+    if (node)
+        gr_rw_attr_ints(node, "perm", n, perm);
+    return out;
+}
+
+/* The product of the sizes of labels ls (n of them), or -1 when one is
+ * unknown; 1 for none. */
+static int64_t ein_prod(const ein_term *t, const gr_type *at, const gr_type *bt, const char *ls, int n)
+{
+    int64_t p = 1;
+    for (int k = 0; k < n; k++) {
+        int64_t d = ein_dim(t, at, bt, ls[k]);
+        if (d < 0)
+            return -1;
+        p *= d;
+    }
+    return p;
+}
+
+/* Einsum(A, B) of two operands with every label in at least two of A, B
+ * and the output: A as [batch, free_A, contracted], B as [batch,
+ * contracted, free_B] (Transpose, and Reshape when a group is not one
+ * label), MatMul, Reshape back and Transpose to the output's order. */
+int gr_rw_rule_einsum(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    ein_term t[3];
+    const char *eq = gr_attr_str(b.n, "equation", NULL), *why;
+    if (!eq)
+        return refuse(r, "%s has no equation", b.n->name);
+    if (b.n->n_inputs != 2)
+        return refuse(r, "'%.120s': only two operands are handled", eq);
+    if ((why = ein_parse(eq, t)) != NULL) {
+        snprintf(r->why, sizeof r->why, "'%.100s': %s", eq, why);
+        return 0;
+    }
+    const gr_type *at = rwb_in_type(&b, 0), *bt = rwb_in_type(&b, 1);
+    if ((at->rank >= 0 && at->rank != t[0].n) || (bt->rank >= 0 && bt->rank != t[1].n))
+        return refuse(r, "'%.120s': the operands' ranks do not match the equation", eq);
+    char batch[EIN_MAX + 1] = "", fa[EIN_MAX + 1] = "", fb[EIN_MAX + 1] = "", con[EIN_MAX + 1] = "";
+    int nb = 0, nfa = 0, nfb = 0, nc = 0;
+    for (int k = 0; k < t[2].n; k++) {
+        char c = t[2].l[k];
+        int ia = pos(&t[0], c), ib = pos(&t[1], c);
+        if (ia < 0 && ib < 0)
+            return refuse(r, "'%.120s': an output label is in no operand", eq);
+        if (ia >= 0 && ib >= 0)
+            batch[nb++] = c;
+        else if (ia >= 0)
+            fa[nfa++] = c;
+        else
+            fb[nfb++] = c;
+    }
+    for (int k = 0; k < t[0].n; k++) {
+        char c = t[0].l[k];
+        if (pos(&t[2], c) >= 0)
+            continue;
+        if (pos(&t[1], c) < 0)
+            return refuse(r, "'%.120s': a label is summed within one operand", eq);
+        con[nc++] = c;
+    }
+    for (int k = 0; k < t[1].n; k++)
+        if (pos(&t[2], t[1].l[k]) < 0 && pos(&t[0], t[1].l[k]) < 0)
+            return refuse(r, "'%.120s': a label is summed within one operand", eq);
+    /* A as [batch, fa, con], B as [batch, con, fb] */
+    int64_t pa[EIN_MAX], pb[EIN_MAX], k2 = 0;
+    for (int k = 0; k < nb; k++)
+        pa[k2++] = pos(&t[0], batch[k]);
+    for (int k = 0; k < nfa; k++)
+        pa[k2++] = pos(&t[0], fa[k]);
+    for (int k = 0; k < nc; k++)
+        pa[k2++] = pos(&t[0], con[k]);
+    k2 = 0;
+    for (int k = 0; k < nb; k++)
+        pb[k2++] = pos(&t[1], batch[k]);
+    for (int k = 0; k < nc; k++)
+        pb[k2++] = pos(&t[1], con[k]);
+    for (int k = 0; k < nfb; k++)
+        pb[k2++] = pos(&t[1], fb[k]);
+    /* the merged group sizes a Reshape needs (-1: at most one unknown per shape) */
+    int64_t sfa = ein_prod(t, at, bt, fa, nfa), sfb = ein_prod(t, at, bt, fb, nfb), sc = ein_prod(t, at, bt, con, nc);
+    int reshape_a = nfa != 1 || nc != 1, reshape_b = nfb != 1 || nc != 1, reshape_out = nfa != 1 || nfb != 1;
+    if ((reshape_a && sfa < 0 && sc < 0) || (reshape_b && sfb < 0 && sc < 0))
+        return refuse(r, "'%.120s': the sizes of the labels it merges are not known", eq);
+    int64_t shape[EIN_MAX + 2];
+    const char *a = ein_transpose(&b, rwb_in_name(&b, 0), t[0].n, pa);
+    const char *bb = ein_transpose(&b, rwb_in_name(&b, 1), t[1].n, pb);
+    for (int k = 0; k < nb; k++)
+        shape[k] = 0; /* copied from the input */
+    if (reshape_a) {
+        const char *x = rwb_tmp(&b);
+        shape[nb] = sfa;
+        shape[nb + 1] = sc;
+        rwb_op(&b, "Reshape", 2, a, rwb_ints(&b, nb + 2, shape), x);
+        a = x;
+    }
+    if (reshape_b) {
+        const char *x = rwb_tmp(&b);
+        shape[nb] = sc;
+        shape[nb + 1] = sfb;
+        rwb_op(&b, "Reshape", 2, bb, rwb_ints(&b, nb + 2, shape), x);
+        bb = x;
+    }
+    /* [batch, fa, fb] in the output's order */
+    int64_t po[EIN_MAX];
+    char mid[EIN_MAX + 1] = "";
+    int nm = 0, id = 1;
+    for (int k = 0; k < nb; k++)
+        mid[nm++] = batch[k];
+    for (int k = 0; k < nfa; k++)
+        mid[nm++] = fa[k];
+    for (int k = 0; k < nfb; k++)
+        mid[nm++] = fb[k];
+    for (int k = 0; k < t[2].n; k++) {
+        po[k] = (int64_t)(strchr(mid, t[2].l[k]) - mid);
+        id &= po[k] == k;
+    }
+    const char *out = rwb_out_name(&b, 0);
+    const char *m = reshape_out || !id ? rwb_tmp(&b) : out;
+    rwb_op(&b, "MatMul", 2, a, bb, m);
+    if (reshape_out) {
+        int unknown = 0;
+        for (int k = 0; k < nfa + nfb; k++) {
+            shape[nb + k] = ein_dim(t, at, bt, k < nfa ? fa[k] : fb[k - nfa]);
+            unknown += shape[nb + k] < 0;
+        }
+        if (unknown > 1)
+            return refuse(r, "'%.120s': the sizes of the labels it splits are not known", eq);
+        const char *x = id ? out : rwb_tmp(&b);
+        rwb_op(&b, "Reshape", 2, m, rwb_ints(&b, nb + nfa + nfb, shape), x);
+        m = x;
+    }
+    if (!id) {
+        gr_rw_node *n = rwb_op(&b, "Transpose", 1, m, NULL, out);
+        if (n)
+            gr_rw_attr_ints(n, "perm", t[2].n, po);
+    }
+    return rwb_done(&b);
+}
+
+/* ---- conv-bn ---- */
+
+/* Conv or ConvTranspose (constant weight, constant or no bias) whose only
+ * reader is BatchNormalization (inference mode, constant parameters) →
+ * one Conv/ConvTranspose with W' = W s and b' = (b - mean) s + B, s =
+ * scale / sqrt(var + epsilon) per output channel, computed in double. */
+int gr_rw_rule_conv_bn(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    const gr_node *bn = b.n;
+    int x = bn->n_inputs > 0 ? bn->inputs[0] : -1;
+    if (x < 0 || bn->n_inputs < 5 || !*rwb_out_name(&b, 0))
+        return 0;
+    int ci = g->values[x].producer;
+    if (ci < 0)
+        return 0;
+    const gr_node *cv = &g->nodes[ci];
+    int transposed = strcmp(cv->op_type, "ConvTranspose") == 0;
+    if ((!transposed && strcmp(cv->op_type, "Conv") != 0) || *cv->domain || cv->n_outputs != 1)
+        return 0;
+    if (g->values[x].is_output || g->values[x].n_consumers != 1)
+        return refuse(r, "the output of %.120s has other readers than the BatchNormalization", cv->name);
+    for (int k = 1; k < bn->n_outputs; k++)
+        if (rwb_out_used(&b, k))
+            return refuse(r, "%.120s's running statistics are read (training mode)", bn->name);
+    if (gr_attr_int(bn, "training_mode", 0) != 0 || gr_attr_int(bn, "spatial", 1) != 1)
+        return refuse(r, "%.120s is not in inference mode over channels", bn->name);
+    const tdm_tensor *w = cv->n_inputs > 1 && cv->inputs[1] >= 0 ? g->values[cv->inputs[1]].init : NULL;
+    const tdm_tensor *bias = cv->n_inputs > 2 && cv->inputs[2] >= 0 ? g->values[cv->inputs[2]].init : NULL;
+    const tdm_tensor *p[4];
+    for (int k = 0; k < 4; k++)
+        p[k] = rwb_in_const(&b, k + 1);
+    if (!w || (cv->n_inputs > 2 && cv->inputs[2] >= 0 && !bias) || !p[0] || !p[1] || !p[2] || !p[3])
+        return refuse(r, "the weights of %.120s or the BatchNormalization's parameters are not constants", cv->name);
+    if (!rwb_is_float(w->dtype) || w->rank < 3 || tdm_tensor_count(w) == 0)
+        return 0;
+    int64_t group = gr_attr_int(cv, "group", 1);
+    int64_t co = transposed ? w->dims[1] * group : w->dims[0];
+    if (group < 1 || (transposed && w->dims[0] % group) || (!transposed && co % group))
+        return 0;
+    for (int k = 0; k < 4; k++)
+        if ((int64_t)tdm_tensor_count(p[k]) != co)
+            return refuse(r, "the BatchNormalization has not one parameter per output channel of %.100s",
+                          cv->name);
+    if (bias && (int64_t)tdm_tensor_count(bias) != co)
+        return 0;
+    double eps = gr_attr_float(bn, "epsilon", 1e-5f);
+    size_t nw = tdm_tensor_count(w), inner = nw / (size_t)w->dims[0] / (size_t)w->dims[1];
+    double *s = mem_calloc((size_t)co + 1, sizeof *s), *bv = mem_calloc((size_t)co + 1, sizeof *bv),
+           *wv = mem_calloc(nw + 1, sizeof *wv);
+    int rc = -1;
+    if (!s || !bv || !wv)
+        goto done;
+    for (int64_t c = 0; c < co; c++) {
+        s[c] = tensor_get_f64(p[0], (size_t)c) / sqrt(tensor_get_f64(p[3], (size_t)c) + eps);
+        bv[c] = ((bias ? tensor_get_f64(bias, (size_t)c) : 0.0) - tensor_get_f64(p[2], (size_t)c)) * s[c] +
+                tensor_get_f64(p[1], (size_t)c);
+    }
+    /* W[i, j, ...]: output channel i (Conv); (i / (C / group)) * (M / group) + j (ConvTranspose) */
+    for (size_t k = 0; k < nw; k++) {
+        size_t i = k / inner / (size_t)w->dims[1], j = k / inner % (size_t)w->dims[1];
+        size_t o = transposed ? i / (size_t)(w->dims[0] / group) * (size_t)w->dims[1] + j : i;
+        wv[k] = tensor_get_f64(w, k) * s[o];
+    }
+    char wn[RWB_NAME], bname[RWB_NAME];
+    int64_t bdim[1] = {co};
+    r->orig[r->n_orig++] = ci;
+    if (gr_rw_const(r, g, w->dtype, w->rank, w->dims, wv, wn, sizeof wn) ||
+        gr_rw_const(r, g, w->dtype, 1, bdim, bv, bname, sizeof bname))
+        goto done;
+    {
+        const char *in[3] = {g->values[cv->inputs[0]].name, wn, bname}, *out = rwb_out_name(&b, 0);
+        gr_rw_node *n = gr_rw_node_add(r, cv->op_type, 3, in, 1, &out);
+        if (!n)
+            goto done;
+        rc = copy_attrs(n, cv) ? 0 : 1;
+        if (!rc)
+            refuse(r, "the attributes of %.120s cannot be copied", cv->name);
+    }
+done:
+    mem_free(s);
+    mem_free(bv);
+    mem_free(wv);
+    return rc;
+}
+
+/* ---- cast-insert ---- */
+
+/* Bounds of an integer value: 1 and [*lo, *hi] when proven (a constant,
+ * a dimension shape inference knows, or what such values become through
+ * the ops below); 0 otherwise. Doubles hold every bound that matters
+ * exactly (the int32 range). */
+static int int_range(const gr_graph *g, int v, int depth, double *lo, double *hi)
+{
+    if (v < 0 || depth > 24)
+        return 0;
+    const gr_value *val = &g->values[v];
+    if (val->init) {
+        size_t n = tdm_tensor_count(val->init);
+        if (val->init->dtype == TDM_FLOAT || val->init->dtype == TDM_FLOAT16 || val->init->dtype == TDM_DOUBLE ||
+            val->init->dtype == TDM_BFLOAT16 || val->init->dtype == TDM_STRING)
+            return 0;
+        *lo = n ? INFINITY : 0;
+        *hi = n ? -INFINITY : 0;
+        for (size_t k = 0; k < n; k++) {
+            double x = (double)tensor_get_i64(val->init, k);
+            *lo = x < *lo ? x : *lo;
+            *hi = x > *hi ? x : *hi;
+        }
+        return 1;
+    }
+    if (val->producer < 0)
+        return 0;
+    const gr_node *n = &g->nodes[val->producer];
+    const char *op = n->op_type;
+    double a0, a1, b0, b1;
+    if (*n->domain)
+        return 0;
+    if (strcmp(op, "Shape") == 0) {
+        const gr_type *t = n->inputs[0] >= 0 ? &g->values[n->inputs[0]].type : NULL;
+        if (!t || t->rank < 0)
+            return 0;
+        int64_t s = gr_attr_int(n, "start", 0), e = gr_attr_int(n, "end", t->rank);
+        s = s < 0 ? s + t->rank : s;
+        e = e < 0 ? e + t->rank : e > t->rank ? t->rank : e;
+        *lo = 0;
+        *hi = 0;
+        for (int64_t d = s < 0 ? 0 : s; d < e; d++) {
+            if (t->dims[d].v < 0)
+                return 0;
+            *hi = (double)t->dims[d].v > *hi ? (double)t->dims[d].v : *hi;
+        }
+        return 1;
+    }
+    /* the values of input 0 (moved, not computed) */
+    static const char *const moves[] = {"Gather", "Slice", "Squeeze", "Unsqueeze", "Reshape", "Identity",
+                                        "Expand", "Tile", "Flatten", "Transpose", "Cast", "GatherElements",
+                                        "ReduceMax", "ReduceMin", NULL};
+    for (int k = 0; moves[k]; k++)
+        if (strcmp(op, moves[k]) == 0)
+            return int_range(g, n->inputs[0], depth + 1, lo, hi);
+    if (strcmp(op, "Concat") == 0 || strcmp(op, "Max") == 0 || strcmp(op, "Min") == 0) {
+        for (int i = 0; i < n->n_inputs; i++) {
+            if (!int_range(g, n->inputs[i], depth + 1, &a0, &a1))
+                return 0;
+            *lo = i == 0 || a0 < *lo ? a0 : *lo;
+            *hi = i == 0 || a1 > *hi ? a1 : *hi;
+        }
+        return n->n_inputs > 0;
+    }
+    if (strcmp(op, "Neg") == 0 || strcmp(op, "Abs") == 0) {
+        if (!int_range(g, n->inputs[0], depth + 1, &a0, &a1))
+            return 0;
+        *lo = strcmp(op, "Neg") == 0 ? -a1 : (a0 <= 0 && a1 >= 0 ? 0 : fmin(fabs(a0), fabs(a1)));
+        *hi = strcmp(op, "Neg") == 0 ? -a0 : fmax(fabs(a0), fabs(a1));
+        return 1;
+    }
+    if (n->n_inputs < 2 || !int_range(g, n->inputs[0], depth + 1, &a0, &a1) ||
+        !int_range(g, n->inputs[1], depth + 1, &b0, &b1))
+        return 0;
+    if (strcmp(op, "Add") == 0 || strcmp(op, "Sub") == 0) {
+        int add = op[0] == 'A';
+        *lo = add ? a0 + b0 : a0 - b1;
+        *hi = add ? a1 + b1 : a1 - b0;
+        return 1;
+    }
+    if (strcmp(op, "Mul") == 0 || (strcmp(op, "Div") == 0 && (b0 > 0 || b1 < 0))) {
+        double c[4];
+        int div = op[0] == 'D';
+        c[0] = div ? a0 / b0 : a0 * b0;
+        c[1] = div ? a0 / b1 : a0 * b1;
+        c[2] = div ? a1 / b0 : a1 * b0;
+        c[3] = div ? a1 / b1 : a1 * b1;
+        *lo = fmin(fmin(c[0], c[1]), fmin(c[2], c[3]));
+        *hi = fmax(fmax(c[0], c[1]), fmax(c[2], c[3]));
+        /* integer division truncates toward zero: within the real bounds */
+        *lo = floor(*lo);
+        *hi = ceil(*hi);
+        return 1;
+    }
+    if (strcmp(op, "Range") == 0) {
+        /* start .. limit (exclusive): within [min(start, limit), max(start, limit)] */
+        *lo = fmin(a0, b0);
+        *hi = fmax(a1, b1);
+        return 1;
+    }
+    return 0;
+}
+
+static int fits_i32(double lo, double hi) { return lo >= (double)INT32_MIN && hi <= (double)INT32_MAX; }
+
+/* Node n with int64 inputs or outputs whose values are proven to fit
+ * int32 → the same node in int32: constants narrowed, computed inputs
+ * through Cast(to int32), each int64 output through Cast(to int64) back. */
+int gr_rw_rule_cast_insert(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    const gr_node *n = b.n;
+    const char *in[GR_RW_MAX_IO], *out[GR_RW_MAX_IO];
+    int any = 0;
+    double lo, hi;
+    if (n->n_inputs > GR_RW_MAX_IO || n->n_outputs > GR_RW_MAX_IO || *n->domain)
+        return 0;
+    for (int i = 0; i < n->n_attrs; i++)
+        if (n->attrs[i].type == GA_GRAPH || n->attrs[i].type == GA_GRAPHS)
+            return 0;
+    for (int i = 0; i < n->n_inputs; i++) {
+        int v = n->inputs[i];
+        in[i] = rwb_in_name(&b, i);
+        if (v < 0 || g->values[v].type.dtype != TDM_INT64)
+            continue;
+        if (!int_range(g, v, 0, &lo, &hi))
+            return refuse(r, "no range proof for its int64 input '%.120s' (a constant, a known dimension)",
+                          g->values[v].name);
+        if (!fits_i32(lo, hi))
+            return refuse(r, "its int64 input '%.120s' may not fit int32", g->values[v].name);
+        const tdm_tensor *c = g->values[v].init;
+        if (b.nt >= RWB_TMPS)
+            return -1;
+        char *name = b.tmp[b.nt++];
+        if (c) {
+            size_t cnt = tdm_tensor_count(c);
+            double *vals = mem_calloc(cnt + 1, sizeof *vals);
+            int bad = !vals;
+            for (size_t k = 0; vals && k < cnt; k++)
+                vals[k] = (double)tensor_get_i64(c, k);
+            bad = bad || gr_rw_const(r, g, TDM_INT32, c->rank, c->dims, vals, name, RWB_NAME);
+            mem_free(vals);
+            if (bad)
+                return -1;
+        } else {
+            gr_rw_tmp(r, g, name, RWB_NAME);
+            gr_rw_node *cn = rwb_op(&b, "Cast", 1, in[i], NULL, name);
+            if (cn)
+                gr_rw_attr_int(cn, "to", TDM_INT32);
+        }
+        in[i] = name;
+        any = 1;
+    }
+    int wide[GR_RW_MAX_IO] = {0};
+    for (int o = 0; o < n->n_outputs; o++) {
+        int v = n->outputs[o];
+        out[o] = rwb_out_name(&b, o);
+        if (v < 0 || g->values[v].type.dtype != TDM_INT64)
+            continue;
+        if (!int_range(g, v, 0, &lo, &hi) || !fits_i32(lo, hi))
+            return refuse(r, "no proof that its int64 output '%.120s' fits int32", g->values[v].name);
+        out[o] = rwb_tmp(&b);
+        wide[o] = any = 1;
+    }
+    if (!any)
+        return 0;
+    gr_rw_node *nn = gr_rw_node_add(r, n->op_type, n->n_inputs, in, n->n_outputs, out);
+    if (!nn)
+        return -1;
+    if (copy_attrs(nn, n))
+        return refuse(r, "the attributes of %.120s cannot be copied", n->name);
+    for (int o = 0; o < n->n_outputs; o++)
+        if (wide[o]) {
+            gr_rw_node *cn = rwb_op(&b, "Cast", 1, out[o], NULL, rwb_out_name(&b, o));
+            if (cn)
+                gr_rw_attr_int(cn, "to", TDM_INT64);
+        }
+    return rwb_done(&b);
+}
