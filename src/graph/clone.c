@@ -5,6 +5,7 @@
  * order, so that the copy's types name the copy's symbols. */
 #include "graph/model.h"
 #include "core/mem.h"
+#include "graph/qdq.h"
 
 #include <string.h>
 
@@ -126,6 +127,8 @@ static tdm_status clone_node(tdm_err *e, const gr_node *n, gr_model *dm, gr_grap
         memcpy(d->inputs, n->inputs, (size_t)n->n_inputs * sizeof *d->inputs);
     if (n->n_outputs)
         memcpy(d->outputs, n->outputs, (size_t)n->n_outputs * sizeof *d->outputs);
+    if (n->qdq && !(d->qdq = gr_qdq_clone(n->qdq)))
+        return err_set(e, TDM_E_NOMEM, "out of memory");
     for (int a = 0; a < n->n_attrs; a++) {
         d->n_attrs = a + 1; /* what gr_node_clear must free */
         tdm_status st = clone_attr(e, &n->attrs[a], dm, owner, &d->attrs[a]);

@@ -1,6 +1,7 @@
 /* Construction and queries of the graph IR. */
 #include "graph/graph.h"
 #include "core/mem.h"
+#include "graph/qdq.h"
 #include "ops/op.h"
 
 #include <stdio.h>
@@ -118,6 +119,7 @@ void gr_node_clear(gr_node *n)
     for (int a = 0; a < n->n_attrs; a++)
         gr_attr_clear(&n->attrs[a]);
     mem_free(n->attrs);
+    gr_qdq_free(n->qdq);
     memset(n, 0, sizeof *n);
 }
 

@@ -4,6 +4,7 @@
  * loader. */
 #include "graph/model.h"
 #include "core/mem.h"
+#include "graph/qdq.h"
 #include "ops/op.h"
 
 #include <stdlib.h>
@@ -282,8 +283,9 @@ tdm_status model_build(tdm_err *e, gr_model *gm, const char *name, tdm_model **o
     if ((st = op_histogram(e, m)) != TDM_OK || (st = snapshot_flops(e, g, &m->flops, &m->n_flops)) != TDM_OK)
         goto fail;
 
-    /* Folding re-infers every node it does not fold: the types are final. */
-    if ((st = gr_fold_constants(e, gm->main)) != TDM_OK)
+    /* QDQ groups before folding turns their weights into float constants;
+     * folding re-infers every node it does not fold: the types are final. */
+    if ((st = gr_qdq_mark(e, gm->main)) != TDM_OK || (st = gr_fold_constants(e, gm->main)) != TDM_OK)
         goto fail;
 
     count_flops(m);

@@ -1,6 +1,7 @@
 /* Graph rewrites: building them, and models with them in place (rewrite.h). */
 #include "graph/rewrite.h"
 #include "core/mem.h"
+#include "graph/qdq.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -309,6 +310,8 @@ tdm_status gr_rw_copy_node(tdm_err *e, gr_graph *g, const gr_graph *src, const g
         if ((st = copy_attr(e, g->model, g, d, &n->attrs[a])) != TDM_OK)
             goto done;
     }
+    if (n->qdq && !(g->nodes[idx].qdq = gr_qdq_clone(n->qdq)))
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
 done:
     if (pin != in)
         mem_free(pin);

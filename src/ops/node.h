@@ -90,6 +90,7 @@ typedef struct gr_node {
     int n_attrs;
     gr_attr *attrs;
     char *doc;
+    struct gr_qdq *qdq; /* the node's QDQ group for integer devices (graph/qdq.h), or NULL */
 } gr_node;
 
 /* ---- queries ---- */

@@ -528,13 +528,44 @@ static tdm_status parse_rescue(pctx *p, const cJSON *root, struct vnpu_ctx *c)
     return TDM_OK;
 }
 
+/* "quantized": {"accumulate": "int32", "rounding": "half_even" | "half_away"}:
+ * QDQ groups run as integer arithmetic (vnpu_qdq.c). */
+static tdm_status parse_quantized(pctx *p, const cJSON *root, struct vnpu_ctx *c)
+{
+    static const char *const qkeys[] = {"accumulate", "rounding", "comment", NULL};
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "quantized"), *x;
+    tdm_status st = TDM_OK;
+    if (!v)
+        return TDM_OK;
+    if (!cJSON_IsObject(v))
+        return bad(p, "quantized", "an object with accumulate and rounding", v);
+    if ((st = check_keys(p, "quantized", v, qkeys)) != TDM_OK)
+        return st;
+    if (!(x = require(p, "quantized", v, "accumulate", &st)))
+        return st;
+    if (!cJSON_IsString(x) || strcmp(x->valuestring, "int32") != 0)
+        return bad(p, "quantized.accumulate", "\"int32\"", x);
+    if (!(x = require(p, "quantized", v, "rounding", &st)))
+        return st;
+    if (cJSON_IsString(x) && strcmp(x->valuestring, "half_even") == 0)
+        c->q_round = VNPU_ROUND_HALF_EVEN;
+    else if (cJSON_IsString(x) && strcmp(x->valuestring, "half_away") == 0)
+        c->q_round = VNPU_ROUND_HALF_AWAY;
+    else
+        return bad(p, "quantized.rounding", "\"half_even\" or \"half_away\"", x);
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "comment")) != NULL && !cJSON_IsString(x))
+        return bad(p, "quantized.comment", "a string", x);
+    c->quantized = 1;
+    return TDM_OK;
+}
+
 static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
 {
     static const char *const keys[] = {"name", "description", "precision", "memory_bytes", "peak_tops",
                                        "peak_gflops", "launch_overhead_us", "memory_bandwidth_gbps",
                                        "host_bandwidth_gbps", "host_latency_us", "static_shapes", "defaults",
                                        "ops", "exclude", "precision_sensitive", "comment", "storage", "partition_overhead_us",
-                                       "source", "rescue", NULL};
+                                       "source", "rescue", "quantized", NULL};
     static const char *const dkeys[] = {"dtypes", "max_rank", "max_dim", NULL};
     tdm_status st = TDM_OK;
     const cJSON *v;
@@ -640,6 +671,8 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
             return bad(p, "static_shapes", "true or false", v);
         c->static_shapes = cJSON_IsTrue(v);
     }
+    if ((st = parse_quantized(p, root, c)) != TDM_OK)
+        return st;
 
     vnpu_op_rule dflt = {NULL, DT_ALL, 0, 0, 0, 0, NULL, 0, 0};
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "defaults")) != NULL) {

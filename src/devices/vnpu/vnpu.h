@@ -72,11 +72,20 @@ struct vnpu_ctx {
     char **rescue;          /* "rescue": rewrite rules it wants (graph/rewrite.h) */
     size_t n_rescue;
     int has_rescue;         /* the key is present (absent: every rule) */
+    int quantized;          /* "quantized": QDQ groups run as int8 x int8 -> int32 (vnpu_qdq.c) */
+    int q_round;            /* its "rounding": VNPU_ROUND_HALF_EVEN or VNPU_ROUND_HALF_AWAY */
     /* memory accounting */
     pthread_mutex_t lock;
     uint64_t used;
     dev_ext ext;
 };
+
+enum { VNPU_ROUND_HALF_EVEN = 0, VNPU_ROUND_HALF_AWAY = 1 };
+
+/* Runs op (a node with a QDQ group, op->node->qdq) in integer arithmetic
+ * on a "quantized" profile (vnpu_qdq.c); its float output is the group's
+ * requantized result, dequantized exactly. */
+tdm_status vnpu_qdq_run(const struct vnpu_ctx *c, op_ctx *op);
 
 /* The rule for an op type (explicit, or the wildcard unless excluded), or NULL. */
 const vnpu_op_rule *vnpu_rule(const struct vnpu_ctx *c, const char *op_type);
