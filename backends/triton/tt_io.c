@@ -183,3 +183,222 @@ int tt_bytes_pack(const char *const *s, size_t first, size_t n, unsigned char **
     }
     return 0;
 }
+
+/* ------------------------------------------------------ config parameters */
+
+/* A parameter's string: config.pbtxt `parameters { key: "devices" value:
+ * { string_value: "vnpu:server-npu,cpu" } }`, as JSON {"devices":
+ * {"string_value": "..."}}. NULL when absent. */
+const char *tt_param(const cJSON *params, const char *key)
+{
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(params, key);
+    const cJSON *v = p ? cJSON_GetObjectItemCaseSensitive(p, "string_value") : NULL;
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+static const char *const tt_known_params[] = {
+    "devices", "granularity", "fallback", "max_fallback_ratio", "max_boundary_bytes", "pins", "plugins",
+    "threads", "shapes", "calibration", "calibration_inputs", "fusion", "breaker", "plan_cache", "verify",
+    "ledger_file", "model_filename", "max_queue", NULL};
+
+/* Parses "a,b,c" number lists; returns how many were read. */
+static int tt_numbers(const char *s, double *out, int max)
+{
+    int n = 0;
+    while (*s && n < max) {
+        char *end;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (end == s || errno)
+            return -1;
+        out[n++] = v;
+        s = end;
+        if (*s == ',')
+            s++;
+        else if (*s)
+            return -1;
+    }
+    return *s ? -1 : n;
+}
+
+int tt_integer(const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* A comma-separated list, each item given to add(). */
+static TRITONSERVER_Error *tt_each(tdm_session_options *o, const char *key, const char *list,
+                                   tdm_status (*add)(tdm_session_options *, const char *))
+{
+    char *copy = tt_strdup(list), *save = NULL;
+    if (!copy)
+        return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    TRITONSERVER_Error *err = NULL;
+    for (char *item = strtok_r(copy, ",", &save); item && !err; item = strtok_r(NULL, ",", &save))
+        if (add(o, item) != TDM_OK)
+            err = tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s': tandem refused '%s'", key, item);
+    free(copy);
+    return err;
+}
+
+/* A choice parameter (granularity, fallback, fusion, verify): its word
+ * through tandem's parser (tdm_*_parse), whose sentence a refusal quotes. */
+static TRITONSERVER_Error *tt_choice(tdm_session_options *o, const char *key, const char *word)
+{
+    tdm_ctx *c = NULL;
+    tdm_granularity g;
+    tdm_fallback_mode f;
+    tdm_fusion u;
+    tdm_verify_mode m;
+    int every = 0;
+    tdm_status st = tdm_ctx_create(&c);
+    if (st)
+        return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    if (strcmp(key, "granularity") == 0) {
+        if (!(st = tdm_granularity_parse(c, word, &g)))
+            st = tdm_session_options_set_granularity(o, g);
+    } else if (strcmp(key, "fallback") == 0) {
+        if (!(st = tdm_fallback_mode_parse(c, word, &f)))
+            st = tdm_session_options_set_fallback(o, f);
+    } else if (strcmp(key, "fusion") == 0) {
+        /* the metrics observer needs no node outputs: "on" stays fused under it */
+        if (!(st = tdm_fusion_parse(c, word, &u)))
+            st = tdm_session_options_set_fusion(o, u == TDM_FUSION_ON ? TDM_FUSION_OBSERVED : u);
+    } else if (!(st = tdm_verify_mode_parse(c, word, &m, &every))) {
+        st = tdm_session_options_set_verify(o, m, every);
+    }
+    TRITONSERVER_Error *err = NULL;
+    if (st)
+        err = tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s': %s", key,
+                       tdm_ctx_error(c)[0] ? tdm_ctx_error(c) : "tandem refused the value");
+    tdm_ctx_destroy(c);
+    return err;
+}
+
+/* Parameter 'calibration_inputs': sets separated by ';', each
+ * "NAME=FILE[,NAME=FILE...]" (.npy or .pb; a relative FILE is in dir), one
+ * tdm_session_options_add_calibration_input per set. */
+static TRITONSERVER_Error *tt_calibration_inputs(tdm_session_options *o, const char *dir, const char *list)
+{
+    char *copy = tt_strdup(list), *save = NULL;
+    tdm_ctx *ctx = NULL;
+    if (!copy || tdm_ctx_create(&ctx) != TDM_OK) {
+        free(copy);
+        return tt_error(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    }
+    TRITONSERVER_Error *err = NULL;
+    int set = 0;
+    for (char *item = strtok_r(copy, ";", &save); item && !err; item = strtok_r(NULL, ";", &save)) {
+        enum { MAX_VALUES = 64 };
+        const char *names[MAX_VALUES];
+        tdm_tensor *vals[MAX_VALUES] = {0};
+        size_t n = 0;
+        char *save2 = NULL;
+        set++;
+        for (char *pair = strtok_r(item, ", ", &save2); pair && !err; pair = strtok_r(NULL, ", ", &save2)) {
+            char *eq = strchr(pair, '=');
+            if (!eq || eq == pair || !eq[1] || n == MAX_VALUES) {
+                err = tt_error(TRITONSERVER_ERROR_INVALID_ARG,
+                               "parameter 'calibration_inputs': '%s' in set %d is not NAME=FILE (sets separated by "
+                               "';', the inputs of a set by ',')",
+                               pair, set);
+                break;
+            }
+            *eq = '\0';
+            char path[4096];
+            snprintf(path, sizeof path, "%s%s%s", eq[1] == '/' ? "" : dir, eq[1] == '/' ? "" : "/", eq + 1);
+            names[n] = pair;
+            if (tdm_value_load(ctx, path, NULL, &vals[n]) != TDM_OK)
+                err = tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'calibration_inputs', set %d: %s", set,
+                               tdm_ctx_error(ctx));
+            n++;
+        }
+        if (!err && n && tdm_session_options_add_calibration_input(o, names, (const tdm_tensor *const *)vals, n) != TDM_OK)
+            err = tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'calibration_inputs': tandem refused set %d", set);
+        for (size_t k = 0; k < n; k++)
+            tdm_tensor_destroy(vals[k]);
+    }
+    free(copy);
+    tdm_ctx_destroy(ctx);
+    return err;
+}
+
+/* tandem's run options from the config's parameters. dir is the model's
+ * folder (relative calibration and plugin paths are resolved there). */
+TRITONSERVER_Error *tt_options(const cJSON *params, const char *dir, tdm_session_options *o)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, params)
+    {
+        int known = 0;
+        for (size_t i = 0; tt_known_params[i]; i++)
+            known = known || strcmp(it->string, tt_known_params[i]) == 0;
+        if (!known)
+            return tt_error(TRITONSERVER_ERROR_INVALID_ARG,
+                            "config.pbtxt parameter '%s' is not a tandem option (devices, granularity, fallback, "
+                            "max_fallback_ratio, max_boundary_bytes, pins, plugins, threads, shapes, calibration, "
+                            "calibration_inputs, fusion, breaker, plan_cache, verify, ledger_file, model_filename, "
+                            "max_queue)",
+                            it->string);
+    }
+    const char *v;
+    long long n;
+    /* The metrics observer needs no node outputs: keep cpu fusion on. */
+    if (tdm_session_options_set_fusion(o, TDM_FUSION_OBSERVED) != TDM_OK)
+        return tt_error(TRITONSERVER_ERROR_INTERNAL, "tandem refused its fusion mode");
+    if ((v = tt_param(params, "devices")) && tdm_session_options_set_devices(o, v) != TDM_OK)
+        return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'devices': '%s' is not a device list", v);
+    TRITONSERVER_Error *err;
+    static const char *const choices[] = {"granularity", "fallback", "fusion", "verify", NULL};
+    for (size_t i = 0; choices[i]; i++)
+        if ((v = tt_param(params, choices[i])) && (err = tt_choice(o, choices[i], v)))
+            return err;
+    if ((v = tt_param(params, "max_fallback_ratio"))) {
+        double r;
+        if (tt_numbers(v, &r, 1) != 1 || tdm_session_options_set_max_fallback_ratio(o, r) != TDM_OK)
+            return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'max_fallback_ratio': '%s' is not in [0, 1]", v);
+    }
+    if ((v = tt_param(params, "max_boundary_bytes"))) {
+        if (!tt_integer(v, 0, INT64_MAX, &n) || tdm_session_options_set_max_boundary_bytes(o, (int64_t)n) != TDM_OK)
+            return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'max_boundary_bytes': '%s' is not a byte count", v);
+    }
+    if ((v = tt_param(params, "threads"))) {
+        if (!tt_integer(v, 0, 1024, &n) || tdm_session_options_set_threads(o, (int)n) != TDM_OK)
+            return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'threads': '%s' is not 0..1024", v);
+    }
+    if ((v = tt_param(params, "breaker"))) {
+        double b[3];
+        if (tt_numbers(v, b, 3) != 3 || tdm_session_options_set_breaker(o, (int)b[0], b[1], b[2]) != TDM_OK)
+            return tt_error(TRITONSERVER_ERROR_INVALID_ARG,
+                            "parameter 'breaker': '%s' is not FAULTS,WINDOW_MS,COOLDOWN_MS", v);
+    }
+    if ((v = tt_param(params, "max_queue"))) {
+        if (!tt_integer(v, 0, 1000000, &n) || tdm_session_options_set_max_queue(o, (int)n) != TDM_OK)
+            return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'max_queue': '%s' is not 0..1000000", v);
+    }
+    if ((v = tt_param(params, "plan_cache"))) {
+        if (!tt_integer(v, 0, 1 << 20, &n) || tdm_session_options_set_plan_cache(o, (int)n) != TDM_OK)
+            return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'plan_cache': '%s' is not a plan count", v);
+    }
+    if ((v = tt_param(params, "pins")) && (err = tt_each(o, "pins", v, tdm_session_options_add_pin)))
+        return err;
+    if ((v = tt_param(params, "plugins")) && (err = tt_each(o, "plugins", v, tdm_session_options_add_plugin)))
+        return err;
+    if ((v = tt_param(params, "shapes")) && (err = tt_shapes(o, v)))
+        return err;
+    if ((v = tt_param(params, "calibration"))) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s%s%s", v[0] == '/' ? "" : dir, v[0] == '/' ? "" : "/", v);
+        if (tdm_session_options_set_calibration(o, path) != TDM_OK)
+            return tt_error(TRITONSERVER_ERROR_INVALID_ARG, "parameter 'calibration': tandem refused '%s'", path);
+    }
+    if ((v = tt_param(params, "calibration_inputs")) && (err = tt_calibration_inputs(o, dir, v)))
+        return err;
+    return NULL;
+}

@@ -32,6 +32,15 @@ char *tt_strdup(const char *s);
 TRITONSERVER_DataType tt_triton_type(tdm_dtype t);
 
 /* tt_io.c */
+/* A config parameter's string: config.pbtxt `parameters { key: "devices"
+ * value: { string_value: "vnpu:server-npu,cpu" } }`, as JSON; NULL when absent. */
+const char *tt_param(const cJSON *params, const char *key);
+/* 1 and *out when s is an integer in [lo, hi]; 0 otherwise. */
+int tt_integer(const char *s, long long lo, long long hi, long long *out);
+/* tandem's run options from the config's parameters. dir is the model's
+ * folder (relative calibration, calibration input and plugin paths are
+ * resolved there). NULL, or the error naming the parameter. */
+TRITONSERVER_Error *tt_options(const cJSON *params, const char *dir, tdm_session_options *o);
 /* Parameter 'shapes': "NAME=DxDxD" (-1 keeps a dim dynamic), several separated by ';'. */
 TRITONSERVER_Error *tt_shapes(tdm_session_options *o, const char *list);
 /* The type's name in a model configuration (TYPE_FP32, TYPE_STRING for

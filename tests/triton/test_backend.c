@@ -510,6 +510,82 @@ static void test_bad_config(void)
     TRITONSERVER_ErrorDelete(e);
 }
 
+/* A float32 [1, 4] .npy of value v at path; 1 on success. */
+static int write_npy(const char *path, float v)
+{
+    /* magic, version 1.0, the header's length (little-endian), the header
+     * padded with spaces to 128 bytes in all, ending in a newline */
+    static const char dict[] = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 4), }";
+    char head[128];
+    memset(head, ' ', sizeof head);
+    memcpy(head, "\x93NUMPY\x01\x00", 8);
+    head[8] = (char)(sizeof head - 10);
+    head[9] = 0;
+    memcpy(head + 10, dict, sizeof dict - 1);
+    head[sizeof head - 1] = '\n';
+    float x[4] = {v, v, v, v};
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(head, 1, sizeof head, f) == sizeof head && fwrite(x, sizeof x, 1, f) == 1;
+    if (f)
+        ok = fclose(f) == 0 && ok;
+    return ok;
+}
+
+/* Parameter calibration_inputs: the precision guard probes the plan on the
+ * sets when the instance's session is created. The tiny model at
+ * granularity op on server-npu (fp16) has Relu on the NPU; a set of 1e5
+ * (beyond fp16's 65504) makes the guard keep Relu on cpu (PRECISION) before
+ * any request, though the requests' small values would not show it. */
+static double precision_runs(const char *model)
+{
+    char l[128];
+    snprintf(l, sizeof l, "model=%s,reason=PRECISION", model);
+    return fake_metric("tandem_fallback_node_runs_total", l);
+}
+
+static void test_calibration_inputs(void)
+{
+    char cfg[4096], params[2048], npy[1200];
+    TRITONBACKEND_Model m;
+    float x[8] = {-1, 0.5f, 2, -3, 0.25f, 1, -0.5f, 3};
+    int64_t s[2] = {2, 4};
+    for (int with = 0; with < 2; with++) {
+        const char *name = with ? "tiny_cal" : "tiny_nocal";
+        snprintf(params, sizeof params,
+                 "\"devices\":{\"string_value\":\"vnpu:server-npu,cpu\"},\"granularity\":{\"string_value\":\"op\"}%s",
+                 with ? ",\"calibration_inputs\":{\"string_value\":\"X=big.npy\"}" : "");
+        make_model(&m, name, NULL, tiny_config(cfg, sizeof cfg, 8, params));
+        snprintf(npy, sizeof npy, "%s/%s/big.npy", workdir, name); /* relative: in the model's folder */
+        CHECK(write_npy(npy, 1e5f));
+        TRITONBACKEND_ModelInstance inst;
+        CHECK(open_model(&m, &inst));
+        if (!m.state)
+            return;
+        TRITONBACKEND_Request req;
+        make_request(&req, "X", TRITONSERVER_TYPE_FP32, s, 2, x, 32, "Y");
+        TRITONBACKEND_Request *rp = &req;
+        CHECK(TRITONBACKEND_ModelInstanceExecute(&inst, &rp, 1) == NULL);
+        CHECK(check_tiny_response(&req, x, 2));
+        double prec = precision_runs(name);
+        printf("  %s: %.0f PRECISION fallback node runs after one request\n", name, prec > 0 ? prec : 0);
+        CHECK(with ? prec == 1 : prec <= 0);
+        release_responses(&req, 1);
+        close_model(&m, &inst);
+    }
+    /* a missing file, a malformed set: the load fails naming the parameter */
+    static const char *const bad[][2] = {{"X=missing.npy", "missing.npy"}, {"X", "is not NAME=FILE"}};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(params, sizeof params, "\"devices\":{\"string_value\":\"vnpu:server-npu,cpu\"},"
+                 "\"calibration_inputs\":{\"string_value\":\"%s\"}", bad[i][0]);
+        make_model(&m, "tiny_calbad", NULL, tiny_config(cfg, sizeof cfg, 8, params));
+        TRITONSERVER_Error *e = TRITONBACKEND_ModelInitialize(&m);
+        CHECK(e && strstr(e->msg, "calibration_inputs") && strstr(e->msg, bad[i][1]));
+        if (e)
+            printf("  calibration_inputs '%s' reads: %s\n", bad[i][0], e->msg);
+        TRITONSERVER_ErrorDelete(e);
+    }
+}
+
 /* squeezenet1_1 (batch fixed at 1) with max_batch_size 4: a request of 3
  * rows runs row by row and equals three single-row requests. */
 static void test_fixed_batch(const char *onnx)
@@ -700,6 +776,7 @@ int main(int argc, char **argv)
     test_deny();
     test_fallback_metrics();
     test_bad_config();
+    test_calibration_inputs();
     test_strings();
     test_autocomplete();
     test_fixed_batch(argc > 2 ? argv[2] : NULL);
