@@ -96,8 +96,10 @@ struct gr_qdq *gr_qdq_clone(const struct gr_qdq *q)
     d->act = q->act ? mem_strdup(q->act) : NULL;
     d->q_node = q->q_node ? mem_strdup(q->q_node) : NULL;
     bad |= (q->act && !d->act) || (q->q_node && !d->q_node);
-    bad |= tensor_clone(NULL, q->x_zp, &d->x_zp) != TDM_OK || tensor_clone(NULL, q->w, &d->w) != TDM_OK ||
-           tensor_clone(NULL, q->w_zp, &d->w_zp) != TDM_OK || tensor_clone(NULL, q->y_zp, &d->y_zp) != TDM_OK;
+    bad |= (q->x_zp && tensor_clone(NULL, q->x_zp, &d->x_zp) != TDM_OK) ||
+           (q->w && tensor_clone(NULL, q->w, &d->w) != TDM_OK) ||
+           (q->w_zp && tensor_clone(NULL, q->w_zp, &d->w_zp) != TDM_OK) ||
+           (q->y_zp && tensor_clone(NULL, q->y_zp, &d->y_zp) != TDM_OK);
     if (bad) {
         gr_qdq_free(d);
         return NULL;
@@ -175,13 +177,43 @@ static int take_bias(const gr_graph *g, int b, struct gr_qdq *q)
     return 1;
 }
 
+/* A node whose float inputs all come from DequantizeLinear and whose only
+ * output only a QuantizeLinear reads (q->wrapped). */
+static tdm_status mark_wrapped(tdm_err *e, const gr_graph *g, const gr_node *n, struct gr_qdq **out)
+{
+    int floats = 0;
+    if (n->n_outputs != 1 || *n->domain)
+        return TDM_OK;
+    for (int i = 0; i < n->n_inputs; i++) {
+        int v = n->inputs[i];
+        if (v < 0 || g->values[v].type.dtype != TDM_FLOAT)
+            continue;
+        if (!dq_of(g, v))
+            return TDM_OK;
+        floats++;
+    }
+    const gr_node *qn = sole_consumer(g, n->outputs[0]);
+    if (!floats || !qn || !is_op(qn, "QuantizeLinear"))
+        return TDM_OK;
+    struct gr_qdq *q = mem_calloc(1, sizeof *q);
+    if (!q || !(q->q_node = mem_strdup(qn->name))) {
+        mem_free(q);
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    }
+    q->wrapped = 1;
+    *out = q;
+    return TDM_OK;
+}
+
 /* Node n of g as a QDQ group into *out (NULL when it is not one). */
 static tdm_status mark_one(tdm_err *e, const gr_graph *g, const gr_node *n, struct gr_qdq **out)
 {
     *out = NULL;
     int conv = is_op(n, "Conv"), mm = is_op(n, "MatMul"), gemm = is_op(n, "Gemm");
-    if ((!conv && !mm && !gemm) || n->n_outputs < 1)
+    if (n->n_outputs < 1 || is_op(n, "DequantizeLinear") || is_op(n, "QuantizeLinear"))
         return TDM_OK;
+    if (!conv && !mm && !gemm)
+        return mark_wrapped(e, g, n, out);
     if (gemm && (gr_attr_int(n, "transA", 0) != 0 || gr_attr_float(n, "alpha", 1.0f) != 1.0f ||
                  gr_attr_float(n, "beta", 1.0f) != 1.0f))
         return TDM_OK;

@@ -20,6 +20,12 @@
 #include "graph/graph.h"
 
 struct gr_qdq {
+    /* 1: another op wrapped the same way (Add, MaxPool, GlobalAveragePool,
+     * ...: every float input from a DequantizeLinear, the output read only by
+     * a QuantizeLinear), which an integer device computes in its quantized
+     * domain at fp32 or wider, not at its float precision; no field below is
+     * set but q_node */
+    int wrapped;
     /* input 0: float = (x_q - x_zp) * x_scale, x_q of x_zp's type */
     float x_scale;
     tdm_tensor *x_zp;     /* scalar int8/uint8 (uint8 0 when the model omits it) */

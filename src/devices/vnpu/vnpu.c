@@ -6,6 +6,7 @@
 #include "devices/vnpu/vnpu_round.h"
 #include "core/file.h"
 #include "core/mem.h"
+#include "graph/qdq.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -471,11 +472,12 @@ static tdm_status vnpu_run_host(void *ctx, op_ctx *op)
     if (op->node->op < 0 || op->node->op >= OP_COUNT)
         return err_set(op->err, TDM_E_UNSUPPORTED, "%s has no %s kernel", c->name, op->node->op_type);
     op_run_fn run = op_table[op->node->op].run;
-    if (c->quantized && op->node->qdq)
+    if (c->quantized && op->node->qdq && !op->node->qdq->wrapped)
         return vnpu_qdq_run(c, op);
-    /* On an integer device (De)QuantizeLinear change a tensor's representation, with exact scales: they
-     * are not float arithmetic at the profile's precision. */
-    if (c->precision == TDM_FLOAT ||
+    /* On an integer device (De)QuantizeLinear change a tensor's representation, with exact scales, and
+     * an op wrapped between them (graph/qdq.h) runs in the quantized domain: not float arithmetic at
+     * the profile's precision. */
+    if (c->precision == TDM_FLOAT || (c->quantized && op->node->qdq) ||
         (c->quantized && !*op->node->domain &&
          (strcmp(op->node->op_type, "QuantizeLinear") == 0 || strcmp(op->node->op_type, "DequantizeLinear") == 0)))
         return run(op);
