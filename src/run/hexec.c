@@ -1,7 +1,9 @@
 /* The heterogeneous executor (see hexec.h). */
 #include "run/hexec.h"
+#include "core/arena.h"
 #include "core/mem.h"
 #include "run/exec.h"
+#include "run/hpart.h"
 #include "run/node.h"
 #include "run/observe.h"
 
@@ -23,6 +25,12 @@ struct exec_prog {
     pthread_mutex_t plugin_lock;
     obs_hook obs;            /* the session observer (observe.h); fn NULL: none */
     exec_cache cache;        /* all_cpu: fusion and arena kept across runs (exec.h) */
+    /* otherwise: each maximal run of cpu positions (a cpu partition) runs as
+     * one graph, fused and from the arena as an all-cpu plan (hpart.h) */
+    hpart *parts;
+    int n_parts;
+    int *part_at;            /* per pos: the partition starting there, or -1 */
+    arena *arena;            /* the runs' blocks (the partitions' and the devices') */
 };
 
 static int is_builtin(const exec_prog *p, int d) { return p->plan->devs->items[d].ext != NULL; }
@@ -38,6 +46,9 @@ void exec_prog_free(exec_prog *p)
     mem_free(p->frees);
     pthread_mutex_destroy(&p->plugin_lock);
     exec_cache_free(&p->cache);
+    hpart_free(p->parts, p->n_parts);
+    mem_free(p->part_at);
+    arena_free(p->arena);
     mem_free(p);
 }
 
@@ -187,9 +198,15 @@ tdm_status exec_prog_build(tdm_err *e, const tdm_plan *plan, exec_prog **out)
         *out = p;
         return TDM_OK;
     }
-    if (prog_reads(p) || prog_frees(p)) {
+    if (prog_reads(p) || prog_frees(p) || !(p->arena = arena_new()) ||
+        !(p->part_at = mem_alloc(((size_t)p->N + 1) * sizeof *p->part_at))) {
         exec_prog_free(p);
         return err_set(e, TDM_E_NOMEM, "out of memory");
+    }
+    tdm_status st = hpart_build(e, plan, p->rd_start, p->rd, p->arena, &p->parts, &p->n_parts, p->part_at);
+    if (st) {
+        exec_prog_free(p);
+        return st;
     }
     *out = p;
     return TDM_OK;
@@ -532,11 +549,17 @@ static tdm_status run_open(run_state *r, const exec_prog *p, tdm_err *e, exec_st
     return TDM_OK;
 }
 
-/* The plan's copies before position pos (pos == N: the outputs'). */
-static tdm_status run_copies(run_state *r, int pos)
+/* Which of a position's copies run_copies makes. */
+enum { COPIES_ALL, COPIES_TO_CPU, COPIES_NOT_TO_CPU };
+
+/* The plan's copies before position pos (pos == N: the outputs'), all or
+ * only those to cpu or to another device (which). */
+static tdm_status run_copies(run_state *r, int pos, int which)
 {
     const exec_prog *p = r->p;
     for (int c = p->copy_start[pos]; c < p->copy_start[pos + 1]; c++) {
+        if (which != COPIES_ALL && (p->plan->copies[c].to == p->cpu) != (which == COPIES_TO_CPU))
+            continue;
         obs_mark om;
         if (p->obs.fn)
             obs_begin(&om, r->st);
@@ -634,6 +657,43 @@ static void observe_plugin_node(run_state *r, int n, int d, uint64_t t0, double 
     }
 }
 
+/* Runs cpu partition hp: the copies to the host it waits for, its graph
+ * (hpart_run), then, position by position, the other copies planned
+ * inside it (to devices: for values it produced) and the releases. */
+static tdm_status run_part(run_state *r, const hpart *hp, int threads, uint64_t *rng)
+{
+    const exec_prog *p = r->p;
+    tdm_status st;
+    for (int pos = hp->start; pos < hp->end; pos++)
+        if ((st = run_copies(r, pos, pos == hp->start ? COPIES_ALL : COPIES_TO_CPU)) != TDM_OK)
+            return st;
+    int n_out = hp->g->n_outputs;
+    tdm_tensor *small[16], **out = small;
+    if (n_out > 16 && !(out = mem_calloc((size_t)n_out, sizeof *out)))
+        return err_set(r->e, TDM_E_NOMEM, "out of memory");
+    st = hpart_run(r->e, hp, r->vals, out, threads, rng, p->obs.fn ? &p->obs : NULL);
+    for (int k = 0; !st && k < n_out; k++) {
+        int v = hp->out_vals[k];
+        if (r->vals[v])
+            drop_host(r, v);
+        r->vals[v] = out[k];
+        r->owned[v] = 1;
+        r->res[(size_t)v * (size_t)p->D + (size_t)p->cpu] = 1;
+    }
+    if (out != small)
+        mem_free(out);
+    for (int pos = hp->start; !st && pos < hp->end; pos++) {
+        if (pos > hp->start && (st = run_copies(r, pos, COPIES_NOT_TO_CPU)) != TDM_OK)
+            break;
+        if (r->st) {
+            r->st->nodes++;
+            r->st->nodes_by_device[p->cpu]++;
+        }
+        run_frees(r, pos);
+    }
+    return st;
+}
+
 tdm_status exec_prog_run(tdm_err *e, const exec_prog *p, const tdm_tensor *const *in, tdm_tensor **out, int threads,
                          exec_stats *stats)
 {
@@ -661,11 +721,19 @@ tdm_status exec_prog_run(tdm_err *e, const exec_prog *p, const tdm_tensor *const
     }
     run_state r;
     exec_scope scope;
+    arena *prev_arena = arena_enter(p->arena);
     if ((st = run_open(&r, p, e, stats, in, out)) != TDM_OK)
         goto done;
     exec_scope_init(&scope, g, r.vals, r.owned, NULL, e, threads, &rng);
     for (int pos = 0; pos <= N; pos++) {
-        if ((st = run_copies(&r, pos)) != TDM_OK)
+        if (pos < N && p->part_at[pos] >= 0) {
+            const hpart *hp = &p->parts[p->part_at[pos]];
+            if ((st = run_part(&r, hp, threads, &rng)) != TDM_OK)
+                goto done;
+            pos = hp->end - 1;
+            continue;
+        }
+        if ((st = run_copies(&r, pos, COPIES_ALL)) != TDM_OK)
             goto done;
         if (pos == N)
             break;
@@ -696,6 +764,7 @@ tdm_status exec_prog_run(tdm_err *e, const exec_prog *p, const tdm_tensor *const
     st = exec_hand_outputs(e, g, r.vals, r.owned, out);
 done:
     run_close(&r);
+    arena_leave(prev_arena);
     obs_run(&p->obs, obs_t0, st);
     return st;
 }
@@ -743,6 +812,12 @@ char *exec_stats_json(const exec_stats *s, const tdm_plan *plan)
     return r;
 }
 
+const hpart *exec_prog_parts(const exec_prog *p, int *n)
+{
+    *n = p->n_parts;
+    return p->parts;
+}
+
 void exec_prog_get_observer(const exec_prog *p, tdm_observer_fn *fn, void **user)
 {
     *fn = p->obs.fn;
@@ -751,8 +826,11 @@ void exec_prog_get_observer(const exec_prog *p, tdm_observer_fn *fn, void **user
 
 void exec_prog_set_fusion(exec_prog *p, int mode)
 {
-    if (p)
-        p->cache.fusion = mode;
+    if (!p)
+        return;
+    p->cache.fusion = mode;
+    for (int k = 0; k < p->n_parts; k++)
+        p->parts[k].cache.fusion = mode;
 }
 
 void exec_prog_set_observer(exec_prog *p, tdm_observer_fn fn, void *user)

@@ -2,7 +2,9 @@
  * devices in the plan's execution order, boundary copies once per tensor
  * per destination device, device memory accounted and released after each
  * tensor's last use there. A plan whose nodes all run on cpu goes through
- * exec_graph unchanged.
+ * exec_graph_cached unchanged; in any other plan each maximal run of cpu
+ * positions (a cpu partition, hpart.h) runs as one graph through the same
+ * path: fused, from the program's arena, with its own cache.
  *
  * The program is built once per session and only read by runs: every
  * run keeps its state (tensors, residency, device buffers, statistics) to
@@ -49,6 +51,11 @@ void exec_prog_get_observer(const exec_prog *p, tdm_observer_fn *fn, void **user
  * TDM_E_DEVICE with a sentence naming the device and the node. */
 tdm_status exec_prog_run(tdm_err *e, const exec_prog *p, const tdm_tensor *const *in, tdm_tensor **out, int threads,
                          exec_stats *stats);
+
+/* The cpu partitions of a program with nodes off cpu (hpart.h; *n 0 and
+ * NULL for an all-cpu program, which runs its graph whole). */
+struct hpart;
+const struct hpart *exec_prog_parts(const exec_prog *p, int *n);
 
 void exec_stats_free(exec_stats *s);
 /* The stats as a JSON object text for the ledger's "run" (mem_alloc). */
