@@ -5,7 +5,7 @@
 
 For every model (default: the model set) x shipped vnpu profile: with
 --rescue off, safe and all, the fallback nodes, partitions and modeled
-estimate (`tandem plan --json`), the rescues kept, and — where a rescue
+estimate (`tandem plan --json`; the PP-OCR models at the SHAPES below), the rescues kept, and — where a rescue
 was kept — the output error of `tandem run` (the refs' inputs) against
 `tandem run --devices cpu`: cosine and max |diff| / max |cpu| of the worst
 output. Prints markdown rows; combinations where no rule was even tried
@@ -23,18 +23,25 @@ TANDEM, CACHE = sys.argv[1:3]
 MODELS = sys.argv[3:] or ["resnet18", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x1_0", "efficientnet_b0",
                           "transformer_op13", "transformer_op17", "ppocr_det", "ppocr_rec", "ppocr_cls", "silero_vad"]
 PROFILES = ["edge-npu", "server-npu", "rk3588", "qnn-htp", "coreml-ane", "intel-npu"]
+# models with dynamic image sizes are planned at one size (static-shape profiles refuse unknown dimensions)
+SHAPES = {"ppocr_det": "x=1x3x640x640", "ppocr_rec": "x=1x3x48x320", "ppocr_cls": "x=1x3x48x192"}
 MODES = ["off", "safe", "all"]
 
 
 def plan(model, profile, mode):
-    r = subprocess.run([TANDEM, "plan", model, "--devices", f"vnpu:{profile},cpu", "--rescue", mode, "--json"],
-                       capture_output=True, text=True)
+    r = subprocess.run([TANDEM, "plan", model, "--devices", f"vnpu:{profile},cpu", "--rescue", mode, "--json"]
+                       + shape_args(model), capture_output=True, text=True)
     return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def shape_args(model):
+    shape = SHAPES.get(os.path.basename(model)[:-5])
+    return ["--shape", shape] if shape else []
 
 
 def run(model, devices, mode, inputs):
     out = tempfile.mkdtemp()
-    cmd = [TANDEM, "run", model, "--devices", devices, "--rescue", mode, "--output-dir", out]
+    cmd = [TANDEM, "run", model, "--devices", devices, "--rescue", mode, "--output-dir", out] + shape_args(model)
     for k, v in inputs.items():
         cmd += ["--input", f"{k}={v}"]
     if subprocess.run(cmd, capture_output=True, text=True).returncode != 0:
