@@ -344,12 +344,53 @@ int calib_find(const calib_data *c, const char *key, const char *device, calib_f
         out->flush_fp16 = calib_json_num(rg, "flush_fp16", 0);
         out->flush_bf16 = calib_json_num(rg, "flush_bf16", 0);
     }
+    /* cpu: the time in a whole-model session (unfused, threaded), when the
+     * file has it, rather than the node run alone on one thread */
+    const cJSON *th = cJSON_GetObjectItemCaseSensitive(o, "threaded_ms");
+    if (cJSON_IsNumber(th))
+        ms = th;
     if (cJSON_IsNumber(ms)) {
         out->has_ms = 1;
         out->ms = ms->valuedouble;
         out->measured = !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "modeled"));
     }
     return 1;
+}
+
+int calib_find_fused(const calib_data *c, const char *key, double *ms)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(c->nodes, key);
+    const cJSON *dv = n ? cJSON_GetObjectItemCaseSensitive(n, "devices") : NULL;
+    const cJSON *o = dv ? cJSON_GetObjectItemCaseSensitive(dv, "cpu") : NULL;
+    const cJSON *f = o ? cJSON_GetObjectItemCaseSensitive(o, "fused_ms") : NULL;
+    if (!cJSON_IsNumber(f))
+        return 0;
+    *ms = f->valuedouble;
+    return 1;
+}
+
+int calib_device_costs(const calib_data *c, const char *device, calib_dev_costs *out)
+{
+    const cJSON *devs = cJSON_GetObjectItemCaseSensitive(c->root, "devices"), *d;
+    memset(out, 0, sizeof *out);
+    out->round_trip_ms = -1;
+    cJSON_ArrayForEach(d, devs) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(d, "name");
+        if (!cJSON_IsString(nm) || strcmp(nm->valuestring, device) != 0)
+            continue;
+        const cJSON *cp = cJSON_GetObjectItemCaseSensitive(d, "copy");
+        if (cJSON_IsObject(cp) && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cp, "modeled")) &&
+            cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(cp, "to_device_per_copy_ms"))) {
+            out->has_copy = 1;
+            out->to_device_copy_ms = fmax(0, calib_json_num(cp, "to_device_per_copy_ms", 0));
+            out->to_device_byte_ms = fmax(0, calib_json_num(cp, "to_device_per_byte_ms", 0));
+            out->to_host_copy_ms = fmax(0, calib_json_num(cp, "to_host_per_copy_ms", 0));
+            out->to_host_byte_ms = fmax(0, calib_json_num(cp, "to_host_per_byte_ms", 0));
+        }
+        out->round_trip_ms = calib_json_num(d, "round_trip_ms", -1);
+        return 1;
+    }
+    return 0;
 }
 
 void calib_free(calib_data *c)

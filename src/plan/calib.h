@@ -26,7 +26,13 @@
  *             up along the chain.
  * and for every non-cpu device, the copy cost: per copy and per byte
  * (vnpu: modeled from copy_ms; plugins: measured with 4 KiB and 4 MiB
- * copies through buffer_alloc/copy_to_device/copy_to_host).
+ * copies through buffer_alloc/copy_to_device/copy_to_host) and, through the
+ * ABI, "round_trip_ms" (the median over its nodes of a run's wall time less
+ * its device time and copies: what one partition costs beyond its nodes).
+ * tdm_calibrate then runs the model in two all-cpu sessions (default
+ * threads) and adds per entry cpu's "fused_ms" (fusion on: only plans
+ * wholly on cpu fuse) and "threaded_ms" (fusion off: cpu nodes in a mixed
+ * plan), which replace cpu's "ms" as its estimates.
  *
  * The file (JSON): {"tandem_calibration": 1, "model", "machine": {hostname,
  * os, cpu, cores}, "devices": [{name, kind, precision, copy: {per_copy_ms,
@@ -99,6 +105,18 @@ void calib_match(calib_data *c, const char *key);
 /* The file's entries, and how many of them calib_match marked. */
 void calib_counts(const calib_data *c, size_t *entries, size_t *matched);
 void calib_free(calib_data *c);
+/* cpu's time for key in a whole-model session with fusion ("fused_ms":
+ * what the node costs when the plan runs wholly on cpu); 0 when none. */
+int calib_find_fused(const calib_data *c, const char *key, double *ms);
+/* A device's measured copy figures and per-partition round trip (devices
+ * through the ABI: the median of wall - device time - copies over its
+ * nodes run alone); 0 when the file does not name the device. */
+typedef struct calib_dev_costs {
+    int has_copy;
+    double to_device_copy_ms, to_device_byte_ms, to_host_copy_ms, to_host_byte_ms;
+    double round_trip_ms; /* < 0: none */
+} calib_dev_costs;
+int calib_device_costs(const calib_data *c, const char *device, calib_dev_costs *out);
 
 /* The end-to-end rule on one output: 1 (breach, *why says how) when got has
  * non-finite values where ref's are finite, a cosine below min_cosine, or —

@@ -88,11 +88,14 @@ void plan_summarize(pstate *s)
         pp->est_ms = 0;
         pp->est_nodes = 0;
     }
+    int all_cpu = 1;
+    for (int n = 0; n < s->N && all_cpu; n++)
+        all_cpu = p->nodes[n].device == s->cpu;
     for (int n = 0; n < s->N; n++) {
         plan_node *pn = &p->nodes[n];
         pn->fallback = s->D > 1 && pn->device != 0 && pn->reason != TDM_REASON_USER;
         p->fallback_nodes += (size_t)pn->fallback;
-        pn->est_ms = plan_node_est(s, n, pn->device, &pn->est_modeled);
+        pn->est_ms = plan_node_est_in(s, n, pn->device, all_cpu, &pn->est_modeled);
         if (pn->est_ms >= 0) {
             p->est_total += pn->est_ms;
             p->est_modeled |= pn->est_modeled;
@@ -104,11 +107,9 @@ void plan_summarize(pstate *s)
     }
     for (int q = 0; q < p->n_parts; q++) {
         /* a device's per-partition round trip (submit, synchronise) */
-        const dev_ext *dx = p->devs->items[p->parts[q].device].ext;
-        if (dx && dx->partition_ms > 0 && p->parts[q].device != s->cpu) {
-            p->parts[q].est_ms += dx->partition_ms;
-            p->est_total += dx->partition_ms;
-        }
+        double rt = plan_part_est(s, p->parts[q].device);
+        p->parts[q].est_ms += rt;
+        p->est_total += rt;
     }
     for (int c = 0; c < p->n_copies; c++) {
         plan_copy *pc = &p->copies[c];

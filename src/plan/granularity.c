@@ -237,8 +237,8 @@ static void cost_bufs_free(cost_bufs *b)
 
 /* Allocates b and fills *pr with everything but node_ms's values: the
  * host↔device copy estimates of each known value, the graph-output marks,
- * each device's per-partition round trip (dev_ext.partition_ms, as
- * plan_summarize adds it) and the graph order. Returns 0 on out of memory
+ * each device's per-partition round trip (plan_part_est, as plan_summarize
+ * adds it) and the graph order. Returns 0 on out of memory
  * (b is then freed). */
 static int cost_bufs_init(pstate *s, cost_bufs *b, plan_cost_problem *pr)
 {
@@ -264,10 +264,8 @@ static int cost_bufs_init(pstate *s, cost_bufs *b, plan_cost_problem *pr)
     for (int k = 0; k < s->g->n_outputs; k++)
         if (s->g->outputs[k] >= 0)
             b->outs[s->g->outputs[k]] = 1;
-    for (int d = 0; d < s->cpu; d++) {
-        const dev_ext *dx = s->p->devs->items[d].ext;
-        b->part[d] = dx && dx->partition_ms > 0 ? dx->partition_ms : 0;
-    }
+    for (int d = 0; d < s->cpu; d++)
+        b->part[d] = plan_part_est(s, d);
     *pr = (plan_cost_problem){N, D, b->ms, V, s->prod, s->rd_start, s->rd, b->outs, b->up, b->down, b->part, s->gpos};
     return 1;
 }

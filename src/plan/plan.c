@@ -3,6 +3,7 @@
  * passes: triggers.c, granularity.c, memory.c, copies.c; options.c). */
 #include "plan/plan_internal.h"
 #include "core/mem.h"
+#include "plan/calib.h"
 #include "plan/rescue.h"
 
 #include <math.h>
@@ -133,10 +134,47 @@ double plan_node_est(pstate *s, int n, int d, int *modeled)
     return s->est[k];
 }
 
+double plan_part_est(const pstate *s, int d)
+{
+    if (d == s->cpu)
+        return 0;
+    const dev_ext *dx = s->p->devs->items[d].ext;
+    if (dx && dx->partition_ms > 0)
+        return dx->partition_ms;
+    return s->cal_trip && s->cal_trip[d] > 0 ? s->cal_trip[d] : 0;
+}
+
+double plan_node_est_in(pstate *s, int n, int d, int all_cpu, int *modeled)
+{
+    if (all_cpu && d == s->cpu && s->fused && s->fused[n] >= 0) {
+        if (modeled)
+            *modeled = 0;
+        return s->fused[n];
+    }
+    return plan_node_est(s, n, d, modeled);
+}
+
+/* The calibration's measured copy of bytes on device d (dir 0: to it,
+ * 1: to the host); < 0 when the file has none. */
+static double cal_copy_est(const pstate *s, int d, int dir, size_t bytes)
+{
+    const double *c = s->cal_copy ? s->cal_copy + (size_t)d * 4 + (size_t)dir * 2 : NULL;
+    return c && !isnan(c[0]) ? c[0] + c[1] * (double)bytes : -1;
+}
+
 double plan_copy_est(pstate *s, int from, int to, size_t bytes, int *modeled)
 {
     double t = 0;
     int m = 0, any = 0;
+    double cf = from != s->cpu ? cal_copy_est(s, from, 1, bytes) : -1, ct = to != s->cpu ? cal_copy_est(s, to, 0, bytes) : -1;
+    if (from != s->cpu && !s->p->devs->items[from].dev.iface->copy_ms && cf >= 0) {
+        t += cf;
+        any = 1;
+    }
+    if (to != s->cpu && !s->p->devs->items[to].dev.iface->copy_ms && ct >= 0) {
+        t += ct;
+        any = 1;
+    }
     if (from != s->cpu) {
         const dev_instance *di = &s->p->devs->items[from];
         if (di->dev.iface->copy_ms) {
@@ -371,6 +409,49 @@ static tdm_status ask_devices(pstate *s)
 
 /* ------------------------------------------------------------- build */
 
+/* The calibration file's measured device costs and cpu's fused times
+ * (pstate cal_copy, cal_trip, fused); nothing without a file. */
+static tdm_status load_calib_costs(pstate *s)
+{
+    tdm_plan *p = s->p;
+    calib_data *c = NULL;
+    tdm_status st;
+    if (!p->opts.calibration)
+        return TDM_OK;
+    if ((st = calib_load(s->e, p->opts.calibration, &c)) != TDM_OK)
+        return st;
+    s->cal_copy = plan_arr(s, (size_t)s->D * 4, sizeof *s->cal_copy);
+    s->cal_trip = plan_arr(s, (size_t)s->D, sizeof *s->cal_trip);
+    s->fused = plan_arr(s, (size_t)s->N, sizeof *s->fused);
+    if (!s->cal_copy || !s->cal_trip || !s->fused) {
+        calib_free(c);
+        return err_set(s->e, TDM_E_NOMEM, "out of memory");
+    }
+    for (int d = 0; d < s->D; d++) {
+        calib_dev_costs dc;
+        int have = d != s->cpu && calib_device_costs(c, p->devs->items[d].name, &dc);
+        double *cc = s->cal_copy + (size_t)d * 4;
+        cc[0] = have && dc.has_copy ? dc.to_device_copy_ms : NAN;
+        cc[1] = have && dc.has_copy ? dc.to_device_byte_ms : NAN;
+        cc[2] = have && dc.has_copy ? dc.to_host_copy_ms : NAN;
+        cc[3] = have && dc.has_copy ? dc.to_host_byte_ms : NAN;
+        s->cal_trip[d] = have ? dc.round_trip_ms : -1;
+    }
+    for (int n = 0; n < s->N; n++) {
+        char key[128];
+        double ms;
+        s->fused[n] = -1;
+        if ((st = plan_node_signature(s->e, &p->descs[n], key, sizeof key, NULL)) != TDM_OK) {
+            calib_free(c);
+            return st;
+        }
+        if (s->sup[(size_t)n * (size_t)s->D + (size_t)s->cpu] == TDM_REASON_OK && calib_find_fused(c, key, &ms) && ms >= 0)
+            s->fused[n] = ms;
+    }
+    calib_free(c);
+    return TDM_OK;
+}
+
 tdm_status plan_build(tdm_err *e, const tdm_model *model, const plan_options *opts, dev_list *devs, tdm_plan **out)
 {
     tdm_status st;
@@ -432,7 +513,7 @@ tdm_status plan_build(tdm_err *e, const tdm_model *model, const plan_options *op
         if ((st = plan_desc_build(e, &p->arena, g, &g->nodes[n], &p->descs[n])) != TDM_OK)
             goto fail;
     if ((st = build_structure(&s)) != TDM_OK || (st = ask_devices(&s)) != TDM_OK || (st = plan_apply_precision(&s)) != TDM_OK ||
-        (plan_apply_measured(&s), (st = plan_apply_pins(&s)) != TDM_OK) ||
+        (st = load_calib_costs(&s)) != TDM_OK || (plan_apply_measured(&s), (st = plan_apply_pins(&s)) != TDM_OK) ||
         (st = plan_initial_placement(&s)) != TDM_OK)
         goto fail;
     if ((st = p->opts.granularity == PLAN_GRAN_AUTO ? plan_auto_best(&s) : plan_place(&s, p->opts.granularity)) != TDM_OK)

@@ -38,6 +38,11 @@ typedef struct pstate {
     size_t *vbytes;         /* static bytes of each value */
     int *vknown;
     int64_t *diff;
+    /* from the calibration file (plan.c; NULL without one): per device the
+     * measured copy figures (d*4: to device per copy, per byte, to host per
+     * copy, per byte; NAN: none) and round trip (< 0: none); per node
+     * cpu's time when the plan runs wholly on cpu, fused (< 0: none) */
+    double *cal_copy, *cal_trip, *fused;
 } pstate;
 
 /* ---- state helpers (plan.c) ---- */
@@ -57,6 +62,12 @@ double plan_node_est(pstate *s, int n, int d, int *modeled);
 /* The estimated time of copying bytes from device `from` to `to` (the
  * devices' copy_ms, 0 for cpu's side; 0 when neither gives one). */
 double plan_copy_est(pstate *s, int from, int to, size_t bytes, int *modeled);
+/* Device d's per-partition round trip in ms (0 on cpu): the device's
+ * modeled partition_ms, else the calibration's measured one, else 0. */
+double plan_part_est(const pstate *s, int d);
+/* Node n's estimate on d in a plan with all_cpu set when every node is on
+ * cpu: then cpu's fused time from the calibration when there is one. */
+double plan_node_est_in(pstate *s, int n, int d, int all_cpu, int *modeled);
 /* Puts node n on device d and rebuilds its rejected list and reason. */
 tdm_status plan_assign(pstate *s, int n, int d);
 

@@ -224,6 +224,25 @@ static void copy_figures(const tdm_plan *p, int d, int repeat, cJSON *dev)
     mem_free(host);
 }
 
+/* The measured copies of one node run through the ABI (every input to
+ * the device, every output back), from the device's "copy" figures. */
+static double node_copy_ms(const cJSON *dev, const gr_node *node, tdm_tensor *const *vals, tdm_tensor *const *out)
+{
+    const cJSON *cp = dev ? cJSON_GetObjectItemCaseSensitive(dev, "copy") : NULL;
+    if (!cJSON_IsObject(cp))
+        return 0;
+    double t = 0;
+    for (int i = 0; i < node->n_inputs; i++) {
+        const tdm_tensor *x = node->inputs[i] >= 0 ? vals[node->inputs[i]] : NULL;
+        if (x && x->kind == TDM_KIND_TENSOR)
+            t += calib_json_num(cp, "to_device_per_copy_ms", 0) + calib_json_num(cp, "to_device_per_byte_ms", 0) * (double)x->nbytes;
+    }
+    for (int o = 0; o < node->n_outputs; o++)
+        if (out[o] && out[o]->kind == TDM_KIND_TENSOR)
+            t += calib_json_num(cp, "to_host_per_copy_ms", 0) + calib_json_num(cp, "to_host_per_byte_ms", 0) * (double)out[o]->nbytes;
+    return t;
+}
+
 static void machine_json(cJSON *root)
 {
     cJSON *m = cJSON_AddObjectToObject(root, "machine");
@@ -403,6 +422,9 @@ static tdm_status calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *con
     unsigned char **owned = mem_calloc((size_t)D, sizeof *owned);
     int *last = mem_alloc((size_t)V * sizeof *last + sizeof *last);
     double *times = mem_calloc((size_t)repeat + 1, sizeof *times);
+    double *walls = mem_calloc((size_t)repeat + 1, sizeof *walls);
+    double *trips = mem_calloc((size_t)N * (size_t)D + 1, sizeof *trips);
+    int *n_trips = mem_calloc((size_t)D + 1, sizeof *n_trips);
     tdm_tensor **out = NULL, **out2 = NULL;
     cJSON *root = cJSON_CreateObject(), *nodes = NULL, *devs = NULL;
     int max_out = 1;
@@ -411,7 +433,7 @@ static tdm_status calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *con
             max_out = g->nodes[n].n_outputs;
     out = mem_calloc((size_t)max_out, sizeof *out);
     out2 = mem_calloc((size_t)max_out, sizeof *out2);
-    if (!vals || !owned || !last || !times || !root || !out || !out2)
+    if (!vals || !owned || !last || !times || !walls || !trips || !n_trips || !root || !out || !out2)
         goto nomem;
     for (int d = 0; d < D; d++) {
         vals[d] = mem_calloc((size_t)V + 1, sizeof **vals);
@@ -561,11 +583,16 @@ static tdm_status calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *con
                     /* through the public ABI: the median of repeated runs
                      * on the device, and the error of the last run */
                     for (int r = 0; r < repeat; r++) {
+                        double t0 = now_ms();
                         if ((st = run_node_device(&c, n, d, vals[cpu], out2, &times[r])) != TDM_OK)
                             goto done;
+                        walls[r] = now_ms() - t0 - times[r];
                         if (r + 1 < repeat)
                             free_outs(out2, node->n_outputs);
                     }
+                    qsort(walls, (size_t)repeat, sizeof *walls, cmp_double);
+                    trips[(size_t)d * (size_t)N + (size_t)n_trips[d]++] =
+                        walls[repeat / 2] - node_copy_ms(cJSON_GetArrayItem(devs, d), node, vals[cpu], out2);
                     qsort(times, (size_t)repeat, sizeof *times, cmp_double);
                     cJSON_AddNumberToObject(o, "ms", times[repeat / 2]);
                     cJSON_AddBoolToObject(o, "modeled", 0);
@@ -623,6 +650,14 @@ static tdm_status calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *con
     }
     if (fn)
         fn(user, (size_t)N, (size_t)N, "");
+    /* the round trip of a device through the ABI: the median over its nodes
+     * of wall time - device time - copies */
+    for (int d = 0; d < cpu; d++)
+        if (n_trips[d]) {
+            double *t = trips + (size_t)d * (size_t)N;
+            qsort(t, (size_t)n_trips[d], sizeof *t, cmp_double);
+            cJSON_AddNumberToObject(cJSON_GetArrayItem(devs, d), "round_trip_ms", t[n_trips[d] / 2] > 0 ? t[n_trips[d] / 2] : 0);
+        }
     for (int k = 0; probe && k < g->n_outputs; k++) {
         int v = g->outputs[k];
         ref_out[k] = NULL;
@@ -666,6 +701,9 @@ done:
     mem_free(owned);
     mem_free(last);
     mem_free(times);
+    mem_free(walls);
+    mem_free(trips);
+    mem_free(n_trips);
     mem_free(out);
     mem_free(out2);
     cJSON_Delete(root);
@@ -764,6 +802,167 @@ done:
     return st;
 }
 
+/* ------------------------------------------------------------- sessions */
+
+/* Per-node times of whole-model cpu sessions, by node name. */
+typedef struct sess_times {
+    size_t n_nodes;
+    int run;           /* the run being observed; -1: warm-up */
+    double *ms;        /* run * n_nodes + node_index */
+    char **names;      /* node_index → name (first seen) */
+    int oom;
+} sess_times;
+
+static void sess_observe(void *user, const tdm_event *ev)
+{
+    sess_times *t = user;
+    if (ev->kind != TDM_EVENT_NODE || t->run < 0 || ev->node_index >= t->n_nodes)
+        return;
+    t->ms[(size_t)t->run * t->n_nodes + ev->node_index] += (double)(ev->end_ns - ev->start_ns) / 1e6;
+    if (!t->names[ev->node_index] && ev->name && !(t->names[ev->node_index] = mem_strdup(ev->name)))
+        t->oom = 1;
+}
+
+/* Runs model (every node on cpu, the session's default threads, fusion as
+ * given) 2 times untimed and `runs` times observed; med[] (by node index)
+ * receives each node's median time and *run_ms the median run. */
+static tdm_status sess_measure(tdm_ctx *ctx, tdm_err *e, const tdm_model *model, const tdm_tensor *const *inputs,
+                               int runs, tdm_fusion fusion, sess_times *t, double *med, double *run_ms)
+{
+    tdm_session_options *o = NULL;
+    tdm_session *ss = NULL;
+    size_t nout = model->n_outputs;
+    tdm_tensor **outs = mem_calloc(nout + 1, sizeof *outs);
+    double *col = mem_calloc((size_t)runs + 1, sizeof *col), *walls = mem_calloc((size_t)runs + 1, sizeof *walls);
+    tdm_status st;
+    if (!outs || !col || !walls) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    memset(t->ms, 0, (size_t)runs * t->n_nodes * sizeof *t->ms);
+    if ((st = tdm_session_options_create(&o)) != TDM_OK || (st = tdm_session_options_set_devices(o, "cpu")) != TDM_OK ||
+        (st = tdm_session_options_set_fusion(o, fusion)) != TDM_OK) {
+        st = err_set(e, st, "calibrating: cannot set up the cpu session's options");
+        goto done;
+    }
+    if ((st = tdm_session_create(ctx, model, o, &ss)) != TDM_OK || (st = tdm_session_set_observer(ss, sess_observe, t)) != TDM_OK) {
+        err_prefix(e, "calibrating the cpu session: ");
+        goto done;
+    }
+    for (int r = -2; r < runs; r++) {
+        t->run = r;
+        double t0 = now_ms();
+        if ((st = tdm_session_run(ss, inputs, outs)) != TDM_OK) {
+            err_set(e, st, "calibrating the cpu session: %s", tdm_session_error(ss));
+            goto done;
+        }
+        if (r >= 0)
+            walls[r] = now_ms() - t0;
+        for (size_t k = 0; k < nout; k++) {
+            tdm_tensor_destroy(outs[k]);
+            outs[k] = NULL;
+        }
+    }
+    t->run = -1;
+    if (t->oom) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t n = 0; n < t->n_nodes; n++) {
+        for (int r = 0; r < runs; r++)
+            col[r] = t->ms[(size_t)r * t->n_nodes + n];
+        qsort(col, (size_t)runs, sizeof *col, cmp_double);
+        med[n] = col[runs / 2];
+    }
+    qsort(walls, (size_t)runs, sizeof *walls, cmp_double);
+    *run_ms = walls[runs / 2];
+done:
+    tdm_session_destroy(ss);
+    tdm_session_options_destroy(o);
+    mem_free(outs);
+    mem_free(col);
+    mem_free(walls);
+    return st;
+}
+
+/* cpu's times as the executor runs a whole model (README "Regret on a real
+ * device"): every node's median time in an all-cpu session with fusion
+ * (fused_ms: a node fused away costs 0, its time is in the node it was
+ * fused into; only plans wholly on cpu fuse) and without (threaded_ms: the
+ * times of cpu nodes in a mixed plan), both with the default threads. An
+ * entry shared by several nodes gets their mean; "cpu_session" holds the
+ * runs' medians. */
+static tdm_status session_figures(tdm_ctx *ctx, tdm_err *e, const tdm_model *model, const tdm_tensor *const *inputs,
+                                  int repeat, char **json)
+{
+    const gr_graph *g = model->gm->main;
+    size_t N = (size_t)g->n_nodes;
+    int runs = repeat < 5 ? 5 : repeat;
+    sess_times t = {N, -1, NULL, NULL, 0};
+    double *med = mem_calloc(2 * N + 1, sizeof *med), run_ms[2] = {0, 0};
+    cJSON *root = cJSON_Parse(*json), *nodes = root ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL, *en;
+    tdm_status st = TDM_OK;
+    t.ms = mem_calloc((size_t)runs * N + 1, sizeof *t.ms);
+    t.names = mem_calloc(N + 1, sizeof *t.names);
+    if (!med || !root || !nodes || !t.ms || !t.names) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((st = sess_measure(ctx, e, model, inputs, runs, TDM_FUSION_OBSERVED, &t, med, &run_ms[0])) != TDM_OK ||
+        (st = sess_measure(ctx, e, model, inputs, runs, TDM_FUSION_OFF, &t, med + N, &run_ms[1])) != TDM_OK)
+        goto done;
+    cJSON_ArrayForEach(en, nodes) {
+        cJSON *names = cJSON_GetObjectItemCaseSensitive(en, "names"), *nm;
+        cJSON *dv = cJSON_GetObjectItemCaseSensitive(en, "devices");
+        cJSON *cpu = dv ? cJSON_GetObjectItemCaseSensitive(dv, "cpu") : NULL;
+        double sum[2] = {0, 0};
+        int cnt = 0;
+        if (!cpu)
+            continue;
+        cJSON_ArrayForEach(nm, names) {
+            for (size_t n = 0; cJSON_IsString(nm) && n < N; n++)
+                if (t.names[n] && strcmp(t.names[n], nm->valuestring) == 0) {
+                    sum[0] += med[n];
+                    sum[1] += med[N + n];
+                    cnt++;
+                    break;
+                }
+        }
+        if (cnt) {
+            cJSON_AddNumberToObject(cpu, "fused_ms", sum[0] / cnt);
+            cJSON_AddNumberToObject(cpu, "threaded_ms", sum[1] / cnt);
+        }
+    }
+    {
+        cJSON *cs = cJSON_AddObjectToObject(root, "cpu_session");
+        cJSON_AddNumberToObject(cs, "runs", runs);
+        cJSON_AddNumberToObject(cs, "fused_run_ms", run_ms[0]);
+        cJSON_AddNumberToObject(cs, "unfused_run_ms", run_ms[1]);
+        char *text = cJSON_Print(root);
+        if (!cs || !text) {
+            cJSON_free(text);
+            st = err_set(e, TDM_E_NOMEM, "out of memory");
+            goto done;
+        }
+        char *copy = mem_strdup(text);
+        cJSON_free(text);
+        if (!copy) {
+            st = err_set(e, TDM_E_NOMEM, "out of memory");
+            goto done;
+        }
+        mem_free(*json);
+        *json = copy;
+    }
+done:
+    for (size_t n = 0; t.names && n < N; n++)
+        mem_free(t.names[n]);
+    mem_free(t.names);
+    mem_free(t.ms);
+    mem_free(med);
+    cJSON_Delete(root);
+    return st;
+}
+
 typedef struct progress_fwd {
     tdm_progress_fn fn;
     void *user;
@@ -802,6 +1001,10 @@ tdm_status tdm_calibrate(tdm_ctx *ctx, const tdm_model *model, const tdm_session
                 gin[k] = inputs[j];
     progress_fwd f = {progress, user};
     st = plan_calibrate(e, p, gin, repeat < 1 ? 1 : repeat, 1, progress ? forward : NULL, &f, json);
+    if (st == TDM_OK && (st = session_figures(ctx, e, p->own_model ? p->own_model : model, inputs, repeat, json)) != TDM_OK) {
+        mem_free(*json);
+        *json = NULL;
+    }
     mem_free((void *)gin);
     tdm_plan_destroy(p);
     return st;
