@@ -116,6 +116,24 @@ elif CASE == "shapes":
         check(c["verdict"] == "blocked" and c2["verdict"] == "fits", (c["verdict"], c2["verdict"]))
     so, se = run([dyn, dyn2, "--devices", EDGE, "--shape", "dyn2.onnx:X=3x8", "--shape", "dyn2.onnx:X=4x8"], 1)
     check("input 'X' is given twice with --shape" in se, se)
+elif CASE == "rescue":
+    # the rescue pass's attempts per cell: Softplus rewritten for qnn-htp
+    # (Relu, Exp, Log, ... all listed there), refused on edge-npu
+    hs = model("hs", ["Relu", "HardSigmoid", "Relu", "Softplus", "Relu"])
+    so, _ = run([hs, "--devices", "vnpu:qnn-htp,vnpu:edge-npu"], 0)
+    check("  rescued: 1 of 1 node rewritten for the device (--rescue safe): softplus 1; 7 nodes in their place\n" in so,
+          "qnn-htp: the rescued line: %s" % so)
+    check("  rescued: 0 of 1 node rewritten for the device (--rescue safe); 1 refused (plan --nodes says why)\n" in so,
+          "edge-npu: the refused rescue: %s" % so)
+    doc = json.loads(run([hs, "--devices", "vnpu:qnn-htp,vnpu:edge-npu", "--json"], 0)[0])
+    c = cell(doc, "hs.onnx", "vnpu:qnn-htp")
+    check(c and c["rescued"] == {"tried": 1, "kept": 1, "nodes": 7, "by_rule": {"softplus": 1}},
+          "qnn-htp json: %s" % (c or {}).get("rescued"))
+    c = cell(doc, "hs.onnx", "vnpu:edge-npu")
+    check(c and c["rescued"] == {"tried": 1, "kept": 0, "nodes": 0, "by_rule": {}},
+          "edge-npu json: %s" % (c or {}).get("rescued"))
+    so, _ = run([hs, "--devices", "vnpu:qnn-htp", "--rescue", "off"], 0)
+    check("rescued:" not in so, "--rescue off: nothing tried: %s" % so)
 elif CASE == "errors":
     fit = model("fit", ["Relu"])
     so, se = run([fit], 1)

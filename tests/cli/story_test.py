@@ -8,6 +8,9 @@ plan          plan opens with the summary (placement, fallbacks by reason and
               offender of --fallback deny listed once; --json is the ledger
 plan-det      the same on PP-OCRv4 det from $TANDEM_CACHE/models (skipped, 77,
               when the cache lacks it): no --shape -> one hint naming --shape
+plan-rescue   plan's "rescued:" line counts the ledger's rescue attempts
+              (transformer_op17 from $TANDEM_CACHE: kept per rule on
+              server-npu, refused on edge-npu; none with --rescue off)
 run           run prints one placement line on stderr when a node fell back or
               was pinned, none when all ran where asked
 defects       plan --shape with a non-input exits 2; a missing profile file
@@ -124,6 +127,38 @@ def case_plan_det():
     check(len(so.splitlines()) <= 15 and "p2o." not in so, "det deny: no node list on stdout")
 
 
+def case_plan_rescue():
+    tr = os.path.join(os.environ.get("TANDEM_CACHE", ""), "models", "transformer_op17.onnx")
+    if not os.path.isfile(tr):
+        print("%s is missing (make data)" % tr)
+        sys.exit(77)
+    for dev in ("vnpu:server-npu,cpu", "vnpu:edge-npu,cpu"):
+        so, _ = run(["plan", tr, "--devices", dev], 0)
+        led = json.loads(run(["plan", tr, "--devices", dev, "--json"], 0)[0])
+        att = led.get("rescue", {}).get("attempts", [])
+        kept = [a for a in att if a.get("kept")]
+        rules = {}
+        for a in kept:
+            rules[a["rule"]] = rules.get(a["rule"], 0) + 1
+        got = line(so, "rescued:")
+        want = "rescued:  %d of %d node%s rewritten for the device (--rescue safe)" % (
+            len(kept), len(att), "" if len(att) == 1 else "s")
+        check(got.startswith(want), "%s: %r starts %r" % (dev, got, want))
+        for r, n in rules.items():
+            check("%s %d" % (r, n) in got, "%s: rule %s counted %d: %r" % (dev, r, n, got))
+        if kept:
+            became = sum(len(a.get("became", [])) for a in kept)
+            check("; %d nodes in their place" % became in got, "%s: %d nodes in their place: %r" % (dev, became, got))
+        if len(kept) < len(att):
+            check("%d refused (plan --nodes says why)" % (len(att) - len(kept)) in got, "%s: refused counted: %r" % (dev, got))
+        if dev.startswith("vnpu:server-npu"):
+            check(kept and rules.get("layernorm", 0) >= 8, "server-npu keeps the LayerNorm rescues: %r" % got)
+        else:
+            check(len(kept) < len(att), "edge-npu refuses rescues (no Sqrt there): %r" % got)
+    so, _ = run(["plan", tr, "--devices", "vnpu:server-npu,cpu", "--rescue", "off"], 0)
+    check("rescued:" not in so, "--rescue off: no rescued line: %s" % so)
+
+
 def case_run():
     mix = model("mix", MIX)
     _, se = run(["run", mix, "--random", "--devices", EDGE], 0)
@@ -170,7 +205,8 @@ def case_defects():
     check("<b>1</b>partition<" in html and "1 &minus; cosine" in html, "report: one partition, 1-cosine column")
 
 
-CASES = {"plan": case_plan, "plan-det": case_plan_det, "run": case_run, "defects": case_defects}
+CASES = {"plan": case_plan, "plan-det": case_plan_det, "plan-rescue": case_plan_rescue, "run": case_run,
+         "defects": case_defects}
 CASES[CASE]()
 if failures:
     for f in failures:

@@ -71,6 +71,7 @@ typedef struct audit_cell {
     size_t violations;
     char *policy;          /* the plan's verdict sentence when it violates the policy */
     char **offending;      /* every offending node: "NAME (REASON): sentence" */
+    story_rescues rescues; /* the rescue pass's attempts (story.h) */
 } audit_cell;
 
 /* --shape [MODEL:]NAME=DxD: for every model with an input NAME, or for
@@ -134,6 +135,7 @@ static int cell_from_ledger(audit_cell *c, const char *device, const char *ledge
     const cJSON *est = cJSON_GetObjectItemCaseSensitive(sum, "estimated_ms");
     if (story_tally_nodes(&c->t, nodes, device, c->model))
         goto done;
+    story_rescues_count(&c->rescues, root);
     const cJSON *p;
     cJSON_ArrayForEach(p, parts)
     {
@@ -398,7 +400,7 @@ static int print_text(const audit *a)
     for (size_t k = 0; k < a->n_cells; k++) {
         const audit_cell *c = &a->cells[k];
         const char *dev = a->devices[c->device];
-        if (c->verdict == CELL_FITS && !c->violations)
+        if (c->verdict == CELL_FITS && !c->violations && !c->rescues.tried)
             continue;
         printf("\n%s on %s: %s", base_name(a->models[c->model]), dev, verdict_word[c->verdict]);
         if (c->error) {
@@ -418,6 +420,11 @@ static int print_text(const audit *a)
         print_ms(c->copies_ms);
         printf(" ms, %llu boundary bytes%s\n", (unsigned long long)c->boundary,
                c->complete ? "" : " (some nodes had no estimate)");
+        if (c->rescues.tried) {
+            char line[512];
+            story_rescues_line(&c->rescues, line, sizeof line);
+            printf("  rescued: %s\n", line);
+        }
         if (c->violations) {
             printf("  policy: %s\n", c->policy);
             for (size_t v = 0; v < c->violations; v++)
@@ -516,6 +523,22 @@ static int print_json(const audit *a)
             jw_key(&w, c->t.reasons[r].name);
             jw_uint(&w, c->t.reasons[r].count);
         }
+        jw_obj_end(&w);
+        jw_key(&w, "rescued");
+        jw_obj_begin(&w);
+        jw_key(&w, "tried");
+        jw_uint(&w, c->rescues.tried);
+        jw_key(&w, "kept");
+        jw_uint(&w, c->rescues.kept);
+        jw_key(&w, "nodes");
+        jw_uint(&w, c->rescues.became);
+        jw_key(&w, "by_rule");
+        jw_obj_begin(&w);
+        for (size_t r = 0; r < c->rescues.n_rules; r++) {
+            jw_key(&w, c->rescues.rules[r]);
+            jw_uint(&w, c->rescues.counts[r]);
+        }
+        jw_obj_end(&w);
         jw_obj_end(&w);
         jw_key(&w, "groups");
         jw_arr_begin(&w);

@@ -374,6 +374,50 @@ done:
     return rc;
 }
 
+void story_rescues_count(story_rescues *r, const cJSON *root)
+{
+    memset(r, 0, sizeof *r);
+    const cJSON *res = cJSON_GetObjectItemCaseSensitive(root, "rescue");
+    const cJSON *a;
+    snprintf(r->mode, sizeof r->mode, "%s", audit_jstr(res, "mode"));
+    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(res, "attempts"))
+    {
+        r->tried++;
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "kept")))
+            continue;
+        r->kept++;
+        r->became += (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(a, "became"));
+        const char *rule = audit_jstr(a, "rule");
+        size_t k = 0;
+        while (k < r->n_rules && strcmp(r->rules[k], rule) != 0)
+            k++;
+        if (k == r->n_rules && r->n_rules < STORY_MAX_RULES) {
+            snprintf(r->rules[k], sizeof r->rules[k], "%s", rule);
+            r->counts[r->n_rules++] = 0;
+        }
+        if (k < r->n_rules)
+            r->counts[k]++;
+    }
+}
+
+void story_rescues_line(const story_rescues *r, char *out, size_t size)
+{
+    size_t n = 0;
+    out[0] = '\0';
+#define PUT(...) n += (size_t)snprintf(out + (n < size ? n : size - 1), n < size ? size - n : 1, __VA_ARGS__)
+    if (!r->tried)
+        return;
+    PUT("%zu of %zu node%s rewritten for the device (--rescue %s)", r->kept, r->tried, r->tried == 1 ? "" : "s",
+        r->mode);
+    for (size_t k = 0; k < r->n_rules; k++)
+        PUT("%s%s %zu", k ? ", " : ": ", r->rules[k], r->counts[k]);
+    if (r->kept)
+        PUT("; %zu node%s in their place", r->became, r->became == 1 ? "" : "s");
+    if (r->kept < r->tried)
+        PUT("; %zu refused (plan --nodes says why)", r->tried - r->kept);
+#undef PUT
+}
+
 int story_print_plan(FILE *f, const char *ledger, double cpu_ms, const char *dyn, const char *shape_flags)
 {
     cJSON *root = cJSON_Parse(ledger);
@@ -407,6 +451,11 @@ int story_print_plan(FILE *f, const char *ledger, double cpu_ms, const char *dyn
     }
     if (t.pinned)
         fprintf(f, "pinned:    %zu node%s (--pin)\n", t.pinned, t.pinned == 1 ? "" : "s");
+    story_rescues rs;
+    story_rescues_count(&rs, root);
+    story_rescues_line(&rs, buf, sizeof buf);
+    if (buf[0])
+        fprintf(f, "rescued:  %s\n", buf);
     /* partitions and copies */
     const cJSON *parts = cJSON_GetObjectItemCaseSensitive(root, "partitions");
     size_t np = (size_t)cJSON_GetArraySize(parts), np_dev = 0;

@@ -38,6 +38,19 @@ typedef struct story_tally {
     size_t n_groups;
 } story_tally;
 
+/* The ledger's "rescue" section counted: attempts, those kept per rule and
+ * the nodes they became (story_rescues_count), and the one-line account
+ * plan and audit print ("" when nothing was tried). */
+#define STORY_MAX_RULES 16
+typedef struct story_rescues {
+    size_t tried, kept, became, n_rules;
+    char mode[16];
+    char rules[STORY_MAX_RULES][24];
+    size_t counts[STORY_MAX_RULES];
+} story_rescues;
+void story_rescues_count(story_rescues *r, const struct cJSON *root);
+void story_rescues_line(const story_rescues *r, char *out, size_t size);
+
 /* Counts the ledger's "nodes" array against device (the first of the
  * plan's devices): a node is a fallback when it runs elsewhere and the user
  * did not pin it there (reason USER). model is stored in the groups.
