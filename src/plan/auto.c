@@ -119,7 +119,7 @@ static double ws_order(const plan_cost_problem *pr, const int *dev, cost_ws *w, 
             heap_push(pr, w->heap + (size_t)dev[n] * (size_t)N, &w->hn[dev[n]], n);
     for (int k = 0; k < N; k++) {
         int d = cur >= 0 && w->hn[cur] ? cur : -1;
-        for (int e = 0; d < 0 && e < D; e++)
+        for (int e = 0; !(cur >= 0 && w->hn[cur]) && e < D; e++) /* else the first ready node */
             if (w->hn[e] && (d < 0 || gpos_of(pr, w->heap[(size_t)e * (size_t)N]) < gpos_of(pr, w->heap[(size_t)d * (size_t)N])))
                 d = e;
         if (d < 0)
