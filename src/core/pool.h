@@ -35,7 +35,7 @@ void pool_run(int threads, size_t n, pool_fn fn, void *arg);
 
 /* The number of tasks worth splitting `work` units into for `threads`
  * threads when a task should hold at least `min_per_task` units: between 1
- * and threads * 4. */
+ * and threads * 4, and a multiple of `threads` when above it. */
 size_t pool_tasks(int threads, size_t work, size_t min_per_task);
 
 /* Bytes of memory traffic (read + written) a task of a streaming kernel

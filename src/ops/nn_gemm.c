@@ -817,6 +817,8 @@ int op_sgemm_run(const op_gemm *g)
         j.n_splits = (panels + per - 1) / per;
         if (threads > 1 && j.n_splits < threads * 3)
             j.n_splits = threads * 3 < panels ? threads * 3 : panels;
+        else if (threads > 1 && j.n_splits % threads && j.n_splits + threads - j.n_splits % threads <= panels)
+            j.n_splits += threads - j.n_splits % threads; /* equal tasks end together */
         j.grid = threads > 1 && (j.n_splits < 2 * threads || !a_fits) && j.n_mblocks > 1;
         if (j.grid) {
             /* Too few panels for the threads: pack B first, then split the
