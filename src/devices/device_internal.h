@@ -86,6 +86,10 @@ typedef struct dev_ext {
      * calibration or the precision guard's probe shows them safe there. */
     const char *const *sensitive;
     size_t n_sensitive;
+
+    /* 1: a vnpu profile with "quantized": nodes with a QDQ group
+     * (graph/qdq.h, node->qdq not wrapped) run as int8 x int8 -> int32. */
+    int quantized;
 } dev_ext;
 
 /* One device instance. */

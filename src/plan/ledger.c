@@ -1,6 +1,7 @@
 /* The ledger (DESIGN.md "The ledger") and the readable plan report. */
 #include "plan/plan.h"
 #include "core/mem.h"
+#include "graph/qdq.h"
 #include "plan/rescue.h"
 
 #include <cjson/cJSON.h>
@@ -135,6 +136,9 @@ tdm_status plan_ledger_json_adapt(tdm_err *e, const tdm_plan *p, const char *run
         if (pn->detail && pn->detail[0])
             CHK(cJSON_AddStringToObject(o, "detail", pn->detail));
         CHK(cJSON_AddNumberToObject(o, "partition", pn->partition));
+        const dev_instance *nd = pn->device >= 0 ? &p->devs->items[pn->device] : NULL;
+        if (nd && nd->ext && nd->ext->quantized && g->nodes[n].qdq && !g->nodes[n].qdq->wrapped)
+            CHK(cJSON_AddStringToObject(o, "compute", "int8")); /* a QDQ group on an integer device */
         if (pn->est_ms >= 0)
             CHK(cJSON_AddItemToObject(o, "estimated_ms", ms_number(pn->est_ms)));
         if (pn->n_rejected) {

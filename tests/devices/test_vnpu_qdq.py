@@ -10,6 +10,8 @@ usage: test_vnpu_qdq.py TANDEM CASE [CACHE]
           "quantized" differ from it (ties, fp16 rounding)
   ort     a random Conv group and a Gemm group against onnxruntime's fused
           integer kernels (QLinearConv, QGemm): qnn-htp bit-exact
+  profile "quantized" validated: bad values refused with their path;
+          plan --json marks the groups "compute": "int8" on rk3588 only
   model   resnet18_qdq / mobilenet_v2_qdq on their rendered input
           (CACHE/refs) on vnpu:P,cpu against onnxruntime 1.31.1's output:
           within one step, top-1 equal (figures printed)
@@ -158,6 +160,33 @@ def case_ort(tandem, tmp):
     print("     cpu float emulation vs onnxruntime: max %d steps, %.2f%% exact" % (dc.max(), 100 * np.mean(dc == 0)))
 
 
+def case_profile(tandem, tmp):
+    base = json.load(open(os.path.join(os.path.dirname(__file__), "..", "..", "profiles", "qnn-htp.json")))
+    rng = np.random.default_rng(1)
+    conv_group_model(os.path.join(tmp, "conv.onnx"), [1, 2, 4, 4], rng.integers(-5, 5, (3, 2, 3, 3), dtype=np.int8),
+                     [0.1, 0.2, 0.3], np.zeros(3, np.int32), 0.05, 128, 0.2, 10, [0, 0, 0, 0])
+    bad = [({"accumulate": "int16", "rounding": "half_even"}, "quantized.accumulate must be \"int32\""),
+           ({"accumulate": "int32", "rounding": "nearest"}, "quantized.rounding must be \"half_even\" or"),
+           ({"accumulate": "int32"}, "quantized.rounding is missing"),
+           ({"accumulate": "int32", "rounding": "half_even", "bits": 8}, "quantized.bits"),
+           ("int8", "quantized must be an object")]
+    for val, want in bad:
+        prof = dict(base, name="qbad", quantized=val)
+        path = os.path.join(tmp, "qbad.json")
+        json.dump(prof, open(path, "w"))
+        r = subprocess.run([tandem, "plan", os.path.join(tmp, "conv.onnx"), "--devices", "vnpu:" + path],
+                           capture_output=True, text=True)
+        check(r.returncode == 4 and want in r.stderr and "qbad.json" in r.stderr,
+              "profile: %s refused (exit %d): %s" % (json.dumps(val), r.returncode, r.stderr.strip()[:160]))
+    for dev, want in (("vnpu:rk3588", "int8"), ("vnpu:server-npu", None)):
+        r = subprocess.run([tandem, "plan", os.path.join(tmp, "conv.onnx"), "--devices", dev, "--json"],
+                           capture_output=True, text=True)
+        nodes = {n["name"]: n for n in json.loads(r.stdout)["nodes"]} if r.returncode == 0 else {}
+        conv = nodes.get("conv", {})
+        check(conv.get("device", "").startswith(dev) and conv.get("compute") == want,
+              "profile: plan --json on %s: conv on %s, compute %s" % (dev, conv.get("device"), conv.get("compute")))
+
+
 def dequantized_step(model):
     m = onnx.load(model)
     inits = {i.name: i for i in m.graph.initializer}
@@ -197,6 +226,8 @@ def main(argv):
     tmp = tempfile.mkdtemp(prefix="tdm-qdq-")
     if case == "conv":
         case_conv(tandem, tmp)
+    elif case == "profile":
+        case_profile(tandem, tmp)
     elif case == "ort":
         case_ort(tandem, tmp)
     elif case in ("resnet18_qdq", "mobilenet_v2_qdq"):

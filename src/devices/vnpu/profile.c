@@ -768,10 +768,13 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
     char mem[32], line[512];
     const char *prec = c->precision == TDM_FLOAT16 ? "fp16" : c->precision == TDM_BFLOAT16 ? "bf16" : "fp32";
     double peak = c->peak_gflops;
-    snprintf(line, sizeof line, "%s%s (%s, %s, %.4g %s peak, modeled)",
+    snprintf(line, sizeof line, "%s%s (%s%s, %s, %.4g %s peak, modeled)",
              c->description && *c->description ? c->description : "virtual NPU ",
-             c->description && *c->description ? "" : c->name, prec, human_bytes(c->memory_bytes, mem, sizeof mem),
-             peak >= 1000 ? peak / 1000 : peak, peak >= 1000 ? "TOPS" : "GFLOP/s");
+             c->description && *c->description ? "" : c->name, prec,
+             !c->quantized ? "" : c->q_round == VNPU_ROUND_HALF_AWAY ? "; QDQ groups int8, half_away"
+                                                                     : "; QDQ groups int8, half_even",
+             human_bytes(c->memory_bytes, mem, sizeof mem), peak >= 1000 ? peak / 1000 : peak,
+             peak >= 1000 ? "TOPS" : "GFLOP/s");
     if (!(c->summary = mem_strdup(line)))
         return err_set(p->e, TDM_E_NOMEM, "out of memory");
     return TDM_OK;

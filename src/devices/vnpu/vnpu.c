@@ -601,6 +601,7 @@ tdm_status vnpu_open(tdm_err *e, const char *profile, dev_instance *out)
     c->ext.precision = c->precision;
     c->ext.sensitive = (const char *const *)c->sensitive;
     c->ext.n_sensitive = c->n_sensitive;
+    c->ext.quantized = c->quantized;
     out->dev.iface = &vnpu_iface;
     out->dev.ctx = c;
     out->kind = DEV_KIND_VNPU;
