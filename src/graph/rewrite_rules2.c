@@ -167,6 +167,16 @@ static int64_t ein_dim(const ein_term *t, const gr_type *at, const gr_type *bt, 
     return v;
 }
 
+/* perm: the positions in term t of the labels of x, then y, then z. */
+static void ein_perm(const ein_term *t, int64_t *perm, const char *x, const char *y, const char *z)
+{
+    const char *groups[3] = {x, y, z};
+    int k = 0;
+    for (int i = 0; i < 3; i++)
+        for (const char *c = groups[i]; *c; c++)
+            perm[k++] = pos(t, *c);
+}
+
 /* x permuted by perm (n axes) unless it is the identity. */
 static const char *ein_transpose(rwb *b, const char *x, int n, const int64_t *perm)
 {
@@ -243,20 +253,9 @@ int gr_rw_rule_einsum(const gr_graph *g, int node, gr_rw *r)
         if (pos(&t[2], t[1].l[k]) < 0 && pos(&t[0], t[1].l[k]) < 0)
             return refuse(r, "'%.120s': a label is summed within one operand", eq);
     /* A as [batch, fa, con], B as [batch, con, fb] */
-    int64_t pa[EIN_MAX], pb[EIN_MAX], k2 = 0;
-    for (int k = 0; k < nb; k++)
-        pa[k2++] = pos(&t[0], batch[k]);
-    for (int k = 0; k < nfa; k++)
-        pa[k2++] = pos(&t[0], fa[k]);
-    for (int k = 0; k < nc; k++)
-        pa[k2++] = pos(&t[0], con[k]);
-    k2 = 0;
-    for (int k = 0; k < nb; k++)
-        pb[k2++] = pos(&t[1], batch[k]);
-    for (int k = 0; k < nc; k++)
-        pb[k2++] = pos(&t[1], con[k]);
-    for (int k = 0; k < nfb; k++)
-        pb[k2++] = pos(&t[1], fb[k]);
+    int64_t pa[EIN_MAX], pb[EIN_MAX];
+    ein_perm(&t[0], pa, batch, fa, con);
+    ein_perm(&t[1], pb, batch, con, fb);
     /* the merged group sizes a Reshape needs (-1: at most one unknown per shape) */
     int64_t sfa = ein_prod(t, at, bt, fa, nfa), sfb = ein_prod(t, at, bt, fb, nfb), sc = ein_prod(t, at, bt, con, nc);
     int reshape_a = nfa != 1 || nc != 1, reshape_b = nfb != 1 || nc != 1, reshape_out = nfa != 1 || nfb != 1;
