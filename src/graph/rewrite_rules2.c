@@ -319,7 +319,20 @@ int gr_rw_rule_einsum(const gr_graph *g, int node, gr_rw *r)
 
 /* ---- conv-bn ---- */
 
-/* Conv or ConvTranspose (constant weight, constant or no bias) whose only
+/* c (count co) holds one value per channel of a rank-rank output: every
+ * dimension 1 but the one that lines up with axis 1 (right-aligned). */
+static int per_channel_const(const tdm_tensor *c, int64_t co, int rank)
+{
+    if ((int64_t)tdm_tensor_count(c) != co || c->rank > rank)
+        return 0;
+    for (int d = 0; d < c->rank; d++)
+        if (c->dims[d] != 1 && d + rank - c->rank != 1)
+            return 0;
+    return 1;
+}
+
+/* Conv or ConvTranspose (constant weight, constant or no bias; maybe
+ * followed by an Add of a constant per-channel bias) whose only
  * reader is BatchNormalization (inference mode, constant parameters) →
  * one Conv/ConvTranspose with W' = W s and b' = (b - mean) s + B, s =
  * scale / sqrt(var + epsilon) per output channel, computed in double. */
@@ -331,9 +344,23 @@ int gr_rw_rule_conv_bn(const gr_graph *g, int node, gr_rw *r)
     int x = bn->n_inputs > 0 ? bn->inputs[0] : -1;
     if (x < 0 || bn->n_inputs < 5 || !*rwb_out_name(&b, 0))
         return 0;
-    int ci = g->values[x].producer;
+    int ci = g->values[x].producer, ai = -1;
+    const tdm_tensor *addb = NULL;
     if (ci < 0)
         return 0;
+    if (strcmp(g->nodes[ci].op_type, "Add") == 0 && !*g->nodes[ci].domain && g->nodes[ci].n_inputs == 2) {
+        /* a bias added to the convolution's output: Add(conv, c) or Add(c, conv) */
+        const gr_node *an = &g->nodes[ci];
+        int cin = g->values[an->inputs[0]].init ? 0 : 1;
+        addb = g->values[an->inputs[cin]].init;
+        ai = ci;
+        ci = an->inputs[1 - cin] >= 0 ? g->values[an->inputs[1 - cin]].producer : -1;
+        if (!addb || ci < 0)
+            return 0;
+        if (g->values[x].is_output || g->values[x].n_consumers != 1)
+            return refuse(r, "the output of %.120s has other readers than the BatchNormalization", an->name);
+        x = an->inputs[1 - cin];
+    }
     const gr_node *cv = &g->nodes[ci];
     int transposed = strcmp(cv->op_type, "ConvTranspose") == 0;
     if ((!transposed && strcmp(cv->op_type, "Conv") != 0) || *cv->domain || cv->n_outputs != 1)
@@ -364,6 +391,9 @@ int gr_rw_rule_conv_bn(const gr_graph *g, int node, gr_rw *r)
                           cv->name);
     if (bias && (int64_t)tdm_tensor_count(bias) != co)
         return 0;
+    if (addb && !per_channel_const(addb, co, w->rank))
+        return refuse(r, "the Add before the BatchNormalization adds more than one value per channel of %.100s",
+                      cv->name);
     double eps = gr_attr_float(bn, "epsilon", 1e-5f);
     size_t nw = tdm_tensor_count(w), inner = nw / (size_t)w->dims[0] / (size_t)w->dims[1];
     double *s = mem_calloc((size_t)co + 1, sizeof *s), *bv = mem_calloc((size_t)co + 1, sizeof *bv),
@@ -373,8 +403,8 @@ int gr_rw_rule_conv_bn(const gr_graph *g, int node, gr_rw *r)
         goto done;
     for (int64_t c = 0; c < co; c++) {
         s[c] = tensor_get_f64(p[0], (size_t)c) / sqrt(tensor_get_f64(p[3], (size_t)c) + eps);
-        bv[c] = ((bias ? tensor_get_f64(bias, (size_t)c) : 0.0) - tensor_get_f64(p[2], (size_t)c)) * s[c] +
-                tensor_get_f64(p[1], (size_t)c);
+        double cb = (bias ? tensor_get_f64(bias, (size_t)c) : 0.0) + (addb ? tensor_get_f64(addb, (size_t)c) : 0.0);
+        bv[c] = (cb - tensor_get_f64(p[2], (size_t)c)) * s[c] + tensor_get_f64(p[1], (size_t)c);
     }
     /* W[i, j, ...]: output channel i (Conv); (i / (C / group)) * (M / group) + j (ConvTranspose) */
     for (size_t k = 0; k < nw; k++) {
@@ -385,6 +415,8 @@ int gr_rw_rule_conv_bn(const gr_graph *g, int node, gr_rw *r)
     char wn[RWB_NAME], bname[RWB_NAME];
     int64_t bdim[1] = {co};
     r->orig[r->n_orig++] = ci;
+    if (ai >= 0)
+        r->orig[r->n_orig++] = ai;
     if (gr_rw_const(r, g, w->dtype, w->rank, w->dims, wv, wn, sizeof wn) ||
         gr_rw_const(r, g, w->dtype, 1, bdim, bv, bname, sizeof bname))
         goto done;

@@ -126,6 +126,11 @@ for t in ("f32", "f16", "f64"):
     save(f"convt_bn_{t}", [helper.make_node("ConvTranspose", ["x", "w"], ["c"], name="conv", group=2, strides=[2, 2]), bn_node],
          [vi("x", et, [1, 4, 5, 5])], [vi("bn", et, 4)],
          [init("w", (0.3 * rng.standard_normal((4, 3, 3, 3))).astype(nt))] + bn(6), opset=13)
+    save(f"convt_add_bn_{t}", [helper.make_node("ConvTranspose", ["x", "w"], ["ct"], name="conv", strides=[2, 2]),
+                               helper.make_node("Add", ["ct", "ab"], ["c"], name="add"), bn_node],
+         [vi("x", et, [1, 4, 5, 5])], [vi("bn", et, 4)],
+         [init("w", (0.3 * rng.standard_normal((4, 3, 2, 2))).astype(nt)),
+          init("ab", (0.1 * rng.standard_normal((3, 1, 1))).astype(nt))] + bn(3), opset=13)
     save(f"conv_bn_shared_{t}", [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), bn_node,
                                  helper.make_node("Add", ["bn", "c"], ["y"], name="add")],
          [vi("x", et, [1, 3, 6, 6])], [vi("y", et, 4)],
