@@ -561,7 +561,7 @@ static tdm_status parse_quantized(pctx *p, const cJSON *root, struct vnpu_ctx *c
 
 static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
 {
-    static const char *const keys[] = {"name", "description", "precision", "memory_bytes", "peak_tops",
+    static const char *const keys[] = {"name", "description", "precision", "memory_bytes", "onchip_bytes", "peak_tops",
                                        "peak_gflops", "launch_overhead_us", "memory_bandwidth_gbps",
                                        "host_bandwidth_gbps", "host_latency_us", "static_shapes", "defaults",
                                        "ops", "exclude", "precision_sensitive", "comment", "storage", "partition_overhead_us",
@@ -616,6 +616,14 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
     if ((st = get_pos_int(p, "memory_bytes", v, INT64_MAX, &iv)) != TDM_OK)
         return st;
     c->memory_bytes = (uint64_t)iv;
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "onchip_bytes")) != NULL) {
+        if ((st = get_pos_int(p, "onchip_bytes", v, INT64_MAX, &iv)) != TDM_OK)
+            return st;
+        if ((uint64_t)iv > c->memory_bytes)
+            return err_set(p->e, TDM_E_DEVICE, "%s: onchip_bytes (%lld) is larger than memory_bytes (%llu)", p->label,
+                           (long long)iv, (unsigned long long)c->memory_bytes);
+        c->onchip_bytes = (uint64_t)iv;
+    }
 
     const cJSON *tops = cJSON_GetObjectItemCaseSensitive(root, "peak_tops");
     const cJSON *gfl = cJSON_GetObjectItemCaseSensitive(root, "peak_gflops");

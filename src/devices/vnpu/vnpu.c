@@ -276,6 +276,12 @@ static tdm_reason vnpu_supports(void *ctx, const tdm_node_desc *n, tdm_verdict *
             return dev_verdict(out, TDM_REASON_ATTR_UNSUPPORTED,
                                "%s runs %s only with input %d constant; '%s' is computed at run time", c->name,
                                n->op_type, i, tname(&n->inputs[i]));
+    int tiles = vnpu_tiles(c, n, out);
+    if (!tiles)
+        return TDM_REASON_MEMORY;
+    if (tiles > 1)
+        return dev_verdict(out, TDM_REASON_OK, "%s runs %s in %d row tiles (its working set is larger than the %llu bytes on chip)",
+                           c->name, n->op_type, tiles, (unsigned long long)c->onchip_bytes);
     return dev_verdict(out, TDM_REASON_OK, "%s runs %s", c->name, n->op_type);
 }
 
@@ -365,7 +371,9 @@ static double vnpu_estimate_ms(void *ctx, const tdm_node_desc *node, int *modele
     const struct vnpu_ctx *c = ctx;
     if (modeled)
         *modeled = 1;
-    return dev_node_flops(node) / (c->peak_gflops * 1e6) + c->launch_us / 1000.0 +
+    /* a tiled node: one dispatch per tile; its bytes cross memory_bandwidth as before */
+    int tiles = vnpu_tiles(c, node, NULL);
+    return dev_node_flops(node) / (c->peak_gflops * 1e6) + (tiles > 1 ? tiles : 1) * c->launch_us / 1000.0 +
            dev_node_bytes(node) / (c->mem_bw_gbps * 1e6);
 }
 

@@ -55,6 +55,7 @@ struct vnpu_ctx {
     tdm_dtype precision;    /* TDM_FLOAT, TDM_FLOAT16, TDM_BFLOAT16 */
     tdm_dtype storage;      /* float storage type ("storage", default: precision) */
     uint64_t memory_bytes;
+    uint64_t onchip_bytes;  /* "onchip_bytes": nodes run in row tiles (tiling.c); 0: none */
     double peak_gflops;
     double launch_us;
     double mem_bw_gbps;
@@ -86,6 +87,11 @@ enum { VNPU_ROUND_HALF_EVEN = 0, VNPU_ROUND_HALF_AWAY = 1 };
  * on a "quantized" profile (vnpu_qdq.c); its float output is the group's
  * requantized result, dequantized exactly. */
 tdm_status vnpu_qdq_run(const struct vnpu_ctx *c, op_ctx *op);
+
+/* The row tiles node n runs in on a profile with "onchip_bytes" (tiling.c):
+ * 1 when it fits on chip (or the profile has none, or sizes are unknown),
+ * 0 when it cannot run there (out: MEMORY and the sentence), else T. */
+int vnpu_tiles(const struct vnpu_ctx *c, const tdm_node_desc *n, tdm_verdict *out);
 
 /* The rule for an op type (explicit, or the wildcard unless excluded), or NULL. */
 const vnpu_op_rule *vnpu_rule(const struct vnpu_ctx *c, const char *op_type);
