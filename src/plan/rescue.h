@@ -12,7 +12,12 @@
  *                type that the device wants (devices/rescue.h: a vnpu
  *                profile's "rescue" list, every rule when absent), in the
  *                rule table's order; approximations (gelu-tanh, erf-tanh)
- *                only with mode all. The devices are tried in priority
+ *                only with mode all. A rule answers the refusals its
+ *                "when" names (gather-scalar: SHAPE_ and ATTR_UNSUPPORTED;
+ *                cast-insert, for any op with an int64 input or output:
+ *                DTYPE_UNSUPPORTED only). A rule that does not take the
+ *                node's form and says why (gr_rw.why) is an entry, not
+ *                kept, with that sentence. The devices are tried in priority
  *                order and the first rewrite kept wins.
  *   kept when    every node of the rewrite (after constant folding) is
  *                supported by that device (its supports() answer), and

@@ -8,7 +8,9 @@
  * float32) on two input sets made from the graph inputs' static types
  * (unknown dimensions taken as 2): uniform values in [-3, 3] from a fixed
  * seed, and edge values (0, -0, ±1e-4, ±1, ±8, ±40, ±300) in a fixed
- * pattern. Constant inputs (weights, pads, axes) are the model's own.
+ * pattern; integer inputs (indices, sizes) in [0, 5), or all 1, or all 0:
+ * the first pattern the original runs on (an index within its axis).
+ * Constant inputs (weights, pads, axes) are the model's own.
  * Every output is compared:
  *   pass   the NaN positions agree, no non-finite value where the
  *          original's is finite, max |diff| <= tolerance x max(1, max
