@@ -116,7 +116,7 @@ static const char *ein_parse(const char *eq, ein_term *t)
         if (*p == ' ')
             continue;
         if (*p == '.')
-            return "an ellipsis ('...') is not handled";
+            return "an ellipsis that is not '...'";
         if (*p == ',') {
             if (arrow || ++k > 1)
                 return "only two operands are handled";
@@ -206,6 +206,74 @@ static int64_t ein_prod(const ein_term *t, const gr_type *at, const gr_type *bt,
     return p;
 }
 
+/* eq with each "..." written as labels (unused capitals) into out, from
+ * the operands' ranks (ra, rb; -1 unknown), numpy's way: the ellipses are
+ * right-aligned, so the last dimensions of the shorter one share labels
+ * with the longer one's; the output's "..." (or, in the implicit form, the
+ * front of the output) takes them all. NULL, or the sentence why not. */
+static const char *ein_expand(const char *eq, int ra, int rb, char *out, size_t size)
+{
+    char fresh[EIN_MAX + 1];
+    int nf = 0, term = 0, dots[2] = {-1, -1}, labels[2] = {0, 0}, arrow = 0;
+    for (int c = 'A'; c <= 'Z' && nf < EIN_MAX; c++)
+        if (!strchr(eq, c))
+            fresh[nf++] = (char)c;
+    for (const char *p = eq; *p; p++) {
+        if (*p == ',')
+            term = 1;
+        else if (*p == '-' && p[1] == '>')
+            arrow = 1, term = 2;
+        else if (term < 2 && *p == '.' && strncmp(p, "...", 3) == 0)
+            dots[term] = 1, p += 2;
+        else if (term < 2 && *p != ' ')
+            labels[term]++;
+    }
+    int k[2], most = 0;
+    for (int i = 0; i < 2; i++) {
+        int rank = i ? rb : ra;
+        if (dots[i] < 0) {
+            k[i] = 0;
+            continue;
+        }
+        if (rank < 0)
+            return "an ellipsis over an operand of unknown rank is not handled";
+        k[i] = rank - labels[i];
+        if (k[i] < 0 || k[i] > nf)
+            return "an ellipsis does not fit the operand's rank";
+        most = k[i] > most ? k[i] : most;
+    }
+    size_t n = 0;
+    term = 0;
+    for (const char *p = eq; *p; p++) {
+        if (n + 2 * EIN_MAX + 8 >= size)
+            return "the equation is too long";
+        if (*p == ',' || *p == '>')
+            term++;
+        if (*p == '.' && strncmp(p, "...", 3) == 0) {
+            int from = term < 2 ? most - k[term] : 0;
+            for (int j = from; j < most; j++)
+                out[n++] = fresh[j];
+            p += 2;
+            continue;
+        }
+        out[n++] = *p;
+    }
+    if (!arrow && most) {
+        /* implicit output: the ellipsis' labels, then the labels used once, sorted */
+        out[n++] = '-';
+        out[n++] = '>';
+        for (int j = 0; j < most; j++)
+            out[n++] = fresh[j];
+        for (int c = 'A'; c <= 'z' && n + 1 < size; c++) {
+            const char *f = c ? strchr(eq, c) : NULL;
+            if (((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) && f && !strchr(f + 1, c))
+                out[n++] = (char)c;
+        }
+    }
+    out[n] = '\0';
+    return NULL;
+}
+
 /* Einsum(A, B) of two operands with every label in at least two of A, B
  * and the output: A as [batch, free_A, contracted], B as [batch,
  * contracted, free_B] (Transpose, and Reshape when a group is not one
@@ -220,11 +288,13 @@ int gr_rw_rule_einsum(const gr_graph *g, int node, gr_rw *r)
         return refuse(r, "%s has no equation", b.n->name);
     if (b.n->n_inputs != 2)
         return refuse(r, "'%.120s': only two operands are handled", eq);
-    if ((why = ein_parse(eq, t)) != NULL) {
+    const gr_type *at = rwb_in_type(&b, 0), *bt = rwb_in_type(&b, 1);
+    char full[256];
+    if ((why = ein_expand(eq, at->rank, bt->rank, full, sizeof full)) != NULL ||
+        (why = ein_parse(full, t)) != NULL) {
         snprintf(r->why, sizeof r->why, "'%.100s': %s", eq, why);
         return 0;
     }
-    const gr_type *at = rwb_in_type(&b, 0), *bt = rwb_in_type(&b, 1);
     if ((at->rank >= 0 && at->rank != t[0].n) || (bt->rank >= 0 && bt->rank != t[1].n))
         return refuse(r, "'%.120s': the operands' ranks do not match the equation", eq);
     char batch[EIN_MAX + 1] = "", fa[EIN_MAX + 1] = "", fb[EIN_MAX + 1] = "", con[EIN_MAX + 1] = "";

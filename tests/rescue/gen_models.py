@@ -108,6 +108,10 @@ for t in ("f32", "f16", "f64"):
              [vi("a", et, sa), vi("b", et, sb)], [vi("y", et, len(eq.split("->")[1]) if "->" in eq else 2)], opset=13)
     save(f"einsum_ellipsis_{t}", [helper.make_node("Einsum", ["a", "b"], ["y"], name="n", equation="...ij,...jk->...ik")],
          [vi("a", et, [2, 3, 4]), vi("b", et, [2, 4, 5])], [vi("y", et, 3)], opset=13)
+    save(f"einsum_ellipsis2_{t}", [helper.make_node("Einsum", ["a", "b"], ["y"], name="n", equation="...ij,jk")],
+         [vi("a", et, [2, 2, 3, 4]), vi("b", et, [4, 5])], [vi("y", et, 4)], opset=13)
+    save(f"einsum_diag_{t}", [helper.make_node("Einsum", ["a", "b"], ["y"], name="n", equation="ii,ij->j")],
+         [vi("a", et, [4, 4]), vi("b", et, [4, 5])], [vi("y", et, 1)], opset=13)
     save(f"einsum_sum_{t}", [helper.make_node("Einsum", ["a", "b"], ["y"], name="n", equation="ij,jk->i")],
          [vi("a", et, [3, 4]), vi("b", et, [4, 5])], [vi("y", et, 1)], opset=13)
     # conv-bn: Conv (bias, pads) / depthwise Conv (no bias) / ConvTranspose (groups, stride 2) + BatchNormalization
