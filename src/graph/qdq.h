@@ -18,30 +18,8 @@
 #define TDM_GRAPH_QDQ_H
 
 #include "graph/graph.h"
+#include "ops/qdq.h"
 
-struct gr_qdq {
-    /* 1: another op wrapped the same way (Add, MaxPool, GlobalAveragePool,
-     * ...: every float input from a DequantizeLinear, the output read only by
-     * a QuantizeLinear), which an integer device computes in its quantized
-     * domain at fp32 or wider, not at its float precision; no field below is
-     * set but q_node */
-    int wrapped;
-    /* input 0: float = (x_q - x_zp) * x_scale, x_q of x_zp's type */
-    float x_scale;
-    tdm_tensor *x_zp;     /* scalar int8/uint8 (uint8 0 when the model omits it) */
-    /* weights as the integer kernel reads them: Conv [M, C/group, k...];
-     * MatMul and Gemm B as [K, N] (a Gemm's transB undone) */
-    tdm_tensor *w;        /* int8 or uint8 */
-    tdm_tensor *w_zp;     /* of w's type: 1 or channels values */
-    float *w_scale;       /* channels values (a per-tensor scale repeated) */
-    int32_t *bias;        /* channels values at scale x_scale * w_scale[c], or NULL */
-    int64_t channels;     /* output channels: Conv M, MatMul/Gemm N */
-    /* output: the QuantizeLinear the node's output reaches */
-    float y_scale;
-    tdm_tensor *y_zp;     /* scalar int8/uint8: its type is y_q's */
-    char *act;            /* "Relu" or "Clip" between node and QuantizeLinear, or NULL */
-    char *q_node;         /* the QuantizeLinear's name */
-};
 
 /* Marks every QDQ group of g's nodes (main graph only). Fails only when
  * out of memory; a node that does not match the pattern exactly is left

@@ -1,6 +1,7 @@
 /* The one place an op_ctx is built (op_ctx_init), and the kernels' side of
  * the caller's callback table (op_calls, ops/op.h). */
 #include "ops/op.h"
+#include "ops/qdq.h"
 #include "core/mem.h"
 
 #include <string.h>
@@ -36,7 +37,16 @@ tdm_status op_out_shells(tdm_err *e, int n, tdm_tensor **out)
     return TDM_OK;
 }
 
-tdm_status op_run(op_ctx *ctx) { return op_table[ctx->node->op].run(ctx); }
+/* A node with a QDQ group (ops/qdq.h) runs in integer arithmetic, as
+ * onnxruntime's fused kernels run it, unless its output is fused with
+ * other ops (fuse.c leaves such heads alone). */
+tdm_status op_run(op_ctx *ctx)
+{
+    const struct gr_qdq *q = ctx->node->qdq;
+    if (q && !q->wrapped && !ctx->fuse)
+        return op_qdq_run(ctx, OP_ROUND_HALF_EVEN, "cpu");
+    return op_table[ctx->node->op].run(ctx);
+}
 
 tdm_status op_run_subgraph(op_ctx *ctx, const gr_graph *g, int n_in, const tdm_tensor *const *in, tdm_tensor **out)
 {

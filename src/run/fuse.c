@@ -5,6 +5,7 @@
 #include "core/tensor.h"
 #include "ops/elementwise.h"
 #include "ops/nn.h"
+#include "ops/qdq.h"
 
 #include <float.h>
 #include <math.h>
@@ -482,6 +483,8 @@ static int grow_chain(fuse_build *b, int head, fuse_chain *out)
         return 0;
     if (op_table[hn->op].flags & (OPF_SHAPE | OPF_SUBGRAPH | OPF_SEQUENCE | OPF_RANDOM))
         return 0;
+    if (hn->qdq && !hn->qdq->wrapped)
+        return 0; /* a QDQ group runs in integer arithmetic (ops/qdq.h), nothing fused into it */
     int hv = hn->outputs[0];
     if (!is_f32(g, hv) || g->values[hv].init)
         return 0;

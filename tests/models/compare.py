@@ -20,14 +20,15 @@ are printed.
 
 With --model, an output that MODEL produces with a DequantizeLinear of one
 scale s (a quantized model's) is judged in steps of s instead: it passes when
-every element is within one step of onnxruntime's. Where it is not, and
-UNFUSED_DIR (onnxruntime with graph optimisation off) holds the output, it
-passes when at least 99% of its elements are within one step of that run and
-its cosine to it is at least 0.999: onnxruntime fuses a QDQ graph into its
-integer kernels, tandem evaluates the float ops between DequantizeLinear and
-QuantizeLinear as written, and a value on a rounding boundary that lands one
-step apart in one layer moves later layers by a step more (the figures
-against both runs are printed).
+every element is within one step of onnxruntime's, or when at least 99% of
+its elements are and its cosine to onnxruntime's is at least 0.999. tandem,
+like onnxruntime, runs each QDQ group (DequantizeLinear -> Conv/MatMul/Gemm ->
+QuantizeLinear) as an integer kernel (ops/qdq.h), so resnet18_qdq and
+mobilenet_v2_qdq are equal bit for bit; onnxruntime also fuses other ops of a
+QDQ graph (Sigmoid, Resize, Concat) that tandem evaluates in float between
+DequantizeLinear and QuantizeLinear, so a value on a rounding boundary can
+land a step apart. UNFUSED_DIR (onnxruntime with graph optimisation off, the
+float evaluation as written) is printed beside, not judged.
 
 Prints one line per output and exits 1 when any output fails, 2 on bad usage.
 """
@@ -163,16 +164,16 @@ def compare_quantized(name, got, ref, step, unfused_dir):
     mx, within, cos = steps_figures(got, ref, step)
     line = "%s: VERDICT dequantized (step %.4g): max %.1f steps, %.2f%% within one step, cosine %.6f" % (
         name, step, mx, 100 * within, cos)
-    if mx <= 1.001:
-        return True, line.replace("VERDICT", "ok")
+    ok = mx <= 1.001 or (within >= QUANT_IN_STEP and cos >= QUANT_COS_MIN)
+    line = line.replace("VERDICT", "ok" if ok else "FAIL")
+    if mx > 1.001:
+        line += " (needs all within one step, or %.0f%% and cosine %.3f)" % (100 * QUANT_IN_STEP, QUANT_COS_MIN)
     path = os.path.join(unfused_dir, name + ".npy") if unfused_dir else ""
-    if not os.path.isfile(path):
-        return False, line.replace("VERDICT", "FAIL")
-    umx, uwithin, ucos = steps_figures(got, np.load(path, allow_pickle=False), step)
-    ok = uwithin >= QUANT_IN_STEP and ucos >= QUANT_COS_MIN
-    return ok, (line.replace("VERDICT", "ok" if ok else "FAIL") +
-                "; against onnxruntime unfused: max %.1f steps, %.2f%% within one step, cosine %.6f"
-                " (needs %.0f%%, %.3f)" % (umx, 100 * uwithin, ucos, 100 * QUANT_IN_STEP, QUANT_COS_MIN))
+    if os.path.isfile(path):
+        umx, uwithin, ucos = steps_figures(got, np.load(path, allow_pickle=False), step)
+        line += "; against onnxruntime unfused: max %.1f steps, %.2f%% within one step, cosine %.6f" % (
+            umx, 100 * uwithin, ucos)
+    return ok, line
 
 
 def main(argv):

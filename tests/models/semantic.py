@@ -18,9 +18,9 @@ For each output in REF_DIR (onnxruntime's) that has a meaning:
     (argmax) at every position equals onnxruntime's; its "present_*" KV
     cache (B x H x P+S x D) begins with the "past_*" input of the case
     (CASE_DIR/inputs/past_*.npy), bit for bit, and is S longer.
-For a quantized model's case (CASE_DIR/outputs_unfused, onnxruntime with
-graph optimisation off) the class and the boxes may equal that run's instead:
-onnxruntime's own fused and unfused runs of a QDQ graph can differ there.
+For a quantized model's case the class and the boxes are onnxruntime's
+fused (integer) run's, as tandem runs QDQ groups in integer arithmetic too;
+its unfused run (CASE_DIR/outputs_unfused) is printed beside, not judged.
 Prints one line per check; exits 1 when one fails, 0 when all pass (also
 when no output has such a meaning: the numeric comparison covers it).
 """
@@ -119,11 +119,10 @@ def main(argv):
         unfused_file = os.path.join(case_dir, "outputs_unfused", f)
         unfused = np.load(unfused_file) if os.path.isfile(unfused_file) else None
         if ref.ndim == 2 and ref.shape[0] == 1 and ref.shape[1] >= 100:
+            # a quantized model's: onnxruntime's fused (integer) answer, as
+            # tandem's; its unfused float evaluation only printed
             ok = int(got.argmax()) == int(ref.argmax())
-            also = ""
-            if unfused is not None:
-                ok = ok or int(got.argmax()) == int(unfused.argmax())
-                also = ", unfused %d" % unfused.argmax()
+            also = ", unfused %d" % unfused.argmax() if unfused is not None else ""
             print("%s: %s top-1 class %d (onnxruntime %d%s)" % (
                 name, "ok" if ok else "FAIL", got.argmax(), ref.argmax(), also))
             failed += not ok
@@ -144,9 +143,8 @@ def main(argv):
             # A rendered page has text: finding none would be a failure too
             # (uniform random input has none, in both runtimes).
             also = ""
-            if unfused is not None and bg != br and bg == regions(unfused[0, 0] > 0.3):
-                br = bg
-                also = " equal to onnxruntime unfused's"
+            if unfused is not None:
+                also = "; onnxruntime unfused %d" % len(regions(unfused[0, 0] > 0.3))
             ok = bg == br and (len(br) > 0 or case_dir.rstrip('/').endswith('.random'))
             print("%s: %s %d text boxes at threshold 0.3 (onnxruntime %d)%s%s" % (
                 name, "ok" if ok else "FAIL", len(bg), len(br), also,

@@ -104,7 +104,7 @@ static tdm_status cpu_run_host(void *ctx, op_ctx *op)
     (void)ctx;
     if (op->node->op < 0 || op->node->op >= OP_COUNT)
         return err_set(op->err, TDM_E_UNSUPPORTED, "cpu has no kernel for %s", op->node->op_type);
-    return op_table[op->node->op].run(op);
+    return op_run(op); /* a QDQ group in integer arithmetic (ops/qdq.h) */
 }
 
 static tdm_status cpu_reserve(void *ctx, size_t bytes, tdm_err *e)
