@@ -206,6 +206,17 @@ static int64_t ein_prod(const ein_term *t, const gr_type *at, const gr_type *bt,
     return p;
 }
 
+/* x as [batch (nb dims, copied), rows, cols]: a Reshape; shape has room
+ * for nb + 2 entries, its first nb zero. */
+static const char *ein_matrix(rwb *b, const char *x, int64_t *shape, int nb, int64_t rows, int64_t cols)
+{
+    const char *out = rwb_tmp(b);
+    shape[nb] = rows;
+    shape[nb + 1] = cols;
+    rwb_op(b, "Reshape", 2, x, rwb_ints(b, nb + 2, shape), out);
+    return out;
+}
+
 /* eq with each "..." written as labels (unused capitals) into out, from
  * the operands' ranks (ra, rb; -1 unknown), numpy's way: the ellipses are
  * right-aligned, so the last dimensions of the shorter one share labels
@@ -336,20 +347,10 @@ int gr_rw_rule_einsum(const gr_graph *g, int node, gr_rw *r)
     const char *bb = ein_transpose(&b, rwb_in_name(&b, 1), t[1].n, pb);
     for (int k = 0; k < nb; k++)
         shape[k] = 0; /* copied from the input */
-    if (reshape_a) {
-        const char *x = rwb_tmp(&b);
-        shape[nb] = sfa;
-        shape[nb + 1] = sc;
-        rwb_op(&b, "Reshape", 2, a, rwb_ints(&b, nb + 2, shape), x);
-        a = x;
-    }
-    if (reshape_b) {
-        const char *x = rwb_tmp(&b);
-        shape[nb] = sc;
-        shape[nb + 1] = sfb;
-        rwb_op(&b, "Reshape", 2, bb, rwb_ints(&b, nb + 2, shape), x);
-        bb = x;
-    }
+    if (reshape_a)
+        a = ein_matrix(&b, a, shape, nb, sfa, sc);
+    if (reshape_b)
+        bb = ein_matrix(&b, bb, shape, nb, sc, sfb);
     /* [batch, fa, fb] in the output's order */
     int64_t po[EIN_MAX];
     char mid[EIN_MAX + 1] = "";
