@@ -491,7 +491,10 @@ TDM_API tdm_status tdm_session_options_set_rescue(tdm_session_options *opts, tdm
  * a bound input (the bound value is used) or the same value; another value
  * is refused with TDM_E_INPUT. */
 TDM_API tdm_status tdm_session_options_bind(tdm_session_options *opts, const char *input, const tdm_tensor *value);
-/* Shape bucketing (issue 18): shapes "HxW[,HxW...]" (NULL: off). A run
+/* Shape bucketing (issue 18): shapes "HxW[,HxW...]" (NULL: off), or
+ * "profile": the image sizes of the first device of the list that was
+ * compiled for a finite set of them (a vnpu profile's "image_sizes"; none:
+ * tdm_session_create fails with TDM_E_USAGE and a sentence). A run
  * whose rank-4 image input is not one of them is padded (bottom/right;
  * pad "zero" or "edge", NULL: "zero") to the smallest that holds it, runs
  * on the plan of that shape (the plan cache is turned on) and its outputs

@@ -90,6 +90,13 @@ typedef struct dev_ext {
     /* 1: a vnpu profile with "quantized": nodes with a QDQ group
      * (graph/qdq.h, node->qdq not wrapped) run as int8 x int8 -> int32. */
     int quantized;
+
+    /* The image sizes a static-shape device was compiled for (a vnpu
+     * profile's "image_sizes": H, W pairs, as Ascend's dynamic_image_size
+     * lists them): a model's 4-D inputs must have one of them there, and
+     * `--bucket profile` pads images to them. NULL, 0: any size. */
+    const int64_t (*image_sizes)[2];
+    size_t n_image_sizes;
 } dev_ext;
 
 /* One device instance. */

@@ -343,6 +343,45 @@ static int needs_host_device(const pstate *s, int n)
     return 0;
 }
 
+/* A device compiled for a finite set of image sizes (dev_ext.image_sizes)
+ * takes the model only when every float 4-D input of the main graph has one
+ * of them as H x W: "" when it does (or the device lists none), else the
+ * sentence every node gets there with SHAPE_UNSUPPORTED, in buf. */
+static const char *image_size_refusal(const pstate *s, const dev_instance *di, char *buf, size_t size)
+{
+    const dev_ext *x = di->ext;
+    if (!x || !x->n_image_sizes)
+        return "";
+    char list[160];
+    size_t n = 0;
+    list[0] = '\0';
+    for (size_t k = 0; k < x->n_image_sizes && n < sizeof list; k++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%lldx%lld", k ? ", " : "", (long long)x->image_sizes[k][0],
+                              (long long)x->image_sizes[k][1]);
+    for (int i = 0; i < s->g->n_inputs; i++) {
+        const gr_value *v = &s->g->values[s->g->inputs[i]];
+        if (v->type.kind != TDM_KIND_TENSOR || v->type.rank != 4 ||
+            (v->type.dtype != TDM_FLOAT && v->type.dtype != TDM_FLOAT16))
+            continue;
+        int64_t h = v->type.dims[2].v, w = v->type.dims[3].v;
+        int ok = 0;
+        for (size_t k = 0; k < x->n_image_sizes && !ok; k++)
+            ok = h == x->image_sizes[k][0] && w == x->image_sizes[k][1];
+        if (ok)
+            continue;
+        if (h < 0 || w < 0)
+            snprintf(buf, size, "%s runs the model only at the image sizes it was compiled for (%s); input '%s' has a "
+                     "dynamic size: give --shape, or --bucket profile to pad images to those sizes",
+                     di->name, list, v->name);
+        else
+            snprintf(buf, size, "%s runs the model only at the image sizes it was compiled for (%s); input '%s' is "
+                     "%lldx%lld: --bucket profile pads it to the smallest that holds it",
+                     di->name, list, v->name, (long long)h, (long long)w);
+        return buf;
+    }
+    return "";
+}
+
 static tdm_status ask_devices(pstate *s)
 {
     int N = s->N, D = s->D;
@@ -366,7 +405,9 @@ static tdm_status ask_devices(pstate *s)
             size_t i = (size_t)n * (size_t)D + (size_t)d;
             tdm_verdict v;
             memset(&v, 0, sizeof v);
-            if (!di->ext && needs_host_device(s, n)) {
+            if (*image_size_refusal(s, di, v.detail, sizeof v.detail)) {
+                v.reason = TDM_REASON_SHAPE_UNSUPPORTED;
+            } else if (!di->ext && needs_host_device(s, n)) {
                 v.reason = TDM_REASON_OP_UNSUPPORTED;
                 snprintf(v.detail, sizeof v.detail, "%s runs through the device ABI, which takes tensor nodes without subgraphs only",
                          di->name);

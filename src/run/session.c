@@ -318,7 +318,7 @@ tdm_status tdm_session_options_set_buckets(tdm_session_options *opts, const char
     bucket_shape *b = NULL;
     size_t n = 0;
     if (!opts || (pad && strcmp(pad, "zero") != 0 && strcmp(pad, "edge") != 0) ||
-        (shapes && bucket_parse(&e, shapes, &b, &n) != TDM_OK))
+        (shapes && strcmp(shapes, "profile") != 0 && bucket_parse(&e, shapes, &b, &n) != TDM_OK))
         return TDM_E_USAGE;
     mem_free(b);
     char *sc = shapes ? mem_strdup(shapes) : NULL, *pc = pad ? mem_strdup(pad) : NULL;
@@ -568,6 +568,37 @@ void tdm_plan_destroy(tdm_plan *plan) { plan_free(plan); }
 
 static tdm_status session_calibrate(tdm_session *s, tdm_err *e, const tdm_session_options *opts);
 
+/* `--bucket profile`: the image sizes of the first device of the list that
+ * has them (dev_ext.image_sizes), as "HxW,HxW" in *out (mem_free it). */
+static tdm_status profile_buckets(tdm_err *e, const plan_options *po, char **out)
+{
+    dev_list *devs = NULL;
+    tdm_status st = dev_list_open(e, po->devices, (const char *const *)po->plugins, po->n_plugins, &devs);
+    if (st)
+        return st;
+    *out = NULL;
+    for (size_t d = 0; d < devs->n && !*out && !st; d++) {
+        const dev_ext *x = devs->items[d].ext;
+        if (!x || !x->n_image_sizes)
+            continue;
+        size_t cap = x->n_image_sizes * 48 + 1, n = 0;
+        if (!(*out = mem_alloc(cap))) {
+            st = err_set(e, TDM_E_NOMEM, "out of memory");
+            break;
+        }
+        for (size_t k = 0; k < x->n_image_sizes; k++)
+            n += (size_t)snprintf(*out + n, cap - n, "%s%lldx%lld", k ? "," : "", (long long)x->image_sizes[k][0],
+                                  (long long)x->image_sizes[k][1]);
+    }
+    if (!st && !*out)
+        st = err_set(e, TDM_E_USAGE,
+                     "--bucket profile: none of the devices (%s) lists the image sizes it takes (a vnpu profile's "
+                     "\"image_sizes\")",
+                     po->devices ? po->devices : "the default list");
+    dev_list_close(devs);
+    return st;
+}
+
 tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_session_options *opts,
                               tdm_session **out)
 {
@@ -587,12 +618,21 @@ tdm_status tdm_session_create(tdm_ctx *ctx, const tdm_model *model, const tdm_se
     }
     s->model = model;
     s->threads = opts && opts->threads ? opts->threads : 1;
-    if (opts && opts->bucket_shapes &&
-        ((st = bucket_init(e, &s->bucket, opts->bucket_shapes, opts->bucket_pad, model->gm->main)) != TDM_OK ||
-         (st = bucket_mask_model(e, model, &s->bucket_model)) != TDM_OK)) {
+    char *from_profile = NULL;
+    if (opts && opts->bucket_shapes && strcmp(opts->bucket_shapes, "profile") == 0 &&
+        (st = profile_buckets(e, &opts->po, &from_profile)) != TDM_OK) {
         tdm_session_destroy(s);
         return st;
     }
+    if (opts && opts->bucket_shapes &&
+        ((st = bucket_init(e, &s->bucket, from_profile ? from_profile : opts->bucket_shapes, opts->bucket_pad,
+                           model->gm->main)) != TDM_OK ||
+         (st = bucket_mask_model(e, model, &s->bucket_model)) != TDM_OK)) {
+        mem_free(from_profile);
+        tdm_session_destroy(s);
+        return st;
+    }
+    mem_free(from_profile);
     if (s->bucket_model) /* the session plans and runs the masked model */
         s->model = model = s->bucket_model;
     if (s->bucket_model && opts->n_cal) {

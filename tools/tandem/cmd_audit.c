@@ -218,6 +218,9 @@ void audit_hint(const char *r, const char *op, const char *d, const char *device
                  "an attribute is outside the device's limit (the sentence names it): re-export with a value it "
                  "allows, or accept cpu for it (--pin %s=cpu)",
                  op);
+    else if (strcmp(r, "SHAPE_UNSUPPORTED") == 0 && strstr(d, "image sizes it was compiled for"))
+        snprintf(out, size, "the device takes only the image sizes it was compiled for: --bucket profile pads each "
+                            "image to the smallest that holds it and crops the outputs (or --shape one of them)");
     else if (strcmp(r, "SHAPE_UNSUPPORTED") == 0 && strstr(d, "static shapes") && (!dyn || *dyn))
         snprintf(out, size, "dynamic dimensions: give --shape for %s", dyn ? dyn : "the models' dynamic inputs");
     else if (strcmp(r, "SHAPE_UNSUPPORTED") == 0 && strstr(d, "static shapes"))

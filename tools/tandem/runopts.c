@@ -79,7 +79,7 @@ int cli_runopts_parse(const char *cmd, int argc, char **argv, int *i, cli_runopt
     if ((r = cli_opt_value(cmd, argc, argv, i, "--bucket", &val)) != 0) {
         if (r < 0 || !*val) {
             if (r > 0)
-                cli_error("%s: --bucket expects HxW[,HxW...] such as 640x640,960x960", cmd);
+                cli_error("%s: --bucket expects HxW[,HxW...] such as 640x640,960x960, or profile", cmd);
             *rc = EXIT_USAGE;
             return 1;
         }
@@ -631,7 +631,8 @@ void usage_runopts(FILE *f)
           "  --bucket HxW[,HxW...]  pad an image input (bottom/right) to the smallest of these\n"
           "                         shapes that holds it, run that shape's plan, crop the\n"
           "                         outputs back; refused (SHAPE_UNSUPPORTED) for a model that\n"
-          "                         is not fully convolutional\n"
+          "                         is not fully convolutional; --bucket profile: the image\n"
+          "                         sizes the device's profile lists (\"image_sizes\")\n"
           "  --bucket-pad MODE      zero (default) or edge (repeat the last row and column)\n"
           "  --no-fusion            run every elementwise node on its own (by default, on cpu,\n"
           "                         those after a node run inside it)\n"

@@ -427,6 +427,7 @@ void vnpu_ctx_free(struct vnpu_ctx *c)
     for (size_t i = 0; i < c->n_sensitive; i++)
         mem_free(c->sensitive[i]);
     mem_free(c->sensitive);
+    mem_free(c->image_sizes);
     for (size_t i = 0; i < c->n_rescue; i++)
         mem_free(c->rescue[i]);
     mem_free(c->rescue);
@@ -563,7 +564,7 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
 {
     static const char *const keys[] = {"name", "description", "precision", "memory_bytes", "onchip_bytes", "peak_tops",
                                        "peak_gflops", "launch_overhead_us", "memory_bandwidth_gbps",
-                                       "host_bandwidth_gbps", "host_latency_us", "static_shapes", "defaults",
+                                       "host_bandwidth_gbps", "host_latency_us", "static_shapes", "image_sizes", "defaults",
                                        "ops", "exclude", "precision_sensitive", "comment", "storage", "partition_overhead_us",
                                        "source", "rescue", "quantized", NULL};
     static const char *const dkeys[] = {"dtypes", "max_rank", "max_dim", NULL};
@@ -678,6 +679,26 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
         if (!cJSON_IsBool(v))
             return bad(p, "static_shapes", "true or false", v);
         c->static_shapes = cJSON_IsTrue(v);
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "image_sizes")) != NULL) {
+        /* ["640x640", "960x960"]: the H x W a model's 4-D inputs must have */
+        size_t n = cJSON_IsArray(v) ? (size_t)cJSON_GetArraySize(v) : 0;
+        if (!n)
+            return bad(p, "image_sizes", "a non-empty array of \"HxW\" strings", v);
+        if (!(c->image_sizes = mem_calloc(n, sizeof *c->image_sizes)))
+            return err_set(p->e, TDM_E_NOMEM, "out of memory");
+        const cJSON *it;
+        cJSON_ArrayForEach(it, v)
+        {
+            char at[64], tail;
+            long long h, w;
+            snprintf(at, sizeof at, "image_sizes[%zu]", c->n_image_sizes);
+            if (!cJSON_IsString(it) || sscanf(it->valuestring, "%lldx%lld%c", &h, &w, &tail) != 2 || h <= 0 || w <= 0)
+                return bad(p, at, "\"HxW\" with positive H and W, such as \"640x640\"", it);
+            c->image_sizes[c->n_image_sizes][0] = h;
+            c->image_sizes[c->n_image_sizes++][1] = w;
+        }
+        c->static_shapes = 1; /* compiled shapes: nothing dynamic either */
     }
     if ((st = parse_quantized(p, root, c)) != TDM_OK)
         return st;

@@ -609,6 +609,8 @@ tdm_status vnpu_open(tdm_err *e, const char *profile, dev_instance *out)
     c->ext.precision = c->precision;
     c->ext.sensitive = (const char *const *)c->sensitive;
     c->ext.n_sensitive = c->n_sensitive;
+    c->ext.image_sizes = (const int64_t(*)[2])c->image_sizes;
+    c->ext.n_image_sizes = c->n_image_sizes;
     c->ext.quantized = c->quantized;
     out->dev.iface = &vnpu_iface;
     out->dev.ctx = c;

@@ -63,6 +63,8 @@ struct vnpu_ctx {
     double host_latency_us;
     double partition_us;    /* per-partition round trip ("partition_overhead_us") */
     int static_shapes;
+    int64_t (*image_sizes)[2]; /* "image_sizes": H, W pairs; NULL: any (dev_ext) */
+    size_t n_image_sizes;
     vnpu_op_rule *ops;      /* explicit rules */
     size_t n_ops;
     vnpu_op_rule *all;      /* the "*" rule, or NULL */
