@@ -96,7 +96,8 @@ typedef enum gr_rw_when {
 
 typedef struct gr_rw_rule {
     const char *name;        /* "layernorm", as profiles list them */
-    const char *op;          /* the op type it starts from; "*": any op with an int64 input or output */
+    const char *op;          /* the op type it starts from; "*": any op with an int64 input or output;
+                              * "*float": any op with a float32 input or output */
     gr_rw_kind kind;         /* GR_RW_APPROX: only with --rescue all */
     gr_rw_rule_fn build;     /* 1: *out filled; 0: does not apply (out left empty); -1: out of memory */
     const char *what;        /* one line: what it becomes */

@@ -55,5 +55,6 @@ int gr_rw_rule_gather_scalar(const gr_graph *g, int node, gr_rw *r);
 int gr_rw_rule_einsum(const gr_graph *g, int node, gr_rw *r);
 int gr_rw_rule_conv_bn(const gr_graph *g, int node, gr_rw *r);
 int gr_rw_rule_cast_insert(const gr_graph *g, int node, gr_rw *r);
+int gr_rw_rule_cast_fp16(const gr_graph *g, int node, gr_rw *r);
 
 #endif

@@ -629,6 +629,8 @@ static const gr_rw_rule rules[] = {
      "Conv or ConvTranspose + BatchNormalization as one Conv with folded weights and bias", GR_RW_WHEN_OP},
     {"cast-insert", "*", GR_RW_DTYPE, gr_rw_rule_cast_insert,
      "int64 inputs and outputs through int32 (Cast) where their range is proven", GR_RW_WHEN_DTYPE},
+    {"cast-fp16", "*float", GR_RW_APPROX, gr_rw_rule_cast_fp16,
+     "float32 inputs and outputs through float16 (Cast), the node in float16", GR_RW_WHEN_DTYPE},
 };
 
 const gr_rw_rule *gr_rw_rules(size_t *n)

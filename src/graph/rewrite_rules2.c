@@ -687,3 +687,78 @@ int gr_rw_rule_cast_insert(const gr_graph *g, int node, gr_rw *r)
         }
     return rwb_done(&b);
 }
+
+/* ---- cast-fp16 ---- */
+
+/* Node n with float32 inputs or outputs → the same node in float16: float
+ * constants converted, computed inputs through Cast(to float16), each
+ * float32 output through Cast(to float) back. An approximation (--rescue
+ * all): verified like the others, at float16's tolerance. Refused for a
+ * node whose attributes name a type (Cast's "to", a "dtype"). */
+int gr_rw_rule_cast_fp16(const gr_graph *g, int node, gr_rw *r)
+{
+    rwb b;
+    rwb_init(&b, r, g, node);
+    const gr_node *n = b.n;
+    const char *in[GR_RW_MAX_IO], *out[GR_RW_MAX_IO];
+    int any = 0, narrow[GR_RW_MAX_IO] = {0};
+    if (n->n_inputs > GR_RW_MAX_IO || n->n_outputs > GR_RW_MAX_IO || *n->domain)
+        return 0;
+    for (int i = 0; i < n->n_attrs; i++) {
+        if (n->attrs[i].type == GA_GRAPH || n->attrs[i].type == GA_GRAPHS)
+            return 0;
+        if (strcmp(n->attrs[i].name, "to") == 0 || strcmp(n->attrs[i].name, "dtype") == 0)
+            return refuse(r, "its attribute '%.40s' names an element type", n->attrs[i].name);
+    }
+    for (int i = 0; i < n->n_inputs; i++) {
+        int v = n->inputs[i];
+        in[i] = rwb_in_name(&b, i);
+        if (v < 0 || g->values[v].type.dtype != TDM_FLOAT)
+            continue;
+        const tdm_tensor *c = g->values[v].init;
+        if (b.nt >= RWB_TMPS)
+            return -1;
+        char *name = b.tmp[b.nt++];
+        if (c) {
+            size_t cnt = tdm_tensor_count(c);
+            double *vals = mem_calloc(cnt + 1, sizeof *vals);
+            const float *f = c->data;
+            int bad = !vals;
+            for (size_t k = 0; vals && k < cnt; k++)
+                vals[k] = (double)f[k];
+            bad = bad || gr_rw_const(r, g, TDM_FLOAT16, c->rank, c->dims, vals, name, RWB_NAME);
+            mem_free(vals);
+            if (bad)
+                return -1;
+        } else {
+            gr_rw_tmp(r, g, name, RWB_NAME);
+            gr_rw_node *cn = rwb_op(&b, "Cast", 1, in[i], NULL, name);
+            if (cn)
+                gr_rw_attr_int(cn, "to", TDM_FLOAT16);
+        }
+        in[i] = name;
+        any = 1;
+    }
+    for (int o = 0; o < n->n_outputs; o++) {
+        int v = n->outputs[o];
+        out[o] = rwb_out_name(&b, o);
+        if (v < 0 || g->values[v].type.dtype != TDM_FLOAT)
+            continue;
+        out[o] = rwb_tmp(&b);
+        narrow[o] = any = 1;
+    }
+    if (!any)
+        return 0;
+    gr_rw_node *nn = gr_rw_node_add(r, n->op_type, n->n_inputs, in, n->n_outputs, out);
+    if (!nn)
+        return -1;
+    if (copy_attrs(nn, n))
+        return refuse(r, "the attributes of %.120s cannot be copied", n->name);
+    for (int o = 0; o < n->n_outputs; o++)
+        if (narrow[o]) {
+            gr_rw_node *cn = rwb_op(&b, "Cast", 1, out[o], NULL, rwb_out_name(&b, o));
+            if (cn)
+                gr_rw_attr_int(cn, "to", TDM_FLOAT);
+        }
+    return rwb_done(&b);
+}

@@ -181,16 +181,18 @@ static int rescuable(tdm_reason r, gr_rw_when when)
     return r == TDM_REASON_OP_UNSUPPORTED || r == TDM_REASON_DTYPE_UNSUPPORTED || r == TDM_REASON_ATTR_UNSUPPORTED;
 }
 
-/* Rule applies to node's op type ("*": a node with an int64 input or output). */
+/* Rule applies to node's op type ("*": a node with an int64 input or
+ * output; "*float": one with a float32 input or output). */
 static int rule_for(const gr_rw_rule *rule, const gr_graph *g, const gr_node *node)
 {
-    if (strcmp(rule->op, "*") != 0)
+    if (rule->op[0] != '*')
         return strcmp(rule->op, node->op_type) == 0;
+    tdm_dtype want = strcmp(rule->op, "*float") == 0 ? TDM_FLOAT : TDM_INT64;
     for (int i = 0; i < node->n_inputs; i++)
-        if (node->inputs[i] >= 0 && g->values[node->inputs[i]].type.dtype == TDM_INT64)
+        if (node->inputs[i] >= 0 && g->values[node->inputs[i]].type.dtype == want)
             return 1;
     for (int i = 0; i < node->n_outputs; i++)
-        if (node->outputs[i] >= 0 && g->values[node->outputs[i]].type.dtype == TDM_INT64)
+        if (node->outputs[i] >= 0 && g->values[node->outputs[i]].type.dtype == want)
             return 1;
     return 0;
 }

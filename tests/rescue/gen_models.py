@@ -170,3 +170,13 @@ save("pad_conv",
      [vi("x", TensorProto.FLOAT, [1, 3, 16, 16])], [vi("y", TensorProto.FLOAT, 4)],
      [init("w1", w1), init("w2", w2), init("w3", w3), init("p", pads)], opset=13)
 print("rescue models in", OUT)
+
+# cast-fp16: a float32 Conv + Relu for a device that computes them in float16 only (rescue-fp16.json)
+save("conv_relu", [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                   helper.make_node("Relu", ["c"], ["y"], name="relu")],
+     [vi("x", TensorProto.FLOAT, [1, 4, 8, 8])], [vi("y", TensorProto.FLOAT, 4)],
+     [init("w", (0.3 * rng.standard_normal((4, 4, 3, 3))).astype(np.float32)),
+      init("b", (0.1 * rng.standard_normal(4)).astype(np.float32))])
+# and an EyeLike whose "dtype" names a type: refused by cast-fp16 with a sentence
+save("cast_to", [helper.make_node("EyeLike", ["x"], ["y"], name="eye", dtype=TensorProto.FLOAT)],
+     [vi("x", TensorProto.FLOAT, [3, 3])], [vi("y", TensorProto.FLOAT, 2)])
