@@ -134,6 +134,43 @@ elif CASE == "rescue":
           "edge-npu json: %s" % (c or {}).get("rescued"))
     so, _ = run([hs, "--devices", "vnpu:qnn-htp", "--rescue", "off"], 0)
     check("rescued:" not in so, "--rescue off: nothing tried: %s" % so)
+elif CASE == "modelset":
+    # issue 17's "audit works on the whole model set": every model of the
+    # cache (the set make test exports) on the four vendor profiles
+    import glob
+    import os
+    cache = os.environ.get("TANDEM_CACHE", "")
+    models = sorted(glob.glob(os.path.join(cache, "models", "*.onnx")))
+    if len(models) < 10:
+        print("the cache has %d models (make data)" % len(models))
+        sys.exit(77)
+    devs = ["vnpu:rk3588", "vnpu:qnn-htp", "vnpu:coreml-ane", "vnpu:intel-npu"]
+    shapes = []
+    for name, shape in (("ppocr_det", "1x3x640x640"), ("ppocr_det_qdq", "1x3x640x640"), ("ppocr_det_op19", "1x3x640x640"),
+                        ("ppocr_rec", "1x3x48x320"), ("ppocr_cls", "1x3x48x192")):
+        if os.path.join(cache, "models", name + ".onnx") in models:
+            shapes += ["--shape", "%s.onnx:x=%s" % (name, shape)]
+    doc = json.loads(run(models + ["--devices", ",".join(devs), "--json"] + shapes, 0)[0] or "{}")
+    cells = doc.get("cells", [])
+    check(len(cells) == len(models) * len(devs), "a cell per model and device: %d of %d" % (len(cells), len(models) * 4))
+    for c in cells:
+        what = "%s on %s" % (os.path.basename(c["model"]), c["device"])
+        check(c["verdict"] in ("fits", "falls_back", "blocked"), "%s: a verdict (%s)" % (what, c["verdict"]))
+        if c["verdict"] == "blocked":
+            check(bool(c.get("error")), "%s: blocked says why" % what)
+            continue
+        check(sum(c["by_reason"].values()) == c["fallback_nodes"] and c["on_device"] + c["fallback_nodes"] <= c["nodes"],
+              "%s: the fallbacks counted by reason (%s, %d)" % (what, c["by_reason"], c["fallback_nodes"]))
+        check(sum(g["count"] for g in c["groups"]) <= c["fallback_nodes"] and
+              all(g["detail"] and g["reason"] for g in c["groups"]), "%s: each group with its sentence" % what)
+        check((c["verdict"] == "fits") == (c["fallback_nodes"] == 0), "%s: fits exactly when nothing falls back" % what)
+    check(sorted(doc.get("top_blockers", {}).keys()) == sorted(devs), "top blockers per device")
+    so, _ = run(models + ["--devices", ",".join(devs)] + shapes, 0)
+    check(so.count("\n") > len(cells) and "top blockers on vnpu:rk3588" in so, "the text form: the table and blockers")
+    verdicts = {}
+    for c in cells:
+        verdicts[c["verdict"]] = verdicts.get(c["verdict"], 0) + 1
+    print("audit of %d models x %d profiles: %s" % (len(models), len(devs), verdicts))
 elif CASE == "errors":
     fit = model("fit", ["Relu"])
     so, se = run([fit], 1)
