@@ -33,8 +33,9 @@ extern "C" {
 
 /* The ABI version this header describes. Bumped when members are appended.
  *   1  the table up to destroy
- *   2  last_run_ms */
-#define TDM_DEVICE_API_VERSION 2
+ *   2  last_run_ms
+ *   3  rewrite, rewrite_free (a device's own rescue rewrites) */
+#define TDM_DEVICE_API_VERSION 3
 
 /* Why a node is (or is not) placed on a device. The numbers are part of the
  * ABI and of the ledger: new codes are appended, never renumbered. */
@@ -136,6 +137,34 @@ typedef struct tdm_device_fallback {
     const char *detail;
 } tdm_device_fallback;
 
+/* A device's own rewrite of a node it refuses (rewrite(), since 3): a
+ * small graph of nodes it supports that computes the node's outputs from
+ * its inputs. Value names are the node's own input and output names (as in
+ * its tdm_node_desc), the names of consts, or new intermediate names of the
+ * plugin's choosing (tandem renames these and the constants, so they need
+ * only be unique within the rewrite). Nodes are in the ai.onnx domain at
+ * the model's opset; an omitted optional input is "". Attributes use
+ * tdm_attr_desc with type TDM_ATTR_INT, _FLOAT, _INTS or _STRING. */
+typedef struct tdm_rewrite_node {
+    const char *op_type;
+    int n_inputs;
+    const char *const *inputs;
+    int n_outputs;
+    const char *const *outputs;
+    int n_attrs;
+    const tdm_attr_desc *attrs;
+} tdm_rewrite_node;
+
+typedef struct tdm_rewrite {
+    const char *name;        /* the rule's name; the ledger says "plugin:<device>:<name>" */
+    int approximate;         /* 1: not exact, kept only with --rescue all, at the approximation tolerance */
+    int n_nodes;
+    const tdm_rewrite_node *nodes;
+    int n_consts;            /* constants: name, dtype (float32 or double; int64 of rank 1), dims, data (C order) */
+    const tdm_tensor_desc *consts;
+    void *owner;             /* the plugin's own; tandem only hands it back to rewrite_free */
+} tdm_rewrite;
+
 typedef struct tdm_device_iface {
     uint32_t api_version;     /* TDM_DEVICE_API_VERSION the device was built with */
 
@@ -191,6 +220,23 @@ typedef struct tdm_device_iface {
      * from the thread that called run(). (optional: the wall time of run()
      * is used) */
     double (*last_run_ms)(void *ctx);
+
+    /* ---- since version 3 ---- */
+
+    /* A replacement for node, which supports() refused: returns 1 and fills
+     * *out (zeroed by tandem), 0 when the device has none, < 0 on failure
+     * (out of memory). Everything *out points to belongs to the device and
+     * stays valid until tandem calls rewrite_free(ctx, out) with the same
+     * struct, which it does exactly once after every call that returned 1
+     * (tandem copies the rewrite first). tandem then treats it as its own
+     * rules (README "Rescue"): kept only when every node is supported by
+     * this device and it matches the node on cpu fp32; otherwise refused
+     * with a sentence in the ledger and the node falls back. Called only
+     * while planning, from the planning thread. (optional: no rewrites) */
+    int (*rewrite)(void *ctx, const tdm_node_desc *node, tdm_rewrite *out);
+
+    /* Releases what rewrite() gave in rw. (required when rewrite is set) */
+    void (*rewrite_free)(void *ctx, tdm_rewrite *rw);
 } tdm_device_iface;
 
 /* A device instance: the table plus its state. */

@@ -12,16 +12,27 @@
  * and is reported through take_fallbacks(), so that it appears in tandem's
  * ledger as an internal fallback.
  *
- * Arguments (after "example:" in --devices; no commas, the list uses them):
- *   sigmoid_limit=N   memory=BYTES   (separated by '+', e.g.
- *   "example:sigmoid_limit=16+memory=1048576")
+ * It has no HardSwish kernel, and offers tandem's rescue pass its own
+ * rewrite of one (device API 3, rewrite/rewrite_free) in the ops it has:
+ *   a = Relu(x * (1/6) + 0.5);  b = 1 - Relu(1 - a)   (= min(a, 1));
+ *   y = x * b
+ * which tandem verifies on cpu fp32 and records as rule
+ * "plugin:example:hardswish-relu".
  *
- * It speaks device API version 2: last_run_ms gives the time its kernel of
- * the last run() took (its "device timer"; the CPU's monotonic clock here).
+ * Arguments (after "example:" in --devices; no commas, the list uses them):
+ *   sigmoid_limit=N   memory=BYTES   rewrite=0|1|2   (separated by '+', e.g.
+ *   "example:sigmoid_limit=16+memory=1048576"); rewrite=1 (the default)
+ *   offers the HardSwish rewrite, 0 none, 2 a wrong one for tests
+ *   ("hardswish-noclamp": x * Relu(x/6 + 0.5), without the clamp at 1,
+ *   which verification must refuse).
+ *
+ * It speaks device API version 3: last_run_ms gives the time its kernel of
+ * the last run() took (its "device timer"; the CPU's monotonic clock here)
+ * (since 2), and rewrite offers the HardSwish rewrite (since 3).
  *
  * Build variants for tests: EXAMPLE_API_VERSION=N claims another device API
  * version (EXAMPLE_API_VERSION=1: a plugin of version 1, whose table still
- * carries last_run_ms here, a member tandem must then not read);
+ * carries last_run_ms and rewrite here, members tandem must then not read);
  * EXAMPLE_NO_INIT leaves out the entry symbol.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -63,6 +74,7 @@ typedef struct example_ctx {
     size_t n_taken;
     char description[160];
     double last_ms; /* time of the last run()'s kernel, -1 before the first */
+    int rewrite;    /* 0 none, 1 HardSwish, 2 a wrong HardSwish (tests) */
 } example_ctx;
 
 /* Buffers carry their size in front for the accounting. */
@@ -363,6 +375,102 @@ static void ex_destroy(void *ctx)
     free(c);
 }
 
+/* ---- since device API 3: the HardSwish rewrite ---- */
+
+enum { EX_RW_NODES = 9, EX_RW_CONSTS = 4 };
+
+/* One block per rewrite, freed by ex_rewrite_free (tdm_rewrite.owner). */
+typedef struct ex_rw_block {
+    tdm_rewrite_node nodes[EX_RW_NODES];
+    const char *io[EX_RW_NODES][3];
+    tdm_tensor_desc consts[EX_RW_CONSTS];
+    float vals[EX_RW_CONSTS];
+    char *x, *y; /* the node's input and output names, copied */
+} ex_rw_block;
+
+static const int64_t ex_one_dim[1] = {1};
+
+static char *ex_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+static void ex_node(ex_rw_block *w, int k, const char *op, const char *a, const char *b, const char *y)
+{
+    w->io[k][0] = a;
+    w->io[k][1] = b;
+    w->io[k][2] = y;
+    w->nodes[k].op_type = op;
+    w->nodes[k].n_inputs = b ? 2 : 1;
+    w->nodes[k].inputs = w->io[k];
+    w->nodes[k].n_outputs = 1;
+    w->nodes[k].outputs = &w->io[k][2];
+}
+
+static int ex_rewrite(void *ctx, const tdm_node_desc *n, tdm_rewrite *out)
+{
+    example_ctx *c = ctx;
+    static const char *const cname[EX_RW_CONSTS] = {"sixth", "half", "minus_one", "one"};
+    const float cval[EX_RW_CONSTS] = {1.0f / 6.0f, 0.5f, -1.0f, 1.0f};
+    if (!c->rewrite || strcmp(n->op_type, "HardSwish") != 0 || n->n_inputs != 1 || n->n_outputs != 1 ||
+        n->inputs[0].dtype != TDM_FLOAT || !n->inputs[0].name || !n->outputs[0].name)
+        return 0;
+    ex_rw_block *w = calloc(1, sizeof *w);
+    if (!w || !(w->x = ex_strdup(n->inputs[0].name)) || !(w->y = ex_strdup(n->outputs[0].name))) {
+        if (w)
+            free(w->x);
+        free(w);
+        return -1;
+    }
+    for (int k = 0; k < EX_RW_CONSTS; k++) {
+        w->vals[k] = cval[k];
+        w->consts[k].name = cname[k];
+        w->consts[k].dtype = TDM_FLOAT;
+        w->consts[k].rank = 1;
+        w->consts[k].dims = ex_one_dim;
+        w->consts[k].data = &w->vals[k];
+    }
+    int k = 0;
+    ex_node(w, k++, "Mul", w->x, "sixth", "t1");
+    ex_node(w, k++, "Add", "t1", "half", "t2");
+    if (c->rewrite == 2) { /* wrong on purpose: no clamp at 1 */
+        ex_node(w, k++, "Relu", "t2", NULL, "a");
+        ex_node(w, k++, "Mul", w->x, "a", w->y);
+    } else {
+        ex_node(w, k++, "Relu", "t2", NULL, "a");
+        ex_node(w, k++, "Mul", "a", "minus_one", "t4");
+        ex_node(w, k++, "Add", "t4", "one", "t5");
+        ex_node(w, k++, "Relu", "t5", NULL, "t6");
+        ex_node(w, k++, "Mul", "t6", "minus_one", "t7");
+        ex_node(w, k++, "Add", "t7", "one", "b");
+        ex_node(w, k++, "Mul", w->x, "b", w->y);
+    }
+    out->name = c->rewrite == 2 ? "hardswish-noclamp" : "hardswish-relu";
+    out->approximate = 0;
+    out->n_nodes = k;
+    out->nodes = w->nodes;
+    out->n_consts = EX_RW_CONSTS;
+    out->consts = w->consts;
+    out->owner = w;
+    return 1;
+}
+
+static void ex_rewrite_free(void *ctx, tdm_rewrite *rw)
+{
+    (void)ctx;
+    ex_rw_block *w = rw ? rw->owner : NULL;
+    if (!w)
+        return;
+    free(w->x);
+    free(w->y);
+    free(w);
+    rw->owner = NULL;
+}
+
 static const tdm_device_iface example_iface = {
     .api_version = EXAMPLE_API_VERSION,
     .name = ex_name,
@@ -379,6 +487,8 @@ static const tdm_device_iface example_iface = {
     .take_fallbacks = ex_take_fallbacks,
     .destroy = ex_destroy,
     .last_run_ms = ex_last_run_ms,
+    .rewrite = ex_rewrite,
+    .rewrite_free = ex_rewrite_free,
 };
 
 
@@ -400,7 +510,7 @@ static int parse_args(example_ctx *c, const char *args, char *err, size_t err_si
         char *stop = NULL;
         unsigned long long v = eq ? strtoull(eq + 1, &stop, 10) : 0;
         if (!eq || !eq[1] || *stop || eq[1] == '-') {
-            snprintf(err, err_size, "example: option '%s' must be KEY=NUMBER (sigmoid_limit, memory)", opt);
+            snprintf(err, err_size, "example: option '%s' must be KEY=NUMBER (sigmoid_limit, memory, rewrite)", opt);
             return -1;
         }
         *eq = 0;
@@ -408,8 +518,10 @@ static int parse_args(example_ctx *c, const char *args, char *err, size_t err_si
             c->sigmoid_limit = (size_t)v;
         else if (strcmp(opt, "memory") == 0)
             c->capacity = v;
+        else if (strcmp(opt, "rewrite") == 0 && v <= 2)
+            c->rewrite = (int)v;
         else {
-            snprintf(err, err_size, "example: unknown option '%s' (known: sigmoid_limit, memory)", opt);
+            snprintf(err, err_size, "example: unknown option '%s' (known: sigmoid_limit, memory, rewrite=0|1|2)", opt);
             return -1;
         }
         s = end ? end + 1 : NULL;
@@ -436,6 +548,7 @@ EXAMPLE_EXPORT tdm_status EXAMPLE_INIT(const char *args, tdm_device *out, char *
     }
     c->sigmoid_limit = 4096;
     c->capacity = (uint64_t)64 << 20;
+    c->rewrite = 1;
     if (parse_args(c, args, err, err_size)) {
         free(c);
         return TDM_E_USAGE;

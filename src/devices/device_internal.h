@@ -246,6 +246,14 @@ tdm_reason dev_verdict(tdm_verdict *out, tdm_reason reason, const char *fmt, ...
 double dev_last_run_ms(const dev_instance *di);
 int dev_has_run_timer(const dev_instance *di);
 
+/* The device's own rewrite of a node it refuses (the ABI's rewrite, read
+ * only from a table of version 3 or later; plugin.c): dev_has_rewrite 1
+ * when it has one; dev_rewrite_get 1 with *out filled (zeroed first), 0
+ * none, < 0 failed; every 1 is followed by one dev_rewrite_release. */
+int dev_has_rewrite(const dev_instance *di);
+int dev_rewrite_get(const dev_instance *di, const tdm_node_desc *node, tdm_rewrite *out);
+void dev_rewrite_release(const dev_instance *di, tdm_rewrite *rw);
+
 /* di->slowdown as a factor (>= 1). */
 double dev_slowdown(const dev_instance *di);
 

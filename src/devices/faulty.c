@@ -179,7 +179,7 @@ static void f_destroy(void *ctx)
 static const tdm_device_iface faulty_iface = {
     TDM_DEVICE_API_VERSION, f_name, f_description, f_supports, f_capacity, f_alloc, f_free, f_to_dev, f_to_host,
     f_run, f_estimate, f_copy_ms, f_take, f_destroy,
-    NULL /* last_run_ms: none, its node times are wall times */};
+    NULL /* last_run_ms: none, its node times are wall times */, NULL, NULL /* rewrite: none */};
 
 static int opt_num(const char *val, double lo, double hi, double *out)
 {

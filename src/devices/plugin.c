@@ -1,7 +1,9 @@
 /* Plugin devices: shared libraries built against include/tandem/device.h
  * alone, loaded by path with dlopen, entered through
- * TDM_DEVICE_PLUGIN_SYMBOL. A device whose api_version differs from
- * tandem's is refused with both numbers. */
+ * TDM_DEVICE_PLUGIN_SYMBOL. A device whose api_version is newer than
+ * tandem's (or 0) is refused with both numbers; an older one is used
+ * without the members it lacks (since 3: rewrite, read by plan/rescue_dev.c
+ * only from a table of version 3 or later). */
 #define _POSIX_C_SOURCE 200809L
 #include "devices/device_internal.h"
 #include "core/file.h"
@@ -130,7 +132,10 @@ tdm_status dev_plugin_open(tdm_err *e, dev_plugin *p, const char *args, dev_inst
                           : !dev.iface->copy_to_device ? "copy_to_device"
                           : !dev.iface->copy_to_host   ? "copy_to_host"
                           : !dev.iface->run            ? "run"
-                                                       : NULL;
+                          /* since 3: a rewrite needs its free, or the plugin's memory would leak */
+                          : dev.iface->api_version >= 3 && dev.iface->rewrite && !dev.iface->rewrite_free
+                              ? "rewrite_free (it has rewrite)"
+                              : NULL;
     const char *name = missing ? NULL : dev.iface->name(dev.ctx);
     if (missing || !name || !*name) {
         if (dev.iface->destroy)
@@ -150,4 +155,25 @@ tdm_status dev_plugin_open(tdm_err *e, dev_plugin *p, const char *args, dev_inst
     out->ext = NULL;
     out->plugin = NULL;
     return TDM_OK;
+}
+
+int dev_has_rewrite(const dev_instance *di)
+{
+    const tdm_device_iface *f = di ? di->dev.iface : NULL;
+    return f && f->api_version >= 3 && f->rewrite && f->rewrite_free;
+}
+
+int dev_rewrite_get(const dev_instance *di, const tdm_node_desc *node, tdm_rewrite *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!dev_has_rewrite(di))
+        return 0;
+    int r = di->dev.iface->rewrite(di->dev.ctx, node, out);
+    return r > 0 ? 1 : r;
+}
+
+void dev_rewrite_release(const dev_instance *di, tdm_rewrite *rw)
+{
+    if (dev_has_rewrite(di))
+        di->dev.iface->rewrite_free(di->dev.ctx, rw);
 }

@@ -3,6 +3,7 @@
 #include "core/mem.h"
 #include "devices/rescue.h"
 #include "graph/rewrite.h"
+#include "plan/rescue_dev.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -197,14 +198,14 @@ static int rule_for(const gr_rw_rule *rule, const gr_graph *g, const gr_node *no
     return 0;
 }
 
-static plan_rescue_entry *node_entry(tdm_plan *p, plan_rescue *r, const gr_node *node, const gr_rw_rule *rule, int d)
+static plan_rescue_entry *node_entry(tdm_plan *p, plan_rescue *r, const gr_node *node, const gr_rw *rw, int d)
 {
     plan_rescue_entry *x = add_entry(r);
     if (!x || !(x->node = plan_arena_strdup(&p->arena, node->name)) ||
         !(x->op = plan_arena_strdup(&p->arena, node->op_type)))
         return NULL;
-    x->rule = rule->name;
-    x->kind = gr_rw_kind_str(rule->kind);
+    x->rule = rw->rule;
+    x->kind = gr_rw_kind_str(rw->kind);
     x->device = d;
     return x;
 }
@@ -215,6 +216,46 @@ static int overlaps(const unsigned char *taken, const gr_rw *rw)
         if (taken[rw->orig[k]])
             return 1;
     return 0;
+}
+
+/* Records an attempt of rw (b: what building it returned) for node n on
+ * device d and tries it; *done when it is kept (rw moved into
+ * kept[*n_kept]), else rw is freed. */
+static tdm_status attempt(tdm_err *e, tdm_plan *p, plan_rescue *r, int n, int d, gr_rw *rw, int b,
+                          unsigned char *taken, gr_rw *kept, int *n_kept, int *done)
+{
+    const gr_node *node = &p->rescue->base->gm->main->nodes[n];
+    plan_rescue_entry *x;
+    tdm_status st;
+    *done = 0;
+    if (b < 0) {
+        gr_rw_free(rw);
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    }
+    if (b == 0 && rw->why[0]) {
+        /* a form of the op the rule does not take: recorded with its sentence */
+        if (!(x = node_entry(p, r, node, rw, d)) || !(x->why = plan_arena_strdup(&p->arena, rw->why))) {
+            gr_rw_free(rw);
+            return err_set(e, TDM_E_NOMEM, "out of memory");
+        }
+    }
+    if (b == 0 || overlaps(taken, rw)) {
+        gr_rw_free(rw);
+        return TDM_OK;
+    }
+    if (!(x = node_entry(p, r, node, rw, d))) {
+        gr_rw_free(rw);
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    }
+    if ((st = try_rewrite(e, p, rw, d, x)) == TDM_OK && x->kept) {
+        for (int j = 0; j < rw->n_orig; j++)
+            taken[rw->orig[j]] = 1;
+        kept[(*n_kept)++] = *rw;
+        *done = 1;
+        return TDM_OK;
+    }
+    gr_rw_free(rw);
+    return st;
 }
 
 /* Tries the rules for node n on the devices before the first one that
@@ -232,6 +273,8 @@ static tdm_status rescue_node(tdm_err *e, tdm_plan *p, plan_rescue *r, int n, un
     int any = 0;
     for (size_t k = 0; k < nr; k++)
         any |= rule_for(&rules[k], g, node);
+    for (int d = 0; d + 1 < (int)p->devs->n; d++)
+        any |= dev_has_rewrite(&p->devs->items[d]);
     if (!any || *node->domain || has_subgraphs(node) || taken[n])
         return TDM_OK;
     if ((st = plan_desc_build(e, &p->arena, g, node, &desc)) != TDM_OK)
@@ -250,40 +293,41 @@ static tdm_status rescue_node(tdm_err *e, tdm_plan *p, plan_rescue *r, int n, un
                 continue;
             gr_rw rw;
             gr_rw_init(&rw, rule->name, rule->kind);
-            int b = rule->build(g, n, &rw);
-            if (b < 0) {
-                gr_rw_free(&rw);
-                return err_set(e, TDM_E_NOMEM, "out of memory");
-            }
-            if (b == 0 && rw.why[0]) {
-                /* a form of the op the rule does not take: recorded with its sentence */
-                plan_rescue_entry *x = node_entry(p, r, node, rule, d);
-                if (!x || !(x->why = plan_arena_strdup(&p->arena, rw.why))) {
-                    gr_rw_free(&rw);
-                    return err_set(e, TDM_E_NOMEM, "out of memory");
-                }
-            }
-            if (b == 0 || overlaps(taken, &rw)) {
-                gr_rw_free(&rw);
-                continue;
-            }
-            plan_rescue_entry *x = node_entry(p, r, node, rule, d);
-            if (!x) {
-                gr_rw_free(&rw);
-                return err_set(e, TDM_E_NOMEM, "out of memory");
-            }
-            if ((st = try_rewrite(e, p, &rw, d, x)) != TDM_OK) {
-                gr_rw_free(&rw);
+            int done = 0;
+            if ((st = attempt(e, p, r, n, d, &rw, rule->build(g, n, &rw), taken, kept, n_kept, &done)) || done)
                 return st;
-            }
-            if (x->kept) {
-                for (int j = 0; j < rw.n_orig; j++)
-                    taken[rw.orig[j]] = 1;
-                kept[(*n_kept)++] = rw;
-                return TDM_OK;
-            }
-            gr_rw_free(&rw);
         }
+        /* the device's own rewrite (device ABI 3), after the built-in rules */
+        if (dev_has_rewrite(di)) {
+            gr_rw rw;
+            int done = 0, b = plan_rescue_dev_rewrite(p, d, g, n, &desc, &rw);
+            if (b == 1 && rw.kind == GR_RW_APPROX && r->mode != PLAN_RESCUE_ALL)
+                b = 0;
+            if ((st = attempt(e, p, r, n, d, &rw, b, taken, kept, n_kept, &done)) || done)
+                return st;
+        }
+    }
+    return TDM_OK;
+}
+
+/* The model-local function calls the loader inlined (gr_model.fn_calls):
+ * entries of rule "function-inline" (branch "function"; new nodes named
+ * "<call>/fn/..."). */
+static tdm_status function_entries(tdm_err *e, tdm_plan *p, plan_rescue *r)
+{
+    const gr_model *gm = p->model->gm;
+    for (int k = 0; k < gm->n_fn_calls; k++) {
+        plan_rescue_entry *x = add_entry(r);
+        char why[64];
+        snprintf(why, sizeof why, "%d nodes", gm->fn_calls[k].n_nodes);
+        if (!x || !(x->why = plan_arena_strdup(&p->arena, why)) ||
+            !(x->node = plan_arena_strdup(&p->arena, gm->fn_calls[k].node)) ||
+            !(x->op = plan_arena_strdup(&p->arena, gm->fn_calls[k].function)))
+            return err_set(e, TDM_E_NOMEM, "out of memory");
+        x->rule = "function-inline";
+        x->kind = "inline";
+        x->branch = "function";
+        x->kept = 1;
     }
     return TDM_OK;
 }
@@ -349,7 +393,7 @@ static tdm_status mark_entries(tdm_err *e, tdm_plan *p, plan_rescue *r)
         for (size_t k = 0; k < r->n; k++) {
             const plan_rescue_entry *x = &r->entries[k];
             size_t len = strlen(x->node);
-            const char *tail = x->branch ? "/inline/" : "/rescue/";
+            const char *tail = !x->branch ? "/rescue/" : strcmp(x->branch, "function") == 0 ? "/fn/" : "/inline/";
             if (x->kept && len > best && strncmp(ng->nodes[n].name, x->node, len) == 0 &&
                 strncmp(ng->nodes[n].name + len, tail, strlen(tail)) == 0) {
                 r->entry_of[n] = (int)k;
@@ -401,7 +445,7 @@ tdm_status plan_rescue_run(tdm_err *e, tdm_plan *p)
     if (p->devs->n < 2 || g->n_nodes == 0)
         return TDM_OK;
     r->base = p->model;
-    if ((st = inline_ifs(e, p, r)) != TDM_OK)
+    if ((st = function_entries(e, p, r)) != TDM_OK || (st = inline_ifs(e, p, r)) != TDM_OK)
         return st;
     g = r->base->gm->main;
     kept = mem_calloc((size_t)g->n_nodes, sizeof *kept);
@@ -447,7 +491,7 @@ tdm_status plan_rescue_run(tdm_err *e, tdm_plan *p)
             p->g = r->model->gm->main;
         }
     }
-    if (p->g != p->model->gm->main)
+    if (p->g != p->model->gm->main || p->model->gm->n_fn_calls)
         st = mark_entries(e, p, r);
 done:
     for (int k = 0; kept && k < n_kept; k++)
@@ -472,8 +516,12 @@ void plan_rescue_mark(tdm_plan *p)
         if (x->branch) {
             if (pn->device == (int)p->devs->n - 1)
                 continue;
-            snprintf(buf, sizeof buf, "from the %s branch of If '%s', inlined because its condition is known at plan time",
-                     x->branch, x->node);
+            if (strcmp(x->branch, "function") == 0)
+                snprintf(buf, sizeof buf, "from function %s called by '%s', inlined at load", x->op, x->node);
+            else
+                snprintf(buf, sizeof buf,
+                         "from the %s branch of If '%s', inlined because its condition is known at plan time",
+                         x->branch, x->node);
             const char *d = plan_arena_strdup(&p->arena, buf);
             pn->reason = TDM_REASON_RESCUED;
             pn->detail = d ? d : "";
@@ -602,7 +650,10 @@ char *plan_rescue_report(const tdm_plan *p)
                     on++;
                     dev += p->nodes[n].device != (int)p->devs->n - 1;
                 }
-            ADD("  %-40s %-20s RESCUED if-inline (%s branch): %d nodes (", x->node, x->op, x->branch, on);
+            if (strcmp(x->branch, "function") == 0)
+                ADD("  %-40s %-20s RESCUED function-inline: %d nodes (", x->node, x->op, on);
+            else
+                ADD("  %-40s %-20s RESCUED if-inline (%s branch): %d nodes (", x->node, x->op, x->branch, on);
             for (int j = 0; j < x->n_nodes && j < 12; j++)
                 ADD("%s%s", j ? " " : "", x->ops[j]);
             ADD("%s) -> %d of them off cpu\n", x->n_nodes > 12 ? " ..." : "", dev);

@@ -1073,7 +1073,7 @@ static int t_plugin_load(void)
 static int t_plugin_version(void)
 {
     char path[1024];
-    plugin_path(path, sizeof path, "-v3");
+    plugin_path(path, sizeof path, "-v4");
     dev_plugin *p;
     err_clear(&err);
     MUST(dev_plugin_load(&err, path, &p));
@@ -1081,14 +1081,14 @@ static int t_plugin_version(void)
     err_clear(&err);
     CHECK(dev_plugin_open(&err, p, "", &d) == TDM_E_DEVICE);
     fprintf(stderr, "  %s\n", err.msg);
-    CHECK_HAS(err.msg, "plugin libtandem-example-v3.so was built for device API 3, tandem speaks 2");
+    CHECK_HAS(err.msg, "plugin libtandem-example-v4.so was built for device API 4, tandem speaks 3");
     dev_plugin_unload(p);
     /* through the registry too */
     const char *paths[] = {path};
     dev_list *l;
     err_clear(&err);
     CHECK(dev_list_open(&err, NULL, paths, 1, &l) == TDM_E_DEVICE && !l);
-    CHECK_HAS(err.msg, "was built for device API 3, tandem speaks 2");
+    CHECK_HAS(err.msg, "was built for device API 4, tandem speaks 3");
     return 0;
 }
 
@@ -1140,11 +1140,13 @@ static int t_plugin_v1(void)
     CHECK(relu_on(d) == 0);
     CHECK(d->dev.iface->last_run_ms != NULL); /* there, but not version 1's */
     CHECK(!dev_has_run_timer(d) && dev_last_run_ms(d) == -1);
+    CHECK(d->dev.iface->rewrite != NULL && !dev_has_rewrite(d)); /* version 3's member, not read */
     dev_list_close(l);
     paths[0] = path;
     MUST(dev_list_open(&err, "example", paths, 1, &l));
     d = &l->items[0];
-    CHECK(d->dev.iface->api_version == TDM_DEVICE_API_VERSION && TDM_DEVICE_API_VERSION == 2);
+    CHECK(d->dev.iface->api_version == TDM_DEVICE_API_VERSION && TDM_DEVICE_API_VERSION == 3);
+    CHECK(dev_has_rewrite(d));
     CHECK(dev_has_run_timer(d) && dev_last_run_ms(d) == -1); /* no run yet */
     CHECK(relu_on(d) == 0);
     CHECK(dev_last_run_ms(d) >= 0);
@@ -1295,7 +1297,7 @@ static int t_list_known(void)
 {
     char path[1024], v3[1024];
     plugin_path(path, sizeof path, "");
-    plugin_path(v3, sizeof v3, "-v3");
+    plugin_path(v3, sizeof v3, "-v4");
     const char *paths[] = {path, v3};
     unsetenv("TANDEM_PLUGINS");
     dev_info *info;
@@ -1323,8 +1325,8 @@ static int t_list_known(void)
                   (d->available ? d->memory_bytes > 0 : strstr(d->why_not, "opencl is not available") != NULL);
         if (strcmp(d->name, "example") == 0)
             ex = d->available && strcmp(d->kind, "plugin") == 0 && strcmp(d->source, path) == 0;
-        if (strcmp(d->name, "tandem-example-v3") == 0)
-            exv3 = !d->available && strstr(d->why_not, "built for device API 3, tandem speaks 2") != NULL;
+        if (strcmp(d->name, "tandem-example-v4") == 0)
+            exv3 = !d->available && strstr(d->why_not, "built for device API 4, tandem speaks 3") != NULL;
     }
     CHECK(cpu && edge && server && all && ocl && ex && exv3);
     CHECK(n >= 7); /* cpu, 3 profiles, opencl (one or more entries), 2 plugins */
