@@ -8,8 +8,10 @@ For every model and thread count, one `tandem bench --paced --json` process and
 one `bench/ort_bench.py --paced --json` process (run by the test venv's python,
 onnxruntime from PyPI) are started (each warms up alone, the other idle), then
 the driver alternates them round by round (tandem first in even rounds,
-onnxruntime first in odd ones) so that machine noise hits both; every timed run
-of every round is a sample. Each runtime runs in its own
+onnxruntime first in odd ones) so that machine noise hits both, each round
+starting once neither process is using the CPU (onnxruntime's worker threads
+spin for about 100 ms after a round); every timed run of every round is a
+sample. Each runtime runs in its own
 process, whose peak resident memory (VmHWM) is reported at the end.
 
 Reported per model: median ms of both, the latency ratio tandem/onnxruntime,
@@ -332,6 +334,31 @@ def cpu_model():
     return "unknown"
 
 
+def cpu_ticks(pid):
+    """User + system clock ticks of process pid (all its threads), or None."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def settle(procs, window=0.02, limit=0.5):
+    """Waits until no benchmark process is burning CPU between rounds (at most
+    limit seconds): onnxruntime's idle worker threads keep spinning for about
+    100 ms after a round, which would slow the round that follows it — always
+    tandem's in even rounds, since tandem's own workers sleep after 0.4 ms."""
+    end = time.monotonic() + limit
+    last = [cpu_ticks(p.p.pid) for p in procs]
+    while time.monotonic() < end:
+        time.sleep(window)
+        now = [cpu_ticks(p.p.pid) for p in procs]
+        if now == last:
+            return
+        last = now
+
+
 def bench_one(a, tandem, py, model, threads, inputs):
     model_path = os.path.join(CACHE, "models", model + ".onnx")
     common = ["--warmup", str(a["warmup"]), "--iterations", str(a["iterations"]), "--rounds", str(a["rounds"]),
@@ -353,6 +380,7 @@ def bench_one(a, tandem, py, model, threads, inputs):
         for r in range(a["rounds"]):
             order = ("tandem", "ort") if r % 2 == 0 else ("ort", "tandem")
             for k in order:
+                settle(list(procs.values()))
                 samples[k] += procs[k].go()
         reports = {k: procs[k].finish() for k in ("tandem", "ort")}
     finally:
@@ -437,7 +465,8 @@ def main(argv):
         "onnxruntime_python": py,
         "onnxruntime": ort_runtime(results),
         "protocol": {"warmup": a["warmup"], "rounds": a["rounds"], "iterations_per_round": a["iterations"],
-                     "alternation": "tandem first in even rounds, onnxruntime first in odd ones"},
+                     "alternation": "tandem first in even rounds, onnxruntime first in odd ones",
+                     "settle": "each round starts once neither process has used CPU time for 20 ms (at most 0.5 s)"},
         "results": results,
         "summary": geo,
     }
