@@ -45,7 +45,7 @@ typedef struct story_tally {
 typedef struct story_rescues {
     size_t tried, kept, became, n_rules;
     char mode[16];
-    char rules[STORY_MAX_RULES][24];
+    char rules[STORY_MAX_RULES][96]; /* a plugin's is "plugin:<device>:<name>" */
     size_t counts[STORY_MAX_RULES];
 } story_rescues;
 void story_rescues_count(story_rescues *r, const struct cJSON *root);
