@@ -20,11 +20,12 @@
  * "plugin:example:hardswish-relu".
  *
  * Arguments (after "example:" in --devices; no commas, the list uses them):
- *   sigmoid_limit=N   memory=BYTES   rewrite=0|1|2   (separated by '+', e.g.
- *   "example:sigmoid_limit=16+memory=1048576"); rewrite=1 (the default)
- *   offers the HardSwish rewrite, 0 none, 2 a wrong one for tests
+ *   sigmoid_limit=N   memory=BYTES   rewrite=0|1|2|3   (separated by '+',
+ *   e.g. "example:sigmoid_limit=16+memory=1048576"); rewrite=1 (the
+ *   default) offers the HardSwish rewrite, 0 none; for tests, 2 a wrong one
  *   ("hardswish-noclamp": x * Relu(x/6 + 0.5), without the clamp at 1,
- *   which verification must refuse).
+ *   which verification must refuse) and 3 a malformed one
+ *   ("hardswish-broken": reads a value nothing produces).
  *
  * It speaks device API version 3: last_run_ms gives the time its kernel of
  * the last run() took (its "device timer"; the CPU's monotonic clock here)
@@ -440,6 +441,9 @@ static int ex_rewrite(void *ctx, const tdm_node_desc *n, tdm_rewrite *out)
     if (c->rewrite == 2) { /* wrong on purpose: no clamp at 1 */
         ex_node(w, k++, "Relu", "t2", NULL, "a");
         ex_node(w, k++, "Mul", w->x, "a", w->y);
+    } else if (c->rewrite == 3) { /* malformed on purpose: reads a value nothing makes */
+        ex_node(w, k++, "Relu", "t2", NULL, "a");
+        ex_node(w, k++, "Mul", "nowhere", "a", w->y);
     } else {
         ex_node(w, k++, "Relu", "t2", NULL, "a");
         ex_node(w, k++, "Mul", "a", "minus_one", "t4");
@@ -449,7 +453,7 @@ static int ex_rewrite(void *ctx, const tdm_node_desc *n, tdm_rewrite *out)
         ex_node(w, k++, "Add", "t7", "one", "b");
         ex_node(w, k++, "Mul", w->x, "b", w->y);
     }
-    out->name = c->rewrite == 2 ? "hardswish-noclamp" : "hardswish-relu";
+    out->name = c->rewrite == 2 ? "hardswish-noclamp" : c->rewrite == 3 ? "hardswish-broken" : "hardswish-relu";
     out->approximate = 0;
     out->n_nodes = k;
     out->nodes = w->nodes;
@@ -518,10 +522,10 @@ static int parse_args(example_ctx *c, const char *args, char *err, size_t err_si
             c->sigmoid_limit = (size_t)v;
         else if (strcmp(opt, "memory") == 0)
             c->capacity = v;
-        else if (strcmp(opt, "rewrite") == 0 && v <= 2)
+        else if (strcmp(opt, "rewrite") == 0 && v <= 3)
             c->rewrite = (int)v;
         else {
-            snprintf(err, err_size, "example: unknown option '%s' (known: sigmoid_limit, memory, rewrite=0|1|2)", opt);
+            snprintf(err, err_size, "example: unknown option '%s' (known: sigmoid_limit, memory, rewrite=0|1|2|3)", opt);
             return -1;
         }
         s = end ? end + 1 : NULL;

@@ -13,6 +13,8 @@ Clip of tandem's own hardswish rule). On Y = HardSwish(X) + X:
              cpu's (max |diff| <= 1e-5 x max |cpu|);
   rewrite=2  its wrong rewrite (no clamp at 1) is refused by verification
              with the figures in the sentence; HardSwish falls back;
+  rewrite=3  its malformed rewrite (reads a value nothing produces) is
+             refused with a sentence; HardSwish falls back;
   the version-1 build (whose table still carries rewrite) loads and runs,
   and tandem does not ask it for a rewrite.
 """
@@ -112,6 +114,16 @@ hs = node(p2, "hs")
 check(hs is not None and hs["device"] == "cpu" and hs["reason"] == "OP_UNSUPPORTED", "rewrite=2: HardSwish falls back")
 got = run(PLUGIN, "example:rewrite=2,cpu", os.path.join(WORK, "rw2"))
 check(float(np.max(np.abs(ref.astype(np.float64) - got))) <= 1e-6 * max(1.0, m), "rewrite=2: outputs equal cpu's")
+
+# a malformed rewrite (reads a value nothing makes): refused with a sentence
+p3 = plan(PLUGIN, "rewrite=3")
+bad = attempts(p3, "plugin:example:hardswish-broken")
+why = bad[0].get("why", "") if bad else ""
+print("rewrite=3:", why)
+check(len(bad) == 1 and not bad[0]["kept"] and "does not build" in why and "no node produces" in why,
+      "rewrite=3: a malformed rewrite is refused with a sentence")
+hs = node(p3, "hs")
+check(hs is not None and hs["device"] == "cpu", "rewrite=3: HardSwish falls back")
 
 # a version-1 plugin: loads, runs, is not asked
 pv1 = plan(PLUGIN_V1, "rewrite=1")
