@@ -35,6 +35,11 @@ void gr_model_free(gr_model *m)
         mem_free(m->metadata[i].value);
     }
     mem_free(m->metadata);
+    for (int i = 0; i < m->n_fn_calls; i++) {
+        mem_free(m->fn_calls[i].node);
+        mem_free(m->fn_calls[i].function);
+    }
+    mem_free(m->fn_calls);
     for (size_t i = 0; i < m->n_syms; i++)
         mem_free(m->syms[i]);
     mem_free(m->syms);

@@ -60,6 +60,14 @@ typedef struct gr_kv {
     char *value;
 } gr_kv;
 
+/* A call of a model-local function that the loader inlined (onnx/functions.c). */
+typedef struct gr_fn_call {
+    char *node;        /* the call's name; a nested call's is "<call>/fn/<node>" */
+    char *function;    /* "domain:name" */
+    int depth;         /* 0: a call in the main graph */
+    int n_nodes;       /* nodes it became (nested calls expanded) */
+} gr_fn_call;
+
 struct gr_model {
     char *path;        /* as given */
     char *dir;         /* folder external data is resolved in (NULL: none allowed) */
@@ -74,6 +82,8 @@ struct gr_model {
     gr_kv *metadata;
     int n_metadata;
     gr_graph *main;
+    gr_fn_call *fn_calls;  /* local function calls inlined at load */
+    int n_fn_calls;
     /* interned dimension symbols */
     char **syms;
     size_t n_syms, cap_syms;

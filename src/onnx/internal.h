@@ -93,6 +93,14 @@ int onnx_file_open(const char *path);
 void onnx_file_close(int fd);
 int onnx_file_pread(int fd, void *buf, size_t len, size_t off);
 
+/* Model-local functions (functions.c): every call among nodes[0, *n_nodes)
+ * replaced by the function's body (renamed, attributes resolved, nested
+ * calls expanded), recorded in c->m->fn_calls. The array is replaced (its
+ * NodeProtos owned as before); on failure the nodes not yet moved stay in
+ * it and the others are freed (entries set to NULL). */
+tdm_status onnx_fn_inline(onnx_ctx *c, const Onnx__ModelProto *mp, Onnx__NodeProto ***nodes, size_t *n_nodes,
+                          size_t *cap_nodes);
+
 /* The last path component of path (a pointer into path). */
 const char *onnx_basename(const char *path);
 /* A copy of the folder part of path ("." when there is none). */

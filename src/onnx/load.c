@@ -770,6 +770,8 @@ static tdm_status load_buffer(load_state *s, gr_model **out)
                      c->fname);
         goto fail;
     }
+    if ((st = onnx_fn_inline(c, mp, &s->nodes, &s->n_nodes, &s->cap_nodes)) != TDM_OK)
+        goto fail;
     if ((st = gr_graph_new(c->e, c->m, NULL, gp->name, &c->m->main)) != TDM_OK)
         goto fail;
     if ((st = build_graph(s, gp, c->m->main, 1)) != TDM_OK)

@@ -91,7 +91,8 @@ typedef struct plan_rescue_entry {
     const char **nodes;        /* kept: the new nodes' names in the plan's graph */
     int n_nodes;
     const char **ops;          /* their op types */
-    const char *branch;        /* an If inlining: "then" or "else"; NULL: a rule */
+    const char *branch;        /* an If inlining: "then" or "else"; a function call inlined at
+                                * load (rule "function-inline"): "function"; NULL: a rule */
     int verified;              /* figs are set */
     plan_rescue_figs figs;
 } plan_rescue_entry;
