@@ -11,7 +11,7 @@ aliases       one vocabulary: calibrate --iterations N = --repeat N (the file
               DIR = --out DIR (the same files), --top 0 means all in compare
               and profile as in audit and logs
 progress      progress goes to stderr only on a terminal: calibrate, bench,
-              profile and audit with stderr a pipe print no progress (no '\r',
+              profile, audit and report with stderr a pipe print no progress (no '\r',
               no 'N% [i/n]') and never on stdout; bench with stderr a pty
               (python's pty module) for a run sized from a first timing to
               last about 5 s shows 'bench: ...% [i/n] runs' lines there and
@@ -197,6 +197,7 @@ def case_progress():
     no_progress(["calibrate", mm, "--devices", "vnpu:edge-npu", "--random"] + SHAPE + ["--out", "c.json"])
     no_progress(["profile", mm] + SHAPE + ["--warmup", "0", "--iterations", "3"])
     no_progress(["audit", mm, big, "--devices", VNPU, "--shape", "mm.onnx:X=4x8"])
+    no_progress(["report", mm] + SHAPE + ["--iterations", "3", "--html", "r.html"])
     # a first timing sizes the terminal run to about 5 s (never asserted)
     so = no_progress(["bench", big, "--warmup", "0", "--iterations", "20", "--threads", "1", "--json"])
     per_run = max(json.loads(so)["median_ms"] / 1e3, 1e-5)

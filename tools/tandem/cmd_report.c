@@ -820,19 +820,27 @@ int cmd_report(int argc, char **argv)
         goto done;
     }
     tdm_session_set_observer(x.s, diag_collect, &prof);
-    for (int k = 0; k < 2 && !rc; k++)
+    cli_progress pr;
+    size_t total = (size_t)a.iterations + 3;
+    cli_progress_begin(&pr, "report");
+    for (int k = 0; k < 2 && !rc; k++) {
         rc = diag_run(&x, x.s);
+        cli_progress_step(&pr, (size_t)k + 1, total, "runs (warm-up)");
+    }
     /* the plan that answers: the precision guard may re-plan in the first run */
     plan = tdm_session_plan(x.s);
     if (!rc && (diag_collector_rebind(&prof, plan) || diag_collector_rebind(&one, plan)))
         rc = cli_fail(TDM_E_NOMEM, NULL, "out of memory");
     prof.recording = 1;
-    for (long long k = 0; k < a.iterations && !rc; k++)
+    for (long long k = 0; k < a.iterations && !rc; k++) {
         rc = diag_run(&x, x.s);
+        cli_progress_step(&pr, (size_t)k + 3, total, "runs");
+    }
     one.recording = 1;
     tdm_session_set_observer(x.s, diag_collect, &one);
     if (!rc)
         rc = diag_run(&x, x.s);
+    cli_progress_end(&pr);
     tdm_session_set_observer(x.s, NULL, NULL);
     if (rc || (rc = diag_compare("report", &x, &a.c, a.min_cos, a.has_abs, a.max_abs, &cmp)) != 0)
         goto done;
