@@ -232,7 +232,9 @@ typedef struct tdm_device_iface {
      * rules (README "Rescue"): kept only when every node is supported by
      * this device and it matches the node on cpu fp32; otherwise refused
      * with a sentence in the ledger and the node falls back. Called only
-     * while planning, from the planning thread. (optional: no rewrites) */
+     * while planning, from the planning thread. *out may point into
+     * node's strings, which stay valid until rewrite_free too.
+     * (optional: no rewrites) */
     int (*rewrite)(void *ctx, const tdm_node_desc *node, tdm_rewrite *out);
 
     /* Releases what rewrite() gave in rw. (required when rewrite is set) */

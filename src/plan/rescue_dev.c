@@ -73,6 +73,10 @@ static const char *value_name(gr_rw *rw, const gr_graph *g, name_map *m, const t
 /* The constants: 1, 0 with rw->why, -1 out of memory. */
 static int take_consts(gr_rw *rw, const gr_graph *g, name_map *m, const tdm_rewrite *t)
 {
+    if (t->n_consts < 0 || t->n_consts > DEV_RW_MAX_NODES || (t->n_consts && !t->consts)) {
+        snprintf(rw->why, sizeof rw->why, "it has %d constants (0 to %d)", t->n_consts, DEV_RW_MAX_NODES);
+        return 0;
+    }
     for (int k = 0; k < t->n_consts; k++) {
         const tdm_tensor_desc *c = &t->consts[k];
         char name[200];
