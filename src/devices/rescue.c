@@ -18,3 +18,10 @@ int dev_rescue_wants(const dev_instance *di, const char *rule)
             return 1;
     return 0;
 }
+
+int64_t dev_rescue_unroll(const dev_instance *di)
+{
+    if (!di || di->kind == DEV_KIND_CPU || di->dev.iface != &vnpu_iface || !di->dev.ctx)
+        return 0;
+    return ((const struct vnpu_ctx *)di->dev.ctx)->unroll_loops;
+}

@@ -10,5 +10,8 @@
 
 /* 1 when device di wants rule tried. */
 int dev_rescue_wants(const dev_instance *di, const char *rule);
+/* The most iterations of a Loop device di wants unrolled (a vnpu
+ * profile's "unroll_loops"; 0 for every other device). */
+int64_t dev_rescue_unroll(const dev_instance *di);
 
 #endif

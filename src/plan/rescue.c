@@ -40,6 +40,7 @@ void plan_rescue_free(plan_rescue *r)
     if (!r)
         return;
     tdm_model_destroy(r->model); /* views the inlined models' constants */
+    gr_unroll_free(&r->unr);
     gr_inline_free(&r->inl);
     mem_free(r->entries);
     mem_free(r->entry_of);
@@ -332,6 +333,55 @@ static tdm_status function_entries(tdm_err *e, tdm_plan *p, plan_rescue *r)
     return TDM_OK;
 }
 
+/* Loop unrolling for the device asking for the most iterations (rescue.h,
+ * graph/unroll_loop.h): may set r->base and p->g. */
+static tdm_status unroll_loops(tdm_err *e, tdm_plan *p, plan_rescue *r)
+{
+    int64_t most = 0;
+    int dev = -1;
+    tdm_err local;
+    for (int d = 0; d + 1 < (int)p->devs->n; d++)
+        if (dev_rescue_unroll(&p->devs->items[d]) > most) {
+            most = dev_rescue_unroll(&p->devs->items[d]);
+            dev = d;
+        }
+    if (dev < 0)
+        return TDM_OK;
+    err_clear(&local);
+    tdm_status st = gr_unroll_loops(&local, r->base, most, &r->unr);
+    if (st == TDM_E_NOMEM)
+        return err_set(e, st, "out of memory");
+    if (st) {
+        char note[400];
+        snprintf(note, sizeof note, "the model with its Loops unrolled did not build (%.300s); nothing was unrolled",
+                 local.msg);
+        r->note = plan_arena_strdup(&p->arena, note);
+        return TDM_OK;
+    }
+    for (int k = 0; k < r->unr.n_loops; k++) {
+        const gr_unrolled *u = &r->unr.loops[k];
+        plan_rescue_entry *x = add_entry(r);
+        char why[300];
+        if (u->why)
+            snprintf(why, sizeof why, "%s", u->why);
+        else
+            snprintf(why, sizeof why, "%lld iterations", (long long)u->trips);
+        if (!x || !(x->node = plan_arena_strdup(&p->arena, u->node)) || !(x->why = plan_arena_strdup(&p->arena, why)))
+            return err_set(e, TDM_E_NOMEM, "out of memory");
+        x->op = "Loop";
+        x->rule = "loop-unroll";
+        x->kind = "inline";
+        x->device = dev;
+        x->branch = u->why ? NULL : "loop";
+        x->kept = !u->why;
+    }
+    if (r->unr.model) {
+        r->base = r->unr.model;
+        p->g = r->base->gm->main;
+    }
+    return TDM_OK;
+}
+
 /* Binds and If inlining (rescue.h): may set r->base and p->g. */
 static tdm_status inline_ifs(tdm_err *e, tdm_plan *p, plan_rescue *r)
 {
@@ -393,7 +443,10 @@ static tdm_status mark_entries(tdm_err *e, tdm_plan *p, plan_rescue *r)
         for (size_t k = 0; k < r->n; k++) {
             const plan_rescue_entry *x = &r->entries[k];
             size_t len = strlen(x->node);
-            const char *tail = !x->branch ? "/rescue/" : strcmp(x->branch, "function") == 0 ? "/fn/" : "/inline/";
+            const char *tail = !x->branch                          ? "/rescue/"
+                               : strcmp(x->branch, "function") == 0 ? "/fn/"
+                               : strcmp(x->branch, "loop") == 0     ? "/unroll/"
+                                                                    : "/inline/";
             if (x->kept && len > best && strncmp(ng->nodes[n].name, x->node, len) == 0 &&
                 strncmp(ng->nodes[n].name + len, tail, strlen(tail)) == 0) {
                 r->entry_of[n] = (int)k;
@@ -445,7 +498,8 @@ tdm_status plan_rescue_run(tdm_err *e, tdm_plan *p)
     if (p->devs->n < 2 || g->n_nodes == 0)
         return TDM_OK;
     r->base = p->model;
-    if ((st = function_entries(e, p, r)) != TDM_OK || (st = inline_ifs(e, p, r)) != TDM_OK)
+    if ((st = function_entries(e, p, r)) != TDM_OK || (st = inline_ifs(e, p, r)) != TDM_OK ||
+        (st = unroll_loops(e, p, r)) != TDM_OK)
         return st;
     g = r->base->gm->main;
     kept = mem_calloc((size_t)g->n_nodes, sizeof *kept);
@@ -518,6 +572,9 @@ void plan_rescue_mark(tdm_plan *p)
                 continue;
             if (strcmp(x->branch, "function") == 0)
                 snprintf(buf, sizeof buf, "from function %s called by '%s', inlined at load", x->op, x->node);
+            else if (strcmp(x->branch, "loop") == 0)
+                snprintf(buf, sizeof buf, "from Loop '%s', unrolled (%s) for %s", x->node, x->why,
+                         plan_device_name(p, x->device));
             else
                 snprintf(buf, sizeof buf,
                          "from the %s branch of If '%s', inlined because its condition is known at plan time",
@@ -652,6 +709,8 @@ char *plan_rescue_report(const tdm_plan *p)
                 }
             if (strcmp(x->branch, "function") == 0)
                 ADD("  %-40s %-20s RESCUED function-inline: %d nodes (", x->node, x->op, on);
+            else if (strcmp(x->branch, "loop") == 0)
+                ADD("  %-40s %-20s RESCUED loop-unroll (%s): %d nodes (", x->node, x->op, x->why, on);
             else
                 ADD("  %-40s %-20s RESCUED if-inline (%s branch): %d nodes (", x->node, x->op, x->branch, on);
             for (int j = 0; j < x->n_nodes && j < 12; j++)

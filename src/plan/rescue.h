@@ -51,6 +51,7 @@
 #define TDM_PLAN_RESCUE_H
 
 #include "graph/inline_if.h"
+#include "graph/unroll_loop.h"
 #include "plan/plan.h"
 
 enum { PLAN_RESCUE_DEFAULT = 0, PLAN_RESCUE_OFF = 1, PLAN_RESCUE_SAFE = 2, PLAN_RESCUE_ALL = 3 };
@@ -92,7 +93,8 @@ typedef struct plan_rescue_entry {
     int n_nodes;
     const char **ops;          /* their op types */
     const char *branch;        /* an If inlining: "then" or "else"; a function call inlined at
-                                * load (rule "function-inline"): "function"; NULL: a rule */
+                                * load (rule "function-inline"): "function"; a Loop
+                                * unrolled ("loop-unroll"): "loop"; NULL: a rule */
     int verified;              /* figs are set */
     plan_rescue_figs figs;
 } plan_rescue_entry;
@@ -101,6 +103,7 @@ typedef struct plan_rescue {
     int mode;
     const tdm_model *base;     /* what the rules rewrite: p->model, or the last of inl */
     gr_inline inl;             /* owned: the If inlining's models (graph/inline_if.h) */
+    gr_unroll unr;             /* owned: the Loop unrolling's model (graph/unroll_loop.h) */
     tdm_model *model;          /* owned: the model with the kept rewrites, NULL when none */
     plan_rescue_entry *entries;
     size_t n, cap;

@@ -566,7 +566,7 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
                                        "peak_gflops", "launch_overhead_us", "memory_bandwidth_gbps",
                                        "host_bandwidth_gbps", "host_latency_us", "static_shapes", "image_sizes", "defaults",
                                        "ops", "exclude", "precision_sensitive", "comment", "storage", "partition_overhead_us",
-                                       "source", "rescue", "quantized", NULL};
+                                       "source", "rescue", "quantized", "unroll_loops", NULL};
     static const char *const dkeys[] = {"dtypes", "max_rank", "max_dim", NULL};
     tdm_status st = TDM_OK;
     const cJSON *v;
@@ -793,6 +793,12 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
 
     if ((st = parse_rescue(p, root, c)) != TDM_OK)
         return st;
+    /* "unroll_loops": N, the rescue pass unrolls a Loop of at most N iterations (graph/unroll_loop.h) */
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "unroll_loops")) != NULL) {
+        if (!is_int(v) || v->valuedouble < 0 || v->valuedouble > 4096)
+            return bad(p, "unroll_loops", "an integer from 0 to 4096", v);
+        c->unroll_loops = (int64_t)v->valuedouble;
+    }
 
     char mem[32], line[512];
     const char *prec = c->precision == TDM_FLOAT16 ? "fp16" : c->precision == TDM_BFLOAT16 ? "bf16" : "fp32";

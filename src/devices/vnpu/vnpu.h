@@ -75,6 +75,7 @@ struct vnpu_ctx {
     char **rescue;          /* "rescue": rewrite rules it wants (graph/rewrite.h) */
     size_t n_rescue;
     int has_rescue;         /* the key is present (absent: every rule) */
+    int64_t unroll_loops;   /* "unroll_loops": Loops of at most this many iterations unrolled (0: none) */
     int quantized;          /* "quantized": QDQ groups run as int8 x int8 -> int32 (vnpu_qdq.c) */
     int q_round;            /* its "rounding": VNPU_ROUND_HALF_EVEN or VNPU_ROUND_HALF_AWAY */
     /* memory accounting */

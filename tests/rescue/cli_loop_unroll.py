@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Loop unrolling for a device that asks for it (ctest rescue.loop_unroll; issue 18).
+
+  cli_loop_unroll.py TANDEM NPU_PROFILE UNROLL_PROFILE WORKDIR
+
+A model written here: Loop with trip count 4 (an initializer), no
+condition, x = x * 2 + 1 on a 2x3 float (the 2 an outer constant, the 1 a
+Constant in the body), then Relu. On NPU_PROFILE (no Loop, no
+unroll_loops) the Loop stays on cpu; on UNROLL_PROFILE (unroll_loops 8) it
+is a "loop-unroll" attempt that became 4 x 2 nodes and an Identity, all on
+the device; outputs equal cpu's and onnxruntime's. The same Loop with its
+trip count a graph input is left alone with the sentence, and unrolled
+with --bind m=4.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper, save
+
+TANDEM, NPU, UNROLL, WORK = sys.argv[1:5]
+os.makedirs(WORK, exist_ok=True)
+failures = []
+ENV = dict(os.environ, TANDEM_PLUGINS="", TANDEM_FALLBACK="")
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def tandem(args, code=0):
+    r = subprocess.run([TANDEM] + args, capture_output=True, text=True, env=ENV, timeout=600)
+    check(r.returncode == code, "tandem %s: exit %d, expected %d (%s)" % (" ".join(args[:3]), r.returncode, code,
+                                                                          r.stderr.strip()[-600:]))
+    return r
+
+
+def model(path, dynamic):
+    f = TensorProto.FLOAT
+    body = helper.make_graph([
+        helper.make_node("Constant", [], ["one"], name="one", value=numpy_helper.from_array(np.float32(1), "one")),
+        helper.make_node("Mul", ["x_in", "two"], ["y"], name="mul"),
+        helper.make_node("Add", ["y", "one"], ["x_out"], name="add"),
+        helper.make_node("Identity", ["cond_in"], ["cond_out"], name="cond"),
+    ], "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                helper.make_tensor_value_info("x_in", f, [2, 3])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x_out", f, [2, 3])])
+    inits = [numpy_helper.from_array(np.float32(2), "two")]
+    inputs = [helper.make_tensor_value_info("x", f, [2, 3])]
+    if dynamic:
+        inputs.append(helper.make_tensor_value_info("m", TensorProto.INT64, []))
+    else:
+        inits.append(numpy_helper.from_array(np.int64(4), "m"))
+    g = helper.make_graph([helper.make_node("Loop", ["m", "", "x"], ["xs"], name="loop", body=body),
+                           helper.make_node("Relu", ["xs"], ["out"], name="relu")], "loop4", inputs,
+                          [helper.make_tensor_value_info("out", f, [2, 3])], inits)
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), path)
+
+
+def attempts(led):
+    return [a for a in led.get("rescue", {}).get("attempts", []) if a["rule"] == "loop-unroll"]
+
+
+x = np.linspace(-3, 2, 6, dtype=np.float32).reshape(2, 3)
+np.save(os.path.join(WORK, "x.npy"), x)
+np.save(os.path.join(WORK, "m.npy"), np.int64(4))
+xin = ["--input", "x=" + os.path.join(WORK, "x.npy")]
+static, dyn = os.path.join(WORK, "loop4.onnx"), os.path.join(WORK, "loop_dyn.onnx")
+model(static, False)
+model(dyn, True)
+want = ort.InferenceSession(static, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+expect = x.copy()
+for _ in range(4):
+    expect = expect * 2 + 1
+check(np.array_equal(want, np.maximum(expect, 0)), "onnxruntime computes relu(x*2+1 four times)")
+
+before = json.loads(tandem(["plan", static, "--devices", "vnpu:%s,cpu" % NPU, "--json"]).stdout or "{}")
+after = json.loads(tandem(["plan", static, "--devices", "vnpu:%s,cpu" % UNROLL, "--json"]).stdout or "{}")
+dev_b = [n for n in before.get("nodes", []) if n["device"] != "cpu"]
+dev_a = [n for n in after.get("nodes", []) if n["device"] != "cpu"]
+print("nodes on the device: %d of %d without unroll_loops, %d of %d with" % (
+    len(dev_b), len(before.get("nodes", [])), len(dev_a), len(after.get("nodes", []))))
+check(any(n["op"] == "Loop" and n["device"] == "cpu" for n in before.get("nodes", [])) and not attempts(before),
+      "without unroll_loops: the Loop on cpu, no loop-unroll attempt")
+ent = attempts(after)
+became = ent[0].get("became", []) if ent else []
+check(len(ent) == 1 and ent[0]["kept"] and ent[0]["node"] == "loop" and ent[0]["device"] == "vnpu:rescue-unroll",
+      "with unroll_loops 8: one kept loop-unroll attempt")
+check(len(became) == 9 and sorted(b["op"] for b in became) == ["Add"] * 4 + ["Identity"] + ["Mul"] * 4 and
+      all(b["name"].startswith("loop/unroll/") for b in became),
+      "the Loop became 9 nodes (%s)" % " ".join(b["name"] for b in became))
+check(len(dev_a) == len(after.get("nodes", [])) == 10 and all(b["reason"] == "RESCUED" for b in became),
+      "every node on the device, the unrolled ones RESCUED")
+text = tandem(["plan", static, "--devices", "vnpu:%s,cpu" % UNROLL, "--nodes"]).stdout
+check("RESCUED loop-unroll (4 iterations)" in text, "plan shows the unrolling")
+
+for name, dev in (("cpu", "cpu"), ("dev", "vnpu:%s,cpu" % UNROLL)):
+    d = os.path.join(WORK, name)
+    tandem(["run", static, "--devices", dev, "--output-dir", d, "--overwrite"] + xin)
+    got = np.load(os.path.join(d, "out.npy")) if os.path.exists(os.path.join(d, "out.npy")) else None
+    check(got is not None and np.array_equal(got, want), "%s: outputs equal onnxruntime's" % name)
+
+led = json.loads(tandem(["plan", dyn, "--devices", "vnpu:%s,cpu" % UNROLL, "--json"]).stdout or "{}")
+ent = attempts(led)
+check(len(ent) == 1 and not ent[0]["kept"] and "trip count M is not a constant" in ent[0].get("why", ""),
+      "a dynamic trip count is left alone: %s" % (ent[0].get("why") if ent else None))
+check(any(n["op"] == "Loop" for n in led.get("nodes", [])), "the dynamic Loop stays")
+led = json.loads(tandem(["plan", dyn, "--devices", "vnpu:%s,cpu" % UNROLL, "--json", "--bind",
+                         "m=" + os.path.join(WORK, "m.npy")]).stdout or "{}")
+ent = attempts(led)
+check(len(ent) == 1 and ent[0]["kept"] and len(ent[0].get("became", [])) == 9, "--bind m=4: unrolled")
+d = os.path.join(WORK, "bound")
+tandem(["run", dyn, "--devices", "vnpu:%s,cpu" % UNROLL, "--bind", "m=" + os.path.join(WORK, "m.npy"),
+        "--output-dir", d, "--overwrite", "--input", "m=" + os.path.join(WORK, "m.npy")] + xin)
+got = np.load(os.path.join(d, "out.npy")) if os.path.exists(os.path.join(d, "out.npy")) else None
+check(got is not None and np.array_equal(got, want), "--bind m=4: outputs equal onnxruntime's")
+
+if failures:
+    print("%d checks failed" % len(failures), file=sys.stderr)
+    sys.exit(1)
+print("ok")
