@@ -1,7 +1,7 @@
 /* Control flow known at plan time (inline_if.h). */
 #include "graph/inline_if.h"
 #include "core/mem.h"
-#include "graph/rewrite.h"
+#include "graph/rebuild.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -19,33 +19,6 @@ void gr_inline_free(gr_inline *x)
     mem_free(x->models);
     mem_free(x->ifs);
     memset(x, 0, sizeof *x);
-}
-
-/* New names of one graph's values (NULL: keep). */
-typedef struct names {
-    char **to;
-    int n;
-} names;
-
-static const char *names_get(void *user, const gr_graph *src, int v)
-{
-    const names *m = user;
-    (void)src;
-    return v >= 0 && v < m->n ? m->to[v] : NULL;
-}
-
-static void names_free(names *m)
-{
-    for (int k = 0; m->to && k < m->n; k++)
-        mem_free(m->to[k]);
-    mem_free(m->to);
-    m->to = NULL;
-}
-
-static int names_init(names *m, int n)
-{
-    m->n = n;
-    return (m->to = mem_calloc((size_t)n + 1, sizeof *m->to)) ? 0 : -1;
 }
 
 static int taken_name(const gr_graph *s, const gr_graph *g, const char *name)
@@ -95,18 +68,18 @@ static const gr_graph *branch_graph(const gr_node *n, int then)
 /* The nodes of branch b of If node n (of s) into g; outer names through
  * outer (s's names in g). */
 static tdm_status inline_branch(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_node *n, const gr_graph *b,
-                                const names *outer)
+                                const gr_names *outer)
 {
-    names m = {0};
+    gr_names m = {0};
     tdm_status st = TDM_OK;
     unsigned char *used = NULL;
-    if (names_init(&m, b->n_values) || !(used = mem_calloc((size_t)b->n_values + 1, 1)))
+    if (gr_names_init(&m, b->n_values) || !(used = mem_calloc((size_t)b->n_values + 1, 1)))
         goto nomem;
     for (int v = 0; v < b->n_values; v++) {
         const gr_value *x = &b->values[v];
         if (x->outer) {
             int ov = gr_value_find(s, x->name);
-            const char *to = ov >= 0 ? names_get((void *)outer, s, ov) : NULL;
+            const char *to = ov >= 0 ? gr_names_get((void *)outer, s, ov) : NULL;
             if (to && !(m.to[v] = mem_strdup(to)))
                 goto nomem;
         } else if (taken_name(s, g, x->name) && !(m.to[v] = fresh(s, g, n->name, x->name))) {
@@ -130,7 +103,7 @@ static tdm_status inline_branch(tdm_err *e, gr_graph *g, const gr_graph *s, cons
             (st = gr_rw_take_value(e, g, b, v, m.to[v], &id)) != TDM_OK)
             goto done;
     }
-    gr_rw_names map = {names_get, &m};
+    gr_rw_names map = {gr_names_get, &m};
     for (int k = 0; k < b->n_nodes; k++) {
         const gr_node *x = &b->nodes[b->order ? b->order[k] : k];
         char name[512];
@@ -163,7 +136,7 @@ static tdm_status inline_branch(tdm_err *e, gr_graph *g, const gr_graph *s, cons
 nomem:
     st = err_set(e, TDM_E_NOMEM, "out of memory");
 done:
-    names_free(&m);
+    gr_names_free(&m);
     mem_free(used);
     return st;
 }
@@ -176,27 +149,14 @@ static tdm_status round_model(tdm_err *e, const tdm_model *src, const gr_bind *b
     const gr_graph *s = src->gm->main;
     gr_model *m = NULL;
     gr_graph *g = NULL;
-    names outer = {0};
+    gr_names outer = {0};
     tdm_status st;
     int id;
     *out = NULL;
-    if ((st = gr_rw_model_shell(e, src->gm, &m)) != TDM_OK)
+    if ((st = gr_rebuild_begin(e, src->gm, &m, &g)) != TDM_OK)
         return st;
-    if ((st = gr_graph_new(e, m, NULL, s->name, &g)) != TDM_OK)
-        goto fail;
-    m->main = g;
-    if (names_init(&outer, s->n_values) || !(g->inputs = mem_calloc((size_t)s->n_inputs + 1, sizeof *g->inputs)) ||
-        !(g->outputs = mem_calloc((size_t)s->n_outputs + 1, sizeof *g->outputs)))
+    if (gr_names_init(&outer, s->n_values))
         goto nomem;
-    for (int v = 0; v < s->n_values; v++)
-        if (s->values[v].init && !s->values[v].is_input && (st = gr_rw_take_value(e, g, s, v, NULL, &id)) != TDM_OK)
-            goto fail;
-    for (int i = 0; i < s->n_inputs; i++) {
-        if ((st = gr_rw_take_value(e, g, s, s->inputs[i], NULL, &id)) != TDM_OK)
-            goto fail;
-        g->values[id].is_input = 1;
-        g->inputs[g->n_inputs++] = id;
-    }
     for (int k = 0; k < n_binds; k++) {
         int v = gr_value_find(s, binds[k].name);
         if (v < 0 || !s->values[v].is_input || outer.to[v])
@@ -211,7 +171,7 @@ static tdm_status round_model(tdm_err *e, const tdm_model *src, const gr_bind *b
         gr_type_from_tensor(&c->type, c->init);
         c->has_type = 1;
     }
-    gr_rw_names map = {names_get, &outer};
+    gr_rw_names map = {gr_names_get, &outer};
     for (int k = 0; k < s->n_nodes; k++) {
         int n = s->order ? s->order[k] : k;
         const gr_node *x = &s->nodes[n];
@@ -220,19 +180,15 @@ static tdm_status round_model(tdm_err *e, const tdm_model *src, const gr_bind *b
         if (st)
             goto fail;
     }
-    for (int i = 0; i < s->n_outputs; i++) {
-        if ((st = gr_rw_take_value(e, g, s, s->outputs[i], NULL, &id)) != TDM_OK)
-            goto fail;
-        g->values[id].is_output = 1;
-        g->outputs[g->n_outputs++] = id;
-    }
-    names_free(&outer);
+    if ((st = gr_rebuild_end(e, s, g)) != TDM_OK)
+        goto fail;
+    gr_names_free(&outer);
     *out = m;
     return TDM_OK;
 nomem:
     st = err_set(e, TDM_E_NOMEM, "out of memory");
 fail:
-    names_free(&outer);
+    gr_names_free(&outer);
     gr_model_free(m);
     return st;
 }

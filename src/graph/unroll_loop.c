@@ -1,7 +1,7 @@
 /* Loop unrolling (unroll_loop.h). */
 #include "graph/unroll_loop.h"
 #include "core/mem.h"
-#include "graph/rewrite.h"
+#include "graph/rebuild.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -17,26 +17,6 @@ void gr_unroll_free(gr_unroll *x)
     }
     mem_free(x->loops);
     memset(x, 0, sizeof *x);
-}
-
-typedef struct names {
-    char **to;
-    int n;
-} names;
-
-static const char *names_get(void *user, const gr_graph *src, int v)
-{
-    const names *m = user;
-    (void)src;
-    return v >= 0 && v < m->n ? m->to[v] : NULL;
-}
-
-static void names_free(names *m)
-{
-    for (int k = 0; m->to && k < m->n; k++)
-        mem_free(m->to[k]);
-    mem_free(m->to);
-    m->to = NULL;
 }
 
 static char *joined(const char *a, const char *b, int i)
@@ -156,7 +136,7 @@ static tdm_status unroll(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_no
     const gr_graph *b = body_of(n);
     int n_carried = n->n_inputs - 2;
     char **cur = mem_calloc((size_t)n_carried + 1, sizeof *cur);
-    names m = {0};
+    gr_names m = {0};
     tdm_status st = TDM_OK;
     int id;
     if (!cur)
@@ -189,7 +169,7 @@ static tdm_status unroll(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_no
             if (b->values[v].init && !b->values[v].is_input && !b->values[v].outer &&
                 (st = gr_rw_take_value(e, g, b, v, m.to[v], &id)) != TDM_OK)
                 goto done;
-        gr_rw_names map = {names_get, &m};
+        gr_rw_names map = {gr_names_get, &m};
         for (int k = 0; k < b->n_nodes; k++) {
             const gr_node *x = &b->nodes[b->order ? b->order[k] : k];
             char name[512];
@@ -205,7 +185,7 @@ static tdm_status unroll(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_no
             if (!(cur[j] = mem_strdup(m.to[bv] ? m.to[bv] : b->values[bv].name)))
                 goto nomem;
         }
-        names_free(&m);
+        gr_names_free(&m);
     }
     for (int j = 0; j < n_carried && j < n->n_outputs; j++) {
         if (n->outputs[j] < 0)
@@ -221,7 +201,7 @@ static tdm_status unroll(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_no
 nomem:
     st = err_set(e, TDM_E_NOMEM, "out of memory");
 done:
-    names_free(&m);
+    gr_names_free(&m);
     for (int j = 0; cur && j < n_carried; j++)
         mem_free(cur[j]);
     mem_free(cur);
@@ -232,46 +212,18 @@ done:
 static tdm_status unrolled_model(tdm_err *e, const tdm_model *src, const int64_t *trips, gr_model **out)
 {
     const gr_graph *s = src->gm->main;
-    gr_model *m = NULL;
-    gr_graph *g = NULL;
-    tdm_status st;
-    int id;
-    *out = NULL;
-    if ((st = gr_rw_model_shell(e, src->gm, &m)) != TDM_OK)
-        return st;
-    if ((st = gr_graph_new(e, m, NULL, s->name, &g)) != TDM_OK)
-        goto fail;
-    m->main = g;
-    if (!(g->inputs = mem_calloc((size_t)s->n_inputs + 1, sizeof *g->inputs)) ||
-        !(g->outputs = mem_calloc((size_t)s->n_outputs + 1, sizeof *g->outputs))) {
-        st = err_set(e, TDM_E_NOMEM, "out of memory");
-        goto fail;
-    }
-    for (int v = 0; v < s->n_values; v++)
-        if (s->values[v].init && !s->values[v].is_input && (st = gr_rw_take_value(e, g, s, v, NULL, &id)) != TDM_OK)
-            goto fail;
-    for (int i = 0; i < s->n_inputs; i++) {
-        if ((st = gr_rw_take_value(e, g, s, s->inputs[i], NULL, &id)) != TDM_OK)
-            goto fail;
-        g->values[id].is_input = 1;
-        g->inputs[g->n_inputs++] = id;
-    }
-    for (int k = 0; k < s->n_nodes; k++) {
+    gr_graph *g;
+    tdm_status st = gr_rebuild_begin(e, src->gm, out, &g);
+    for (int k = 0; !st && k < s->n_nodes; k++) {
         int n = s->order ? s->order[k] : k;
         st = trips[n] > 0 ? unroll(e, g, s, &s->nodes[n], trips[n]) : gr_rw_copy_node(e, g, s, &s->nodes[n], NULL, NULL);
-        if (st)
-            goto fail;
     }
-    for (int i = 0; i < s->n_outputs; i++) {
-        if ((st = gr_rw_take_value(e, g, s, s->outputs[i], NULL, &id)) != TDM_OK)
-            goto fail;
-        g->values[id].is_output = 1;
-        g->outputs[g->n_outputs++] = id;
+    if (!st)
+        st = gr_rebuild_end(e, s, g);
+    if (st) {
+        gr_model_free(*out);
+        *out = NULL;
     }
-    *out = m;
-    return TDM_OK;
-fail:
-    gr_model_free(m);
     return st;
 }
 

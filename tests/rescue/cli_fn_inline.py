@@ -18,35 +18,18 @@ named CALL/fn/NODE).
 """
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import onnxruntime as ort
+from clitest import Cli, outputs
 from onnx import AttributeProto, TensorProto, helper, save
 
 TANDEM, CACHE, NPU, WORK = sys.argv[1:5]
 os.makedirs(WORK, exist_ok=True)
-failures = []
-ENV = dict(os.environ, TANDEM_PLUGINS="", TANDEM_FALLBACK="")
+cli = Cli(TANDEM)
+check, tandem = cli.check, cli.tandem
 OPS = [helper.make_opsetid("", 17), helper.make_opsetid("custom", 1)]
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def tandem(args, code=0):
-    r = subprocess.run([TANDEM] + args, capture_output=True, text=True, env=ENV, timeout=600)
-    check(r.returncode == code, "tandem %s: exit %d, expected %d (%s)" % (" ".join(args[:3]), r.returncode, code,
-                                                                          r.stderr.strip()[-600:]))
-    return r
-
-
-def outputs(d):
-    return {f[:-4]: np.load(os.path.join(d, f)) for f in sorted(os.listdir(d)) if f.endswith(".npy")}
 
 
 def vi(name):
@@ -122,7 +105,4 @@ r = tandem(["plan", path, "--devices", "cpu"], 2)
 check("function 'Rec' calls itself" in r.stderr and r.stderr.strip().count("\n") == 0,
       "a recursive function is refused with one sentence: %s" % r.stderr.strip())
 
-if failures:
-    print("%d checks failed" % len(failures), file=sys.stderr)
-    sys.exit(1)
-print("ok")
+cli.finish()

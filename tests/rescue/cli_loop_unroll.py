@@ -14,30 +14,17 @@ with --bind m=4.
 """
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import onnxruntime as ort
+from clitest import Cli
 from onnx import TensorProto, helper, numpy_helper, save
 
 TANDEM, NPU, UNROLL, WORK = sys.argv[1:5]
 os.makedirs(WORK, exist_ok=True)
-failures = []
-ENV = dict(os.environ, TANDEM_PLUGINS="", TANDEM_FALLBACK="")
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
-
-def tandem(args, code=0):
-    r = subprocess.run([TANDEM] + args, capture_output=True, text=True, env=ENV, timeout=600)
-    check(r.returncode == code, "tandem %s: exit %d, expected %d (%s)" % (" ".join(args[:3]), r.returncode, code,
-                                                                          r.stderr.strip()[-600:]))
-    return r
+cli = Cli(TANDEM)
+check, tandem = cli.check, cli.tandem
 
 
 def model(path, dynamic):
@@ -122,7 +109,4 @@ tandem(["run", dyn, "--devices", "vnpu:%s,cpu" % UNROLL, "--bind", "m=" + os.pat
 got = np.load(os.path.join(d, "out.npy")) if os.path.exists(os.path.join(d, "out.npy")) else None
 check(got is not None and np.array_equal(got, want), "--bind m=4: outputs equal onnxruntime's")
 
-if failures:
-    print("%d checks failed" % len(failures), file=sys.stderr)
-    sys.exit(1)
-print("ok")
+cli.finish()
