@@ -115,6 +115,20 @@ static void free_strs(char **s, size_t n)
     mem_free(s);
 }
 
+/* An owned copy of view (packed, then unpacked); NULL on out of memory. */
+static Onnx__NodeProto *owned_copy(const Onnx__NodeProto *view)
+{
+    size_t sz = protobuf_c_message_get_packed_size(&view->base);
+    uint8_t *buf = mem_alloc(sz ? sz : 1);
+    Onnx__NodeProto *np = NULL;
+    if (buf) {
+        protobuf_c_message_pack(&view->base, buf);
+        np = (Onnx__NodeProto *)onnx_pb_unpack(&onnx__node_proto__descriptor, buf, sz);
+    }
+    mem_free(buf);
+    return np;
+}
+
 /* Body node bn of f copied for call (named prefix): a new NodeProto (packed
  * from a view that borrows its strings, then unpacked: an owned copy). */
 static tdm_status copy_node(fn_state *s, const Onnx__FunctionProto *f, const Onnx__NodeProto *call,
@@ -126,7 +140,6 @@ static tdm_status copy_node(fn_state *s, const Onnx__FunctionProto *f, const Onn
     Onnx__AttributeProto *attrs = mem_calloc(bn->n_attribute + 1, sizeof *attrs);
     Onnx__AttributeProto **ap = mem_calloc(bn->n_attribute + 1, sizeof *ap);
     char *name = NULL;
-    uint8_t *buf = NULL;
     tdm_status st = TDM_OK;
     size_t len = strlen(prefix) + (bn->name ? strlen(bn->name) : 0) + (bn->op_type ? strlen(bn->op_type) : 0) + 32;
     *out = NULL;
@@ -170,11 +183,7 @@ static tdm_status copy_node(fn_state *s, const Onnx__FunctionProto *f, const Onn
     view.output = outs;
     view.attribute = ap;
     view.n_attribute = na;
-    size_t sz = protobuf_c_message_get_packed_size(&view.base);
-    if (!(buf = mem_alloc(sz ? sz : 1)))
-        goto nomem;
-    protobuf_c_message_pack(&view.base, buf);
-    if (!(*out = (Onnx__NodeProto *)onnx_pb_unpack(&onnx__node_proto__descriptor, buf, sz)))
+    if (!(*out = owned_copy(&view)))
         goto nomem;
     goto done;
 nomem:
@@ -185,7 +194,6 @@ done:
     mem_free(attrs);
     mem_free(ap);
     mem_free(name);
-    mem_free(buf);
     return st;
 }
 
@@ -242,6 +250,27 @@ static tdm_status expand(fn_state *s, const Onnx__FunctionProto *f, const Onnx__
         }
         if (st)
             break;
+    }
+    /* an output that is one of the function's inputs: an Identity */
+    for (size_t j = 0; !st && j < f->n_output && j < call->n_output; j++) {
+        size_t i = 0;
+        while (i < f->n_input && strcmp(f->input[i], f->output[j]) != 0)
+            i++;
+        if (i == f->n_input || !*call->output[j])
+            continue;
+        Onnx__NodeProto view = ONNX__NODE_PROTO__INIT, *np;
+        char name[300], *in = i < call->n_input ? call->input[i] : "", *out = call->output[j];
+        snprintf(name, sizeof name, "%.200s/fn/output_%zu", prefix, j);
+        view.name = name;
+        view.op_type = "Identity";
+        view.n_input = view.n_output = 1;
+        view.input = &in;
+        view.output = &out;
+        if (!(np = owned_copy(&view)) || push(&s->out, np)) {
+            if (np)
+                protobuf_c_message_free_unpacked(&np->base, NULL);
+            st = nomem(c);
+        }
     }
     s->depth--;
     c->m->fn_calls[slot].n_nodes = (int)(s->out.n - before);
