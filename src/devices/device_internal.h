@@ -161,7 +161,7 @@ tdm_status dev_plugin_load(tdm_err *e, const char *path, dev_plugin **out);
  * An iface of an older api_version (>= 1) is accepted: tandem reads only
  * the members its version has (dev_last_run_ms). One newer than
  * TDM_DEVICE_API_VERSION, or 0, is refused: "plugin libfoo.so was built for
- * device API 3, tandem speaks 2" (TDM_E_DEVICE); its ctx is destroyed when
+ * device API 4, tandem speaks 3" (TDM_E_DEVICE); its ctx is destroyed when
  * the version is newer (destroy sits where ours does), left alone for 0.
  * A table lacking a required
  * member (name, supports, buffers, copies, run) is refused too. */
