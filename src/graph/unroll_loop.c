@@ -96,8 +96,6 @@ static const char *why_not(const gr_graph *s, const gr_node *n, int64_t max_trip
     }
     if (!co_true)
         return "its body computes its condition (it may stop early)";
-    if (b->n_outputs > n_carried + 1)
-        return "it has scan outputs (not unrolled yet)";
     for (int k = 0; k < b->n_nodes; k++)
         for (int a = 0; a < b->nodes[k].n_attrs; a++)
             if (b->nodes[k].attrs[a].type == GA_GRAPH || b->nodes[k].attrs[a].type == GA_GRAPHS)
@@ -114,14 +112,16 @@ static const char *why_not(const gr_graph *s, const gr_node *n, int64_t max_trip
     return NULL;
 }
 
-static tdm_status const_value(tdm_err *e, gr_graph *g, const char *name, tdm_dtype dt, double v)
+/* A constant of g: a scalar (rank 0) or a one-element vector (rank 1). */
+static tdm_status const_value(tdm_err *e, gr_graph *g, const char *name, tdm_dtype dt, double v, int rank)
 {
     int id;
+    int64_t one = 1;
     tdm_status st = gr_value_get(e, g, name, &id);
     if (st)
         return st;
     gr_value *c = &g->values[id];
-    if ((st = tensor_new(e, dt, 0, NULL, &c->init)) != TDM_OK)
+    if ((st = tensor_new(e, dt, rank, &one, &c->init)) != TDM_OK)
         return st;
     tensor_set_f64(c->init, 0, v);
     c->is_initializer = 1;
@@ -130,16 +130,67 @@ static tdm_status const_value(tdm_err *e, gr_graph *g, const char *name, tdm_dty
     return TDM_OK;
 }
 
+/* Scan output k of Loop n: each iteration's value (names[i]) with a new
+ * axis 0 (Unsqueeze), concatenated along it into the Loop's output. */
+static tdm_status scan_output(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_node *n, int k, char **names,
+                              int64_t trips, int64_t opset)
+{
+    int o = n->n_inputs - 2 + k, idx;
+    char axes[300], name[300], **parts = mem_calloc((size_t)trips + 1, sizeof *parts);
+    const char *out = s->values[n->outputs[o]].name;
+    tdm_status st = TDM_OK;
+    gr_attr *a;
+    if (!parts)
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    snprintf(axes, sizeof axes, "%s/unroll/axes", n->name);
+    if (opset >= 13 && gr_value_find(g, axes) < 0 && (st = const_value(e, g, axes, TDM_INT64, 0, 1)) != TDM_OK)
+        goto done;
+    for (int64_t i = 0; i < trips; i++) {
+        const char *in[2] = {names[i], axes};
+        snprintf(name, sizeof name, "%s/unroll/%lld/scan_%d", n->name, (long long)i, k);
+        if (!(parts[i] = mem_strdup(name))) {
+            st = err_set(e, TDM_E_NOMEM, "out of memory");
+            goto done;
+        }
+        if ((st = gr_node_add(e, g, name, "Unsqueeze", "", opset >= 13 ? 2 : 1, in, 1, (const char *const *)&parts[i],
+                              &idx)) != TDM_OK)
+            goto done;
+        if (opset < 13) {
+            if (!(a = gr_attr_add(e, g, idx, "axes")) || !(a->ints = mem_calloc(1, sizeof *a->ints))) {
+                st = err_set(e, TDM_E_NOMEM, "out of memory");
+                goto done;
+            }
+            a->type = GA_INTS;
+            a->n = 1;
+        }
+    }
+    snprintf(name, sizeof name, "%s/unroll/scan_%d", n->name, k);
+    if ((st = gr_node_add(e, g, name, "Concat", "", (int)trips, (const char *const *)parts, 1, &out, &idx)) != TDM_OK)
+        goto done;
+    if (!(a = gr_attr_add(e, g, idx, "axis"))) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    a->type = GA_INT;
+    a->i = 0;
+done:
+    for (int64_t i = 0; i < trips; i++)
+        mem_free(parts[i]);
+    mem_free(parts);
+    return st;
+}
+
 /* M copies of Loop n's body (of s) into g (rules in unroll_loop.h). */
-static tdm_status unroll(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_node *n, int64_t trips)
+static tdm_status unroll(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_node *n, int64_t trips, int64_t opset)
 {
     const gr_graph *b = body_of(n);
-    int n_carried = n->n_inputs - 2;
+    int n_carried = n->n_inputs - 2, n_scan = b->n_outputs - 1 - n_carried;
     char **cur = mem_calloc((size_t)n_carried + 1, sizeof *cur);
+    char **scan = mem_calloc((size_t)n_scan * (size_t)trips + 1, sizeof *scan);
     gr_names m = {0};
     tdm_status st = TDM_OK;
     int id;
-    if (!cur)
+    if (!cur || !scan)
         goto nomem;
     for (int j = 0; j < n_carried; j++)
         if (!(cur[j] = mem_strdup(s->values[n->inputs[2 + j]].name)))
@@ -157,8 +208,8 @@ static tdm_status unroll(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_no
         mem_free(m.to[b->inputs[1]]);
         if (!(m.to[b->inputs[0]] = joined(n->name, "iter", i)) || !(m.to[b->inputs[1]] = joined(n->name, "cond", i)))
             goto nomem;
-        if ((st = const_value(e, g, m.to[b->inputs[0]], TDM_INT64, i)) != TDM_OK ||
-            (st = const_value(e, g, m.to[b->inputs[1]], TDM_BOOL, 1)) != TDM_OK)
+        if ((st = const_value(e, g, m.to[b->inputs[0]], TDM_INT64, i, 0)) != TDM_OK ||
+            (st = const_value(e, g, m.to[b->inputs[1]], TDM_BOOL, 1, 0)) != TDM_OK)
             goto done;
         for (int j = 0; j < n_carried; j++) {
             mem_free(m.to[b->inputs[2 + j]]);
@@ -180,9 +231,10 @@ static tdm_status unroll(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_no
             if ((st = gr_rw_copy_node(e, g, b, x, name, &map)) != TDM_OK)
                 goto done;
         }
-        for (int j = 0; j < n_carried; j++) {
+        for (int j = 0; j < n_carried + n_scan; j++) {
             int bv = b->outputs[1 + j];
-            if (!(cur[j] = mem_strdup(m.to[bv] ? m.to[bv] : b->values[bv].name)))
+            char **to = j < n_carried ? &cur[j] : &scan[(size_t)(j - n_carried) * (size_t)trips + (size_t)i];
+            if (!(*to = mem_strdup(m.to[bv] ? m.to[bv] : b->values[bv].name)))
                 goto nomem;
         }
         gr_names_free(&m);
@@ -197,6 +249,10 @@ static tdm_status unroll(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_no
         if ((st = gr_node_add(e, g, name, "Identity", "", 1, &in, 1, &out, &idx)) != TDM_OK)
             goto done;
     }
+    for (int k = 0; k < n_scan; k++)
+        if (n_carried + k < n->n_outputs && n->outputs[n_carried + k] >= 0 &&
+            (st = scan_output(e, g, s, n, k, &scan[(size_t)k * (size_t)trips], trips, opset)) != TDM_OK)
+            goto done;
     goto done;
 nomem:
     st = err_set(e, TDM_E_NOMEM, "out of memory");
@@ -204,7 +260,10 @@ done:
     gr_names_free(&m);
     for (int j = 0; cur && j < n_carried; j++)
         mem_free(cur[j]);
+    for (size_t j = 0; scan && j < (size_t)n_scan * (size_t)trips; j++)
+        mem_free(scan[j]);
     mem_free(cur);
+    mem_free(scan);
     return st;
 }
 
@@ -216,7 +275,8 @@ static tdm_status unrolled_model(tdm_err *e, const tdm_model *src, const int64_t
     tdm_status st = gr_rebuild_begin(e, src->gm, out, &g);
     for (int k = 0; !st && k < s->n_nodes; k++) {
         int n = s->order ? s->order[k] : k;
-        st = trips[n] > 0 ? unroll(e, g, s, &s->nodes[n], trips[n]) : gr_rw_copy_node(e, g, s, &s->nodes[n], NULL, NULL);
+        st = trips[n] > 0 ? unroll(e, g, s, &s->nodes[n], trips[n], gr_opset_version(src->gm, ""))
+                          : gr_rw_copy_node(e, g, s, &s->nodes[n], NULL, NULL);
     }
     if (!st)
         st = gr_rebuild_end(e, s, g);

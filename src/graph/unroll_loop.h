@@ -10,8 +10,8 @@
  *                a constant true, whose
  *                carried values keep their (static) shapes (the Loop's
  *                output types equal its initial values', or the body's
- *                carried inputs and outputs have their types), without scan
- *                outputs and without subgraphs in its body. Any other Loop
+ *                carried inputs and outputs have their types), without
+ *                subgraphs in its body. Any other Loop
  *                is left alone with one sentence saying why.
  *   the copies   iteration i's nodes are the body's, named
  *                "<Loop>/unroll/<i>/<node>"; its values
@@ -21,7 +21,9 @@
  *                (i = 0) or the previous iteration's carried outputs;
  *                outer-scope names kept. The Loop's outputs are Identity
  *                nodes ("<Loop>/unroll/output_<j>") of the last carried
- *                values.
+ *                values; a scan output is each iteration's value with a new
+ *                axis 0 (Unsqueeze "<Loop>/unroll/<i>/scan_<k>"), Concat
+ *                along it ("<Loop>/unroll/scan_<k>").
  *   the result   a new model (model_build: validation, inference and
  *                folding), viewing the constants of m (keep m alive). */
 #ifndef TDM_GRAPH_UNROLL_LOOP_H

@@ -10,7 +10,8 @@ unroll_loops) the Loop stays on cpu; on UNROLL_PROFILE (unroll_loops 8) it
 is a "loop-unroll" attempt that became 4 x 2 nodes and an Identity, all on
 the device; outputs equal cpu's and onnxruntime's. The same Loop with its
 trip count a graph input is left alone with the sentence, and unrolled
-with --bind m=4.
+with --bind m=4. With a scan output (x * 2 of each iteration) it becomes
+4 Unsqueeze and a Concat too, outputs equal onnxruntime's.
 """
 import json
 import os
@@ -27,7 +28,7 @@ cli = Cli(TANDEM)
 check, tandem = cli.check, cli.tandem
 
 
-def model(path, dynamic):
+def model(path, dynamic, scan=False):
     f = TensorProto.FLOAT
     body = helper.make_graph([
         helper.make_node("Constant", [], ["one"], name="one", value=numpy_helper.from_array(np.float32(1), "one")),
@@ -38,16 +39,19 @@ def model(path, dynamic):
                 helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
                 helper.make_tensor_value_info("x_in", f, [2, 3])],
         [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("x_out", f, [2, 3])])
+         helper.make_tensor_value_info("x_out", f, [2, 3])] +
+        ([helper.make_tensor_value_info("y", f, [2, 3])] if scan else []))
     inits = [numpy_helper.from_array(np.float32(2), "two")]
     inputs = [helper.make_tensor_value_info("x", f, [2, 3])]
     if dynamic:
         inputs.append(helper.make_tensor_value_info("m", TensorProto.INT64, []))
     else:
         inits.append(numpy_helper.from_array(np.int64(4), "m"))
-    g = helper.make_graph([helper.make_node("Loop", ["m", "", "x"], ["xs"], name="loop", body=body),
+    g = helper.make_graph([helper.make_node("Loop", ["m", "", "x"], ["xs"] + (["ys"] if scan else []), name="loop",
+                                            body=body),
                            helper.make_node("Relu", ["xs"], ["out"], name="relu")], "loop4", inputs,
-                          [helper.make_tensor_value_info("out", f, [2, 3])], inits)
+                          [helper.make_tensor_value_info("out", f, [2, 3])] +
+                          ([helper.make_tensor_value_info("ys", f, [4, 2, 3])] if scan else []), inits)
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), path)
 
 
@@ -108,5 +112,23 @@ tandem(["run", dyn, "--devices", "vnpu:%s,cpu" % UNROLL, "--bind", "m=" + os.pat
         "--output-dir", d, "--overwrite", "--input", "m=" + os.path.join(WORK, "m.npy")] + xin)
 got = np.load(os.path.join(d, "out.npy")) if os.path.exists(os.path.join(d, "out.npy")) else None
 check(got is not None and np.array_equal(got, want), "--bind m=4: outputs equal onnxruntime's")
+
+# a scan output: each iteration's x * 2 stacked along a new axis 0
+scanm = os.path.join(WORK, "loop_scan.onnx")
+model(scanm, False, scan=True)
+want_s = ort.InferenceSession(scanm, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+led = json.loads(tandem(["plan", scanm, "--devices", "vnpu:%s,cpu" % UNROLL, "--json"]).stdout or "{}")
+ent = attempts(led)
+became = ent[0].get("became", []) if ent else []
+check(len(ent) == 1 and ent[0]["kept"] and sum(b["op"] == "Unsqueeze" for b in became) == 4 and
+      sum(b["op"] == "Concat" for b in became) == 1 and all(n["device"] != "cpu" for n in led.get("nodes", [])),
+      "scan output: unrolled with 4 Unsqueeze and a Concat, all %d nodes on the device" % len(led.get("nodes", [])))
+d = os.path.join(WORK, "scan")
+tandem(["run", scanm, "--devices", "vnpu:%s,cpu" % UNROLL, "--output-dir", d, "--overwrite"] + xin)
+for k, w in zip(("out", "ys"), want_s):
+    p = os.path.join(d, k + ".npy")
+    got = np.load(p) if os.path.exists(p) else None
+    check(got is not None and got.shape == w.shape and np.array_equal(got, w),
+          "scan output: %s equals onnxruntime's %s" % (k, list(w.shape)))
 
 cli.finish()
