@@ -131,4 +131,12 @@ for k, w in zip(("out", "ys"), want_s):
     check(got is not None and got.shape == w.shape and np.array_equal(got, w),
           "scan output: %s equals onnxruntime's %s" % (k, list(w.shape)))
 
+# a bad "unroll_loops" is refused with its path
+prof = json.load(open(UNROLL))
+prof["unroll_loops"] = -1
+bad = os.path.join(WORK, "bad-unroll.json")
+json.dump(prof, open(bad, "w"))
+r = tandem(["plan", static, "--devices", "vnpu:%s,cpu" % bad], 4)
+check("unroll_loops must be an integer from 0 to 4096, got -1" in r.stderr, "unroll_loops -1 refused: %s" % r.stderr.strip())
+
 cli.finish()
