@@ -2,9 +2,10 @@
  * onnxruntime does (issue 18).
  *
  * Rules:
- *   which calls  a node of the main graph whose (domain, op_type) names a
- *                function of the model ("" and "ai.onnx" are one domain).
- *                Calls inside subgraphs (If/Loop bodies) are not expanded.
+ *   which calls  a node whose (domain, op_type) names a function of the
+ *                model ("" and "ai.onnx" are one domain), in the main
+ *                graph or in a subgraph (If/Loop bodies: their node list
+ *                is copied with the calls expanded, onnx_fn_inline_copy).
  *   the body     each node of the function is copied in the call's place,
  *                named "<call>/fn/<node>" ("<call>/fn/<Op>_<k>" when
  *                unnamed; the call itself "<Op>_<index>" when unnamed);
@@ -18,8 +19,9 @@
  *                at most FN_MAX_DEPTH deep; a function that calls itself
  *                (directly or through others) is refused with a sentence.
  *                A body node holding a subgraph is refused.
- *   record       every call expanded is listed in gr_model.fn_calls (the
- *                planner shows them as "function-inline" attempts).
+ *   record       every call of the main graph expanded is listed in
+ *                gr_model.fn_calls (the planner shows them as
+ *                "function-inline" attempts); calls inside subgraphs are not.
  * The body's opset_import is not compared with the model's. */
 #include "onnx/internal.h"
 #include "core/mem.h"
@@ -39,6 +41,7 @@ typedef struct fn_state {
     const Onnx__ModelProto *mp;
     const Onnx__FunctionProto *stack[FN_MAX_DEPTH + 1];
     int depth;
+    int record;        /* list the calls in gr_model.fn_calls (main graph only) */
     fn_list out;
 } fn_state;
 
@@ -232,7 +235,7 @@ static tdm_status expand(fn_state *s, const Onnx__FunctionProto *f, const Onnx__
     if (s->depth >= FN_MAX_DEPTH)
         return err_set(c->e, TDM_E_UNSUPPORTED, "%s: node '%.200s' nests function calls more than %d deep", c->fname,
                        prefix, FN_MAX_DEPTH);
-    if ((st = record(s, f, prefix, &slot)) != TDM_OK)
+    if (s->record && (st = record(s, f, prefix, &slot)) != TDM_OK)
         return st;
     size_t before = s->out.n;
     s->stack[s->depth++] = f;
@@ -273,7 +276,8 @@ static tdm_status expand(fn_state *s, const Onnx__FunctionProto *f, const Onnx__
         }
     }
     s->depth--;
-    c->m->fn_calls[slot].n_nodes = (int)(s->out.n - before);
+    if (s->record)
+        c->m->fn_calls[slot].n_nodes = (int)(s->out.n - before);
     return st;
 }
 
@@ -292,22 +296,23 @@ static tdm_status check_functions(onnx_ctx *c, const Onnx__ModelProto *mp)
     return TDM_OK;
 }
 
-tdm_status onnx_fn_inline(onnx_ctx *c, const Onnx__ModelProto *mp, Onnx__NodeProto ***nodes, size_t *n_nodes,
-                          size_t *cap_nodes)
+/* The calls among nodes[0, n) expanded into s->out; own: the nodes are
+ * moved there (or freed, for a call, entries set to NULL), else copied. */
+static tdm_status expand_all(fn_state *s, Onnx__NodeProto **nodes, size_t n, int own)
 {
-    fn_state s = {c, mp, {0}, 0, {0}};
     tdm_status st;
-    if (!mp->n_functions)
-        return TDM_OK;
-    if ((st = check_functions(c, mp)) != TDM_OK)
-        return st;
-    for (size_t i = 0; i < *n_nodes; i++) {
-        Onnx__NodeProto *np = (*nodes)[i];
-        const Onnx__FunctionProto *f = np ? fn_find(mp, np) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        Onnx__NodeProto *np = nodes[i];
+        const Onnx__FunctionProto *f = fn_find(s->mp, np);
         if (!f) {
-            if (push(&s.out, np))
-                goto nomem;
-            (*nodes)[i] = NULL;
+            Onnx__NodeProto *x = own ? np : owned_copy(np);
+            if (!x || push(&s->out, x)) {
+                if (x && !own)
+                    protobuf_c_message_free_unpacked(&x->base, NULL);
+                return nomem(s->c);
+            }
+            if (own)
+                nodes[i] = NULL;
             continue;
         }
         char unnamed[128];
@@ -316,19 +321,57 @@ tdm_status onnx_fn_inline(onnx_ctx *c, const Onnx__ModelProto *mp, Onnx__NodePro
             snprintf(unnamed, sizeof unnamed, "%.64s_%zu", np->op_type, i);
             prefix = unnamed;
         }
-        if ((st = expand(&s, f, np, prefix)) != TDM_OK)
-            goto fail;
-        protobuf_c_message_free_unpacked(&np->base, NULL);
-        (*nodes)[i] = NULL;
+        if ((st = expand(s, f, np, prefix)) != TDM_OK)
+            return st;
+        if (own) {
+            protobuf_c_message_free_unpacked(&np->base, NULL);
+            nodes[i] = NULL;
+        }
+    }
+    return TDM_OK;
+}
+
+tdm_status onnx_fn_inline(onnx_ctx *c, const Onnx__ModelProto *mp, Onnx__NodeProto ***nodes, size_t *n_nodes,
+                          size_t *cap_nodes)
+{
+    fn_state s = {c, mp, {0}, 0, 1, {0}};
+    tdm_status st;
+    if (!mp->n_functions)
+        return TDM_OK;
+    if ((st = check_functions(c, mp)) != TDM_OK || (st = expand_all(&s, *nodes, *n_nodes, 1)) != TDM_OK) {
+        list_free(&s.out);
+        return st;
     }
     mem_free(*nodes);
     *nodes = s.out.nodes;
     *n_nodes = s.out.n;
     *cap_nodes = s.out.cap;
     return TDM_OK;
-nomem:
-    st = nomem(c);
-fail:
-    list_free(&s.out);
-    return st;
+}
+
+tdm_status onnx_fn_inline_copy(onnx_ctx *c, const Onnx__ModelProto *mp, Onnx__NodeProto *const *nodes, size_t n,
+                               Onnx__NodeProto ***out, size_t *n_out)
+{
+    fn_state s = {c, mp, {0}, 0, 0, {0}};
+    tdm_status st;
+    size_t i = 0;
+    *out = NULL;
+    *n_out = 0;
+    while (mp && i < n && !fn_find(mp, nodes[i]))
+        i++;
+    if (!mp || i == n)
+        return TDM_OK;
+    if ((st = expand_all(&s, (Onnx__NodeProto **)nodes, n, 0)) != TDM_OK) {
+        list_free(&s.out);
+        return st;
+    }
+    *out = s.out.nodes;
+    *n_out = s.out.n;
+    return TDM_OK;
+}
+
+void onnx_fn_nodes_free(Onnx__NodeProto **nodes, size_t n)
+{
+    fn_list l = {nodes, n, n};
+    list_free(&l);
 }

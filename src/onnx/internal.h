@@ -100,6 +100,12 @@ int onnx_file_pread(int fd, void *buf, size_t len, size_t off);
  * it and the others are freed (entries set to NULL). */
 tdm_status onnx_fn_inline(onnx_ctx *c, const Onnx__ModelProto *mp, Onnx__NodeProto ***nodes, size_t *n_nodes,
                           size_t *cap_nodes);
+/* For a subgraph's nodes (owned by their GraphProto): when one calls a
+ * function of mp (may be NULL), *out is a new list of owned copies with the
+ * calls expanded (not recorded; free with onnx_fn_nodes_free); else NULL. */
+tdm_status onnx_fn_inline_copy(onnx_ctx *c, const Onnx__ModelProto *mp, Onnx__NodeProto *const *nodes, size_t n,
+                               Onnx__NodeProto ***out, size_t *n_out);
+void onnx_fn_nodes_free(Onnx__NodeProto **nodes, size_t n);
 
 /* The last path component of path (a pointer into path). */
 const char *onnx_basename(const char *path);

@@ -51,6 +51,7 @@ typedef struct load_state {
     size_t n_inits, cap_inits;
     Onnx__NodeProto **nodes;  /* the main graph's nodes, unpacked one by one */
     size_t n_nodes, cap_nodes;
+    const Onnx__ModelProto *mp; /* its local functions, while the graphs are built */
 } load_state;
 
 static tdm_status nomem(onnx_ctx *c) { return err_set(c->e, TDM_E_NOMEM, "%s: out of memory", c->fname); }
@@ -184,6 +185,8 @@ static void type_from_tensor(const tdm_tensor *x, gr_type *t)
 /* ---- graphs ---- */
 
 static tdm_status build_graph(load_state *s, Onnx__GraphProto *gp, gr_graph *g, int take_pre);
+static tdm_status build_nodes(load_state *s, Onnx__GraphProto *gp, gr_graph *g, int take_pre,
+                              Onnx__NodeProto *const *nodes, size_t n_nodes);
 
 static tdm_status add_initializer(load_state *s, gr_graph *g, const char *name, tdm_tensor *t)
 {
@@ -438,7 +441,6 @@ static tdm_status build_graph(load_state *s, Onnx__GraphProto *gp, gr_graph *g, 
     onnx_ctx *c = &s->c;
     tdm_status st;
     char what[200];
-    int id;
 
     if (take_pre) {
         for (size_t i = 0; i < s->n_inits; i++) {
@@ -468,7 +470,27 @@ static tdm_status build_graph(load_state *s, Onnx__GraphProto *gp, gr_graph *g, 
             return st;
     }
 
-    if ((st = refused_node(c, gp->node, gp->n_node)) != TDM_OK ||
+    Onnx__NodeProto **fn_nodes = NULL, *const *nodes = gp->node;
+    size_t n_fn = 0, n_nodes = gp->n_node;
+    if (!take_pre && (st = onnx_fn_inline_copy(c, s->mp, gp->node, gp->n_node, &fn_nodes, &n_fn)) != TDM_OK)
+        return st;
+    if (fn_nodes) {
+        nodes = fn_nodes;
+        n_nodes = n_fn;
+    }
+    st = build_nodes(s, gp, g, take_pre, nodes, n_nodes);
+    onnx_fn_nodes_free(fn_nodes, n_fn);
+    return st;
+}
+
+/* build_graph's rest: its inputs, outputs, value types and nodes. */
+static tdm_status build_nodes(load_state *s, Onnx__GraphProto *gp, gr_graph *g, int take_pre,
+                              Onnx__NodeProto *const *nodes, size_t n_nodes)
+{
+    onnx_ctx *c = &s->c;
+    tdm_status st;
+    int id;
+    if ((st = refused_node(c, nodes, n_nodes)) != TDM_OK ||
         (take_pre && (st = refused_node(c, s->nodes, s->n_nodes)) != TDM_OK))
         return st;
     if (!(g->inputs = mem_calloc(gp->n_input ? gp->n_input : 1, sizeof *g->inputs)) ||
@@ -516,8 +538,8 @@ static tdm_status build_graph(load_state *s, Onnx__GraphProto *gp, gr_graph *g, 
         if ((st = set_declared_type(s, g, vi, id, "value")) != TDM_OK)
             return st;
     }
-    for (size_t i = 0; i < gp->n_node; i++)
-        if ((st = add_node(s, g, gp->node[i], i)) != TDM_OK)
+    for (size_t i = 0; i < n_nodes; i++)
+        if ((st = add_node(s, g, nodes[i], i)) != TDM_OK)
             return st;
     if (take_pre) {
         for (size_t i = 0; i < s->n_nodes; i++) {
@@ -772,6 +794,7 @@ static tdm_status load_buffer(load_state *s, gr_model **out)
     }
     if ((st = onnx_fn_inline(c, mp, &s->nodes, &s->n_nodes, &s->cap_nodes)) != TDM_OK)
         goto fail;
+    s->mp = mp;
     if ((st = gr_graph_new(c->e, c->m, NULL, gp->name, &c->m->main)) != TDM_OK)
         goto fail;
     if ((st = build_graph(s, gp, c->m->main, 1)) != TDM_OK)

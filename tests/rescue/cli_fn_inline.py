@@ -10,6 +10,9 @@ Models written here with onnx.helper.make_function:
               alpha=3 and without (the default): the Constant is folded, one
               Mul each;
   nested      custom.Outer(x, y) = Relu(custom.AddMul(x, y));
+  in_if       AddMul called inside the then branch of an If with a constant
+              condition (expanded in the branch, not listed; the If is
+              inlined at plan time, its nodes on the device);
   pass_through custom.Pass(a, b) = (a, a + b): its first output is its
               input (an Identity); onnxruntime refuses this model ("failed
               validating the check: !(it.GetName().empty())"), so numpy
@@ -59,6 +62,10 @@ REC = helper.make_function("custom", "Rec", ["x"], ["y"], [
     helper.make_node("Rec", ["x"], ["y"], name="again", domain="custom")],
     [helper.make_opsetid("", 17), helper.make_opsetid("custom", 1)])
 
+THEN = helper.make_graph([helper.make_node("AddMul", ["x", "y"], ["r"], name="in_branch", domain="custom")], "then",
+                         [], [helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, 3])])
+ELSE = helper.make_graph([helper.make_node("Sub", ["x", "y"], ["q"], name="sub")], "else", [],
+                         [helper.make_tensor_value_info("q", TensorProto.FLOAT, [2, 3])])
 CASES = {
     "two_ops": ([helper.make_node("AddMul", ["x", "y"], ["m"], name="call1", domain="custom"),
                  helper.make_node("AddMul", ["m", "x"], ["out"], name="call2", domain="custom")], [ADDMUL],
@@ -69,6 +76,9 @@ CASES = {
                  {"scale3": 1, "scale_default": 1}),
     "nested": ([helper.make_node("Outer", ["x", "y"], ["out"], name="outer", domain="custom")], [OUTER, ADDMUL],
                {"outer": 1, "outer/fn/inner": 2}),
+    "in_if": ([helper.make_node("Constant", [], ["c"], name="cond",
+                                value=helper.make_tensor("cv", TensorProto.BOOL, [], [True])),
+               helper.make_node("If", ["c"], ["out"], name="branch", then_branch=THEN, else_branch=ELSE)], [ADDMUL], {}),
     "pass_through": ([helper.make_node("Pass", ["x", "y"], ["p", "s"], name="pt", domain="custom"),
                       helper.make_node("Mul", ["p", "s"], ["out"], name="mul")], [PASS], {"pt": 2}),
 }
