@@ -612,32 +612,52 @@ static int int_range(const gr_graph *g, int v, int depth, double *lo, double *hi
 
 static int fits_i32(double lo, double hi) { return lo >= (double)INT32_MIN && hi <= (double)INT32_MAX; }
 
-/* Node n with int64 inputs or outputs whose values are proven to fit
- * int32 → the same node in int32: constants narrowed, computed inputs
- * through Cast(to int32), each int64 output through Cast(to int64) back. */
-int gr_rw_rule_cast_insert(const gr_graph *g, int node, gr_rw *r)
+/* The range proof cast-insert needs for value v (an input, or an output
+ * when out): 1, or 0 with the sentence in r->why. */
+static int i32_proof(gr_rw *r, const gr_graph *g, int v, int out)
+{
+    double lo, hi;
+    if (out) {
+        if (!int_range(g, v, 0, &lo, &hi) || !fits_i32(lo, hi))
+            return refuse(r, "no proof that its int64 output '%.120s' fits int32", g->values[v].name);
+        return 1;
+    }
+    if (!int_range(g, v, 0, &lo, &hi))
+        return refuse(r, "no range proof for its int64 input '%.120s' (a constant, a known dimension)",
+                      g->values[v].name);
+    if (!fits_i32(lo, hi))
+        return refuse(r, "its int64 input '%.120s' may not fit int32", g->values[v].name);
+    return 1;
+}
+
+/* Node n with inputs or outputs of type from → the same node in type to:
+ * constants converted, computed inputs through Cast(to), each such output
+ * through Cast(from) back. proof (NULL: none) may refuse a value; a node
+ * with a subgraph does not apply, one whose attribute names a type is
+ * refused when refuse_typed. The two Cast rules below. */
+static int retype(const gr_graph *g, int node, gr_rw *r, tdm_dtype from, tdm_dtype to,
+                  int (*proof)(gr_rw *, const gr_graph *, int, int), int refuse_typed)
 {
     rwb b;
     rwb_init(&b, r, g, node);
     const gr_node *n = b.n;
     const char *in[GR_RW_MAX_IO], *out[GR_RW_MAX_IO];
-    int any = 0;
-    double lo, hi;
+    int any = 0, back[GR_RW_MAX_IO] = {0};
     if (n->n_inputs > GR_RW_MAX_IO || n->n_outputs > GR_RW_MAX_IO || *n->domain)
         return 0;
-    for (int i = 0; i < n->n_attrs; i++)
+    for (int i = 0; i < n->n_attrs; i++) {
         if (n->attrs[i].type == GA_GRAPH || n->attrs[i].type == GA_GRAPHS)
             return 0;
+        if (refuse_typed && (strcmp(n->attrs[i].name, "to") == 0 || strcmp(n->attrs[i].name, "dtype") == 0))
+            return refuse(r, "its attribute '%.40s' names an element type", n->attrs[i].name);
+    }
     for (int i = 0; i < n->n_inputs; i++) {
         int v = n->inputs[i];
         in[i] = rwb_in_name(&b, i);
-        if (v < 0 || g->values[v].type.dtype != TDM_INT64)
+        if (v < 0 || g->values[v].type.dtype != from)
             continue;
-        if (!int_range(g, v, 0, &lo, &hi))
-            return refuse(r, "no range proof for its int64 input '%.120s' (a constant, a known dimension)",
-                          g->values[v].name);
-        if (!fits_i32(lo, hi))
-            return refuse(r, "its int64 input '%.120s' may not fit int32", g->values[v].name);
+        if (proof && !proof(r, g, v, 0))
+            return 0;
         const tdm_tensor *c = g->values[v].init;
         if (b.nt >= RWB_TMPS)
             return -1;
@@ -647,8 +667,8 @@ int gr_rw_rule_cast_insert(const gr_graph *g, int node, gr_rw *r)
             double *vals = mem_calloc(cnt + 1, sizeof *vals);
             int bad = !vals;
             for (size_t k = 0; vals && k < cnt; k++)
-                vals[k] = (double)tensor_get_i64(c, k);
-            bad = bad || gr_rw_const(r, g, TDM_INT32, c->rank, c->dims, vals, name, RWB_NAME);
+                vals[k] = tensor_get_f64(c, k);
+            bad = bad || gr_rw_const(r, g, to, c->rank, c->dims, vals, name, RWB_NAME);
             mem_free(vals);
             if (bad)
                 return -1;
@@ -656,21 +676,20 @@ int gr_rw_rule_cast_insert(const gr_graph *g, int node, gr_rw *r)
             gr_rw_tmp(r, g, name, RWB_NAME);
             gr_rw_node *cn = rwb_op(&b, "Cast", 1, in[i], NULL, name);
             if (cn)
-                gr_rw_attr_int(cn, "to", TDM_INT32);
+                gr_rw_attr_int(cn, "to", to);
         }
         in[i] = name;
         any = 1;
     }
-    int wide[GR_RW_MAX_IO] = {0};
     for (int o = 0; o < n->n_outputs; o++) {
         int v = n->outputs[o];
         out[o] = rwb_out_name(&b, o);
-        if (v < 0 || g->values[v].type.dtype != TDM_INT64)
+        if (v < 0 || g->values[v].type.dtype != from)
             continue;
-        if (!int_range(g, v, 0, &lo, &hi) || !fits_i32(lo, hi))
-            return refuse(r, "no proof that its int64 output '%.120s' fits int32", g->values[v].name);
+        if (proof && !proof(r, g, v, 1))
+            return 0;
         out[o] = rwb_tmp(&b);
-        wide[o] = any = 1;
+        back[o] = any = 1;
     }
     if (!any)
         return 0;
@@ -680,12 +699,20 @@ int gr_rw_rule_cast_insert(const gr_graph *g, int node, gr_rw *r)
     if (copy_attrs(nn, n))
         return refuse(r, "the attributes of %.120s cannot be copied", n->name);
     for (int o = 0; o < n->n_outputs; o++)
-        if (wide[o]) {
+        if (back[o]) {
             gr_rw_node *cn = rwb_op(&b, "Cast", 1, out[o], NULL, rwb_out_name(&b, o));
             if (cn)
-                gr_rw_attr_int(cn, "to", TDM_INT64);
+                gr_rw_attr_int(cn, "to", from);
         }
     return rwb_done(&b);
+}
+
+/* Node n with int64 inputs or outputs whose values are proven to fit
+ * int32 → the same node in int32: constants narrowed, computed inputs
+ * through Cast(to int32), each int64 output through Cast(to int64) back. */
+int gr_rw_rule_cast_insert(const gr_graph *g, int node, gr_rw *r)
+{
+    return retype(g, node, r, TDM_INT64, TDM_INT32, i32_proof, 0);
 }
 
 /* ---- cast-fp16 ---- */
@@ -697,68 +724,5 @@ int gr_rw_rule_cast_insert(const gr_graph *g, int node, gr_rw *r)
  * node whose attributes name a type (Cast's "to", a "dtype"). */
 int gr_rw_rule_cast_fp16(const gr_graph *g, int node, gr_rw *r)
 {
-    rwb b;
-    rwb_init(&b, r, g, node);
-    const gr_node *n = b.n;
-    const char *in[GR_RW_MAX_IO], *out[GR_RW_MAX_IO];
-    int any = 0, narrow[GR_RW_MAX_IO] = {0};
-    if (n->n_inputs > GR_RW_MAX_IO || n->n_outputs > GR_RW_MAX_IO || *n->domain)
-        return 0;
-    for (int i = 0; i < n->n_attrs; i++) {
-        if (n->attrs[i].type == GA_GRAPH || n->attrs[i].type == GA_GRAPHS)
-            return 0;
-        if (strcmp(n->attrs[i].name, "to") == 0 || strcmp(n->attrs[i].name, "dtype") == 0)
-            return refuse(r, "its attribute '%.40s' names an element type", n->attrs[i].name);
-    }
-    for (int i = 0; i < n->n_inputs; i++) {
-        int v = n->inputs[i];
-        in[i] = rwb_in_name(&b, i);
-        if (v < 0 || g->values[v].type.dtype != TDM_FLOAT)
-            continue;
-        const tdm_tensor *c = g->values[v].init;
-        if (b.nt >= RWB_TMPS)
-            return -1;
-        char *name = b.tmp[b.nt++];
-        if (c) {
-            size_t cnt = tdm_tensor_count(c);
-            double *vals = mem_calloc(cnt + 1, sizeof *vals);
-            const float *f = c->data;
-            int bad = !vals;
-            for (size_t k = 0; vals && k < cnt; k++)
-                vals[k] = (double)f[k];
-            bad = bad || gr_rw_const(r, g, TDM_FLOAT16, c->rank, c->dims, vals, name, RWB_NAME);
-            mem_free(vals);
-            if (bad)
-                return -1;
-        } else {
-            gr_rw_tmp(r, g, name, RWB_NAME);
-            gr_rw_node *cn = rwb_op(&b, "Cast", 1, in[i], NULL, name);
-            if (cn)
-                gr_rw_attr_int(cn, "to", TDM_FLOAT16);
-        }
-        in[i] = name;
-        any = 1;
-    }
-    for (int o = 0; o < n->n_outputs; o++) {
-        int v = n->outputs[o];
-        out[o] = rwb_out_name(&b, o);
-        if (v < 0 || g->values[v].type.dtype != TDM_FLOAT)
-            continue;
-        out[o] = rwb_tmp(&b);
-        narrow[o] = any = 1;
-    }
-    if (!any)
-        return 0;
-    gr_rw_node *nn = gr_rw_node_add(r, n->op_type, n->n_inputs, in, n->n_outputs, out);
-    if (!nn)
-        return -1;
-    if (copy_attrs(nn, n))
-        return refuse(r, "the attributes of %.120s cannot be copied", n->name);
-    for (int o = 0; o < n->n_outputs; o++)
-        if (narrow[o]) {
-            gr_rw_node *cn = rwb_op(&b, "Cast", 1, out[o], NULL, rwb_out_name(&b, o));
-            if (cn)
-                gr_rw_attr_int(cn, "to", TDM_FLOAT);
-        }
-    return rwb_done(&b);
+    return retype(g, node, r, TDM_FLOAT, TDM_FLOAT16, NULL, 1);
 }
