@@ -20,12 +20,15 @@
  * "plugin:example:hardswish-relu".
  *
  * Arguments (after "example:" in --devices; no commas, the list uses them):
- *   sigmoid_limit=N   memory=BYTES   rewrite=0|1|2|3   (separated by '+',
+ *   sigmoid_limit=N   memory=BYTES   rewrite=0..4   (separated by '+',
  *   e.g. "example:sigmoid_limit=16+memory=1048576"); rewrite=1 (the
  *   default) offers the HardSwish rewrite, 0 none; for tests, 2 a wrong one
  *   ("hardswish-noclamp": x * Relu(x/6 + 0.5), without the clamp at 1,
- *   which verification must refuse) and 3 a malformed one
- *   ("hardswish-broken": reads a value nothing produces).
+ *   which verification must refuse), 3 a malformed one
+ *   ("hardswish-broken": reads a value nothing produces) and 4 one that is
+ *   exact for x <= 1000 and wrong beyond ("hardswish-upto1000": rewrite
+ *   1's y minus Relu(x - 1000), so 1000 for any x above it): the synthetic
+ *   edge values (up to ±300) pass it, a run's inputs of 5000 must not.
  *
  * It speaks device API version 3: last_run_ms gives the time its kernel of
  * the last run() took (its "device timer"; the CPU's monotonic clock here)
@@ -75,7 +78,7 @@ typedef struct example_ctx {
     size_t n_taken;
     char description[160];
     double last_ms; /* time of the last run()'s kernel, -1 before the first */
-    int rewrite;    /* 0 none, 1 HardSwish, 2 a wrong HardSwish (tests) */
+    int rewrite;    /* 0 none, 1 HardSwish, 2 a wrong HardSwish, 3 a malformed one, 4 wrong above 1000 (tests) */
 } example_ctx;
 
 /* Buffers carry their size in front for the accounting. */
@@ -378,7 +381,7 @@ static void ex_destroy(void *ctx)
 
 /* ---- since device API 3: the HardSwish rewrite ---- */
 
-enum { EX_RW_NODES = 9, EX_RW_CONSTS = 4 };
+enum { EX_RW_NODES = 13, EX_RW_CONSTS = 5 };
 
 /* One block per rewrite, freed by ex_rewrite_free (tdm_rewrite.owner). */
 typedef struct ex_rw_block {
@@ -415,8 +418,8 @@ static void ex_node(ex_rw_block *w, int k, const char *op, const char *a, const 
 static int ex_rewrite(void *ctx, const tdm_node_desc *n, tdm_rewrite *out)
 {
     example_ctx *c = ctx;
-    static const char *const cname[EX_RW_CONSTS] = {"sixth", "half", "minus_one", "one"};
-    const float cval[EX_RW_CONSTS] = {1.0f / 6.0f, 0.5f, -1.0f, 1.0f};
+    static const char *const cname[EX_RW_CONSTS] = {"sixth", "half", "minus_one", "one", "minus_thousand"};
+    const float cval[EX_RW_CONSTS] = {1.0f / 6.0f, 0.5f, -1.0f, 1.0f, -1000.0f};
     if (!c->rewrite || strcmp(n->op_type, "HardSwish") != 0 || n->n_inputs != 1 || n->n_outputs != 1 ||
         n->inputs[0].dtype != TDM_FLOAT || !n->inputs[0].name || !n->outputs[0].name)
         return 0;
@@ -451,13 +454,24 @@ static int ex_rewrite(void *ctx, const tdm_node_desc *n, tdm_rewrite *out)
         ex_node(w, k++, "Relu", "t5", NULL, "t6");
         ex_node(w, k++, "Mul", "t6", "minus_one", "t7");
         ex_node(w, k++, "Add", "t7", "one", "b");
-        ex_node(w, k++, "Mul", w->x, "b", w->y);
+        if (c->rewrite == 4) { /* wrong on purpose above 1000: y - Relu(x - 1000) */
+            ex_node(w, k++, "Mul", w->x, "b", "t8");
+            ex_node(w, k++, "Add", w->x, "minus_thousand", "t9");
+            ex_node(w, k++, "Relu", "t9", NULL, "t10");
+            ex_node(w, k++, "Mul", "t10", "minus_one", "t11");
+            ex_node(w, k++, "Add", "t8", "t11", w->y);
+        } else {
+            ex_node(w, k++, "Mul", w->x, "b", w->y);
+        }
     }
-    out->name = c->rewrite == 2 ? "hardswish-noclamp" : c->rewrite == 3 ? "hardswish-broken" : "hardswish-relu";
+    out->name = c->rewrite == 2   ? "hardswish-noclamp"
+                : c->rewrite == 3 ? "hardswish-broken"
+                : c->rewrite == 4 ? "hardswish-upto1000"
+                                  : "hardswish-relu";
     out->approximate = 0;
     out->n_nodes = k;
     out->nodes = w->nodes;
-    out->n_consts = EX_RW_CONSTS;
+    out->n_consts = c->rewrite == 4 ? EX_RW_CONSTS : EX_RW_CONSTS - 1;
     out->consts = w->consts;
     out->owner = w;
     return 1;
@@ -522,10 +536,10 @@ static int parse_args(example_ctx *c, const char *args, char *err, size_t err_si
             c->sigmoid_limit = (size_t)v;
         else if (strcmp(opt, "memory") == 0)
             c->capacity = v;
-        else if (strcmp(opt, "rewrite") == 0 && v <= 3)
+        else if (strcmp(opt, "rewrite") == 0 && v <= 4)
             c->rewrite = (int)v;
         else {
-            snprintf(err, err_size, "example: unknown option '%s' (known: sigmoid_limit, memory, rewrite=0|1|2|3)", opt);
+            snprintf(err, err_size, "example: unknown option '%s' (known: sigmoid_limit, memory, rewrite=0..4)", opt);
             return -1;
         }
         s = end ? end + 1 : NULL;

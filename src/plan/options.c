@@ -4,6 +4,7 @@
 #include "core/ctx.h"
 #include "core/mem.h"
 #include "core/tensor.h"
+#include "plan/rescue.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,12 @@ void plan_options_free(plan_options *o)
         tdm_tensor_destroy(o->binds[i].value);
     }
     mem_free(o->binds);
+    for (size_t i = 0; i < o->n_rescue_checks; i++) {
+        mem_free(o->rescue_checks[i].node);
+        mem_free(o->rescue_checks[i].rule);
+        mem_free(o->rescue_checks[i].device);
+    }
+    mem_free(o->rescue_checks);
     for (size_t i = 0; i < o->n_measured; i++) {
         mem_free(o->measured[i].node);
         mem_free(o->measured[i].device);
@@ -130,6 +137,33 @@ tdm_status plan_options_bind(plan_options *o, const char *name, const tdm_tensor
     return TDM_OK;
 }
 
+/* Appends a copy of c (plan/rescue.h); a synthetic one already there for
+ * the same (node, rule, device) is not added twice. */
+tdm_status plan_options_add_rescue_check(plan_options *o, const plan_rescue_check *c)
+{
+    for (size_t i = 0; strcmp(c->inputs, "synthetic") == 0 && i < o->n_rescue_checks; i++) {
+        const plan_rescue_check *h = &o->rescue_checks[i];
+        if (strcmp(h->inputs, "synthetic") == 0 && strcmp(h->node, c->node) == 0 && strcmp(h->rule, c->rule) == 0 &&
+            strcmp(h->device, c->device) == 0)
+            return TDM_OK;
+    }
+    if (mem_grow((void **)&o->rescue_checks, &o->cap_rescue_checks, o->n_rescue_checks + 1, sizeof *o->rescue_checks))
+        return TDM_E_NOMEM;
+    plan_rescue_check *d = &o->rescue_checks[o->n_rescue_checks];
+    *d = *c;
+    d->node = mem_strdup(c->node);
+    d->rule = mem_strdup(c->rule);
+    d->device = mem_strdup(c->device);
+    if (!d->node || !d->rule || !d->device) {
+        mem_free(d->node);
+        mem_free(d->rule);
+        mem_free(d->device);
+        return TDM_E_NOMEM;
+    }
+    o->n_rescue_checks++;
+    return TDM_OK;
+}
+
 tdm_status plan_options_copy(const plan_options *src, plan_options *dst)
 {
     plan_options_init(dst);
@@ -144,6 +178,10 @@ tdm_status plan_options_copy(const plan_options *src, plan_options *dst)
     dst->max_abs = src->max_abs;
     dst->rescue = src->rescue;
     dst->rescue_hooks = src->rescue_hooks;
+    dst->rescue_unchecked = src->rescue_unchecked;
+    for (size_t i = 0; i < src->n_rescue_checks; i++)
+        if (plan_options_add_rescue_check(dst, &src->rescue_checks[i]))
+            goto nomem;
     for (size_t i = 0; i < src->n_binds; i++)
         if (plan_options_bind(dst, src->binds[i].name, src->binds[i].value))
             goto nomem;

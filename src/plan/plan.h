@@ -136,6 +136,13 @@ typedef struct plan_options {
      * and the run layer's verification (NULL: nothing is rescued) */
     int rescue;
     const struct plan_rescue_hooks *rescue_hooks;
+    /* the run-time checks of kept rescues (plan/rescue.h "verified when"):
+     * their figures on the inputs that reached the original nodes, carried
+     * into re-plans (a failed one drops its rescue); rescue_unchecked: the
+     * session does not check them (--verify off), the ledger says so */
+    struct plan_rescue_check *rescue_checks;
+    size_t n_rescue_checks, cap_rescue_checks;
+    int rescue_unchecked;
     /* graph inputs bound to fixed values (--bind, tdm_session_options_bind):
      * constants for the If inlining (graph/inline_if.h); owned copies */
     struct plan_bind *binds;

@@ -39,6 +39,10 @@ void plan_rescue_free(plan_rescue *r)
 {
     if (!r)
         return;
+    for (size_t k = 0; k < r->n; k++) {
+        tdm_model_destroy(r->entries[k].orig_m); /* view the base's constants */
+        tdm_model_destroy(r->entries[k].rw_m);
+    }
     tdm_model_destroy(r->model); /* views the inlined models' constants */
     gr_unroll_free(&r->unr);
     gr_inline_free(&r->inl);
@@ -97,6 +101,68 @@ static tdm_status all_supported(tdm_err *e, const dev_instance *di, const tdm_mo
     return st;
 }
 
+const char *plan_rescue_check_where(const plan_rescue_check *c, char *buf, size_t size)
+{
+    if (strcmp(c->inputs, "calibration") == 0)
+        snprintf(buf, size, "calibration input set %d", c->set);
+    else
+        snprintf(buf, size, "the first run's inputs");
+    return buf;
+}
+
+int plan_rescue_checked_on(const plan_rescue_entry *x, const char *inputs, int set)
+{
+    for (int k = 0; k < x->n_checks; k++)
+        if (strcmp(x->checks[k]->inputs, inputs) == 0 && x->checks[k]->set == set)
+            return 1;
+    return 0;
+}
+
+/* The synthetic figures of x (for device d) a previous plan of this model
+ * found (carried by a re-plan's options: the check is deterministic), or
+ * NULL. */
+static const plan_rescue_check *known_synthetic(const tdm_plan *p, const plan_rescue_entry *x, int d)
+{
+    const plan_options *o = &p->opts;
+    for (size_t k = 0; k < o->n_rescue_checks; k++) {
+        const plan_rescue_check *rc = &o->rescue_checks[k];
+        if (strcmp(rc->inputs, "synthetic") == 0 && strcmp(rc->node, x->node) == 0 && strcmp(rc->rule, x->rule) == 0 &&
+            strcmp(rc->device, plan_device_name(p, d)) == 0)
+            return rc;
+    }
+    return NULL;
+}
+
+/* The run-time checks of x (made for device d) in the plan's options
+ * (rescue.h "verified when"); a failed one: its sentence in why, 1. */
+static int attach_checks(tdm_plan *p, plan_rescue_entry *x, int d, char *why, size_t n)
+{
+    const plan_options *o = &p->opts;
+    const char *dev = plan_device_name(p, d);
+    int c = 0, failed = 0;
+    for (size_t k = 0; k < o->n_rescue_checks; k++)
+        c += strcmp(o->rescue_checks[k].node, x->node) == 0 && strcmp(o->rescue_checks[k].rule, x->rule) == 0 &&
+             strcmp(o->rescue_checks[k].device, dev) == 0 && strcmp(o->rescue_checks[k].inputs, "synthetic") != 0;
+    if (!c)
+        return 0;
+    if (!(x->checks = plan_arena_array(&p->arena, (size_t)c, sizeof *x->checks)))
+        return -1;
+    for (size_t k = 0; k < o->n_rescue_checks; k++) {
+        const plan_rescue_check *rc = &o->rescue_checks[k];
+        if (strcmp(rc->node, x->node) != 0 || strcmp(rc->rule, x->rule) != 0 || strcmp(rc->device, dev) != 0 ||
+            strcmp(rc->inputs, "synthetic") == 0)
+            continue;
+        x->checks[x->n_checks++] = rc;
+        if (!rc->figs.pass && !failed) {
+            char where[64];
+            snprintf(why, n, "rescue %s failed verification on %s: %s", x->rule,
+                     plan_rescue_check_where(rc, where, sizeof where), rc->figs.why);
+            failed = 1;
+        }
+    }
+    return failed;
+}
+
 /* Tries rw on device d for the node: fills x; *kept when it is. */
 static tdm_status try_rewrite(tdm_err *e, tdm_plan *p, const gr_rw *rw, int d, plan_rescue_entry *x)
 {
@@ -132,16 +198,35 @@ static tdm_status try_rewrite(tdm_err *e, tdm_plan *p, const gr_rw *rw, int d, p
         snprintf(why, sizeof why, "the original node alone does not build: %.300s", local.msg);
         goto refuse;
     }
-    if ((st = h->verify(e, orm, rwm, rw->kind == GR_RW_APPROX, &x->figs)) != TDM_OK)
+    x->approx = rw->kind == GR_RW_APPROX;
+    const plan_rescue_check *known = known_synthetic(p, x, d);
+    if (known)
+        x->figs = known->figs;
+    else if ((st = h->verify(e, orm, rwm, x->approx, &x->figs)) != TDM_OK)
         goto done;
     x->verified = 1;
     if (!x->figs.pass) {
         snprintf(why, sizeof why, "verification on cpu fp32 failed: %s", x->figs.why);
         goto refuse;
     }
-    x->kept = 1;
     {
-        const gr_graph *g = rwm->gm->main;
+        int failed = attach_checks(p, x, d, why, sizeof why);
+        if (failed < 0) {
+            st = err_set(e, TDM_E_NOMEM, "out of memory");
+            goto done;
+        }
+        if (failed) {
+            x->dropped = 1;
+            goto refuse;
+        }
+    }
+    x->kept = 1;
+    /* kept for the run-time checks (rescue.h "verified when") */
+    x->orig_m = orm;
+    x->rw_m = rwm;
+    orm = rwm = NULL;
+    {
+        const gr_graph *g = x->rw_m->gm->main;
         x->n_nodes = g->n_nodes;
         x->nodes = plan_arena_array(&p->arena, (size_t)g->n_nodes + 1, sizeof *x->nodes);
         x->ops = plan_arena_array(&p->arena, (size_t)g->n_nodes + 1, sizeof *x->ops);
@@ -555,9 +640,48 @@ done:
     return st;
 }
 
+/* The last run-time check of x as "; on the first run's inputs: max
+ * |diff| X, cosine Z" into buf ("" when none). */
+static const char *check_tail(const plan_rescue_entry *x, char *buf, size_t n)
+{
+    char where[64];
+    buf[0] = '\0';
+    if (x->n_checks) {
+        const plan_rescue_check *c = x->checks[x->n_checks - 1];
+        snprintf(buf, n, "; on %s: max |diff| %.3g, cosine %.7f", plan_rescue_check_where(c, where, sizeof where),
+                 c->figs.max_abs, c->figs.cosine);
+    }
+    return buf;
+}
+
+/* A rescue dropped by a run-time check: its sentence after the original
+ * node's detail (the node runs as written, where it was placed). */
+static void mark_dropped(tdm_plan *p)
+{
+    const plan_rescue *r = p->rescue;
+    for (size_t k = 0; r && k < r->n; k++) {
+        const plan_rescue_entry *x = &r->entries[k];
+        if (!x->dropped || !x->why)
+            continue;
+        for (int n = 0; n < p->n_nodes; n++) {
+            plan_node *pn = &p->nodes[n];
+            if (strcmp(p->g->nodes[n].name, x->node) != 0 || strstr(pn->detail ? pn->detail : "", x->why))
+                continue;
+            size_t len = strlen(pn->detail ? pn->detail : "") + strlen(x->why) + 4;
+            char *d = plan_arena_array(&p->arena, len, 1);
+            if (d) {
+                snprintf(d, len, "%s%s%s", pn->detail ? pn->detail : "", pn->detail && *pn->detail ? "; " : "",
+                         x->why);
+                pn->detail = d;
+            }
+        }
+    }
+}
+
 void plan_rescue_mark(tdm_plan *p)
 {
     const plan_rescue *r = p->rescue;
+    mark_dropped(p);
     if (!r || !r->entry_of)
         return;
     for (int n = 0; n < p->n_nodes && n < r->n_graph; n++) {
@@ -586,12 +710,23 @@ void plan_rescue_mark(tdm_plan *p)
         }
         if (pn->device != x->device)
             continue;
-        snprintf(buf, sizeof buf, "%s '%s' rewritten by rule %s (%s) for %s; verified on cpu fp32: max |diff| %.3g, cosine %.7f",
-                 x->op, x->node, x->rule, x->kind, plan_device_name(p, x->device), x->figs.max_abs, x->figs.cosine);
+        char tail[160];
+        snprintf(buf, sizeof buf,
+                 "%s '%s' rewritten by rule %s (%s) for %s; verified on cpu fp32: max |diff| %.3g, cosine %.7f%s", x->op,
+                 x->node, x->rule, x->kind, plan_device_name(p, x->device), x->figs.max_abs, x->figs.cosine,
+                 check_tail(x, tail, sizeof tail));
         const char *d = plan_arena_strdup(&p->arena, buf);
         pn->reason = TDM_REASON_RESCUED;
         pn->detail = d ? d : "";
     }
+}
+
+size_t plan_rescue_checkable(const tdm_plan *p)
+{
+    size_t n = 0;
+    for (size_t k = 0; p->rescue && k < p->rescue->n; k++)
+        n += p->rescue->entries[k].kept && p->rescue->entries[k].orig_m != NULL;
+    return n;
 }
 
 size_t plan_rescue_kept(const tdm_plan *p)
@@ -616,6 +751,56 @@ static const char *placed(const tdm_plan *p, size_t k, int *on_target)
         dev = dev == -2 ? d : dev == d ? d : -1;
     }
     return dev == -1 ? "mixed" : dev < 0 ? "-" : plan_device_name(p, dev);
+}
+
+static int figs_json(cJSON *o, const char *inputs, int set, const plan_rescue_figs *f)
+{
+    if (!o)
+        return -1;
+    cJSON_AddStringToObject(o, "inputs", inputs);
+    if (set)
+        cJSON_AddNumberToObject(o, "set", set);
+    cJSON_AddBoolToObject(o, "pass", f->pass);
+    if (isfinite(f->max_abs))
+        cJSON_AddNumberToObject(o, "max_abs", f->max_abs);
+    else
+        cJSON_AddNullToObject(o, "max_abs");
+    cJSON_AddNumberToObject(o, "allowed", f->tolerance * (f->ref_max > 1 ? f->ref_max : 1));
+    cJSON_AddNumberToObject(o, "cosine", f->cosine);
+    cJSON_AddNumberToObject(o, "ref_max_abs", f->ref_max);
+    cJSON_AddNumberToObject(o, "values", (double)f->values);
+    if (!f->pass && f->why[0])
+        cJSON_AddStringToObject(o, "why", f->why);
+    return 0;
+}
+
+/* Which inputs verified the rescue (rescue.h "verified when"): "checks"
+ * (synthetic, then each run-time check with its figures) and "run_check"
+ * (what the session does, or did). */
+static int verification_json(const tdm_plan *p, const plan_rescue_entry *x, cJSON *v)
+{
+    cJSON *a = cJSON_AddArrayToObject(v, "checks");
+    int run = 0, cal = 0;
+    if (!a)
+        return -1;
+    cJSON *it = cJSON_CreateObject();
+    if (!it || !cJSON_AddItemToArray(a, it) || figs_json(it, "synthetic", 0, &x->figs))
+        return -1;
+    for (int k = 0; k < x->n_checks; k++) {
+        const plan_rescue_check *c = x->checks[k];
+        run |= strcmp(c->inputs, "first-run") == 0;
+        cal += strcmp(c->inputs, "calibration") == 0;
+        if (!(it = cJSON_CreateObject()) || !cJSON_AddItemToArray(a, it) || figs_json(it, c->inputs, c->set, &c->figs))
+            return -1;
+    }
+    const char *state = !x->branch && !x->kept && !x->dropped ? NULL
+                        : x->dropped                         ? "dropped: a run-time check failed"
+                        : run                                ? "done: verified on the first run's inputs"
+                        : cal ? "calibration: verified on the calibration input sets; the first run's inputs next"
+                        : p->opts.rescue_unchecked
+                            ? "off (--verify off): verified on synthetic inputs only"
+                            : "pending: a session checks it on its calibration input sets and its first run's inputs";
+    return state && !cJSON_AddStringToObject(v, "run_check", state) ? -1 : 0;
 }
 
 int plan_rescue_json(const tdm_plan *p, cJSON *root)
@@ -663,7 +848,7 @@ int plan_rescue_json(const tdm_plan *p, cJSON *root)
             if (!v)
                 return -1;
             cJSON_AddStringToObject(v, "reference", "the original node on cpu fp32");
-            cJSON_AddBoolToObject(v, "pass", x->figs.pass);
+            cJSON_AddBoolToObject(v, "pass", x->figs.pass && !x->dropped);
             if (isfinite(x->figs.max_abs))
                 cJSON_AddNumberToObject(v, "max_abs", x->figs.max_abs);
             else
@@ -673,6 +858,8 @@ int plan_rescue_json(const tdm_plan *p, cJSON *root)
             cJSON_AddNumberToObject(v, "ref_max_abs", x->figs.ref_max);
             cJSON_AddNumberToObject(v, "values", (double)x->figs.values);
             cJSON_AddNumberToObject(v, "input_sets", x->figs.inputs);
+            if (x->figs.pass && verification_json(p, x, v))
+                return -1;
         }
     }
     return 0;
@@ -723,8 +910,10 @@ char *plan_rescue_report(const tdm_plan *p)
                 plan_device_name(p, x->device), x->n_nodes);
             for (int j = 0; j < x->n_nodes && j < 12; j++)
                 ADD("%s%s", j ? " " : "", x->ops[j]);
-            ADD("%s) -> %s; max |diff| %.3g, cosine %.7f on cpu fp32\n", x->n_nodes > 12 ? " ..." : "", where,
-                x->figs.max_abs, x->figs.cosine);
+            char tail[160];
+            ADD("%s) -> %s; max |diff| %.3g, cosine %.7f on cpu fp32%s%s\n", x->n_nodes > 12 ? " ..." : "", where,
+                x->figs.max_abs, x->figs.cosine, check_tail(x, tail, sizeof tail),
+                x->n_checks || !p->opts.rescue_unchecked ? "" : " (synthetic inputs only: --verify off)");
         } else {
             ADD("  %-40s %-20s not rescued by %s for %s: %s\n", x->node, x->op, x->rule, plan_device_name(p, x->device),
                 x->why ? x->why : "");

@@ -29,6 +29,24 @@
  *                unverified rewrite). A rewrite that fails either test is
  *                recorded with the sentence and the figures, and the node
  *                is placed as it would have been.
+ *   verified when  at plan time on synthetic inputs made from the node's
+ *                static types (the hook above: "synthetic"); then, in a
+ *                session, on the values that actually reach the original
+ *                node(s): every calibration input set at creation and the
+ *                first run, before any output is returned (run/guard.h,
+ *                run/rescue_check.h rescue_check_run; default on, off with
+ *                --verify off: plan_options.rescue_unchecked, and the
+ *                ledger says the rescue was verified on synthetic inputs
+ *                only). Those figures come back to the planner as
+ *                plan_options.rescue_checks (per node, rule, device and
+ *                inputs): a rewrite with a failed check is not kept (why:
+ *                "rescue <rule> failed verification on the first run's
+ *                inputs: max |diff| X over the allowed Y, cosine Z", the
+ *                same sentence appended to the node's detail), the next
+ *                rule or device is tried as usual; a passing check is
+ *                listed with the entry's figures. If, function and Loop
+ *                inlining are not checked: they copy the same nodes with
+ *                the same kernels (no new arithmetic), not rewrites.
  *   the graph    the plan's graph (tdm_plan.g) becomes a copy of the
  *                model's with every kept rewrite in place (its nodes are
  *                named "<original>/rescue/<Op>_<k>"); p->model stays the
@@ -73,6 +91,24 @@ typedef struct plan_rescue_figs {
     char why[240];         /* failed: one sentence */
 } plan_rescue_figs;
 
+/* One run-time check of a kept rescue (rules above, "verified when"):
+ * inputs "first-run" or "calibration" (set: its 1-based number); or
+ * "synthetic": the plan-time figures a previous plan of the same model
+ * found, which a re-plan takes instead of verifying again (deterministic).
+ * Strings owned by the options that hold it. */
+typedef struct plan_rescue_check {
+    char *node, *rule, *device;
+    const char *inputs;    /* static: "first-run", "calibration" */
+    int set;
+    plan_rescue_figs figs;
+} plan_rescue_check;
+
+/* Appends a copy of c to o->rescue_checks (a synthetic one once per node,
+ * rule and device). */
+tdm_status plan_options_add_rescue_check(plan_options *o, const plan_rescue_check *c);
+/* "the first run's inputs", "calibration input set 2" into buf. */
+const char *plan_rescue_check_where(const plan_rescue_check *c, char *buf, size_t size);
+
 /* Set by the run layer (run/rescue_check.h) in the plan options. */
 typedef struct plan_rescue_hooks {
     /* Runs orig and rw (models with the same graph inputs and outputs) on
@@ -95,8 +131,14 @@ typedef struct plan_rescue_entry {
     const char *branch;        /* an If inlining: "then" or "else"; a function call inlined at
                                 * load (rule "function-inline"): "function"; a Loop
                                 * unrolled ("loop-unroll"): "loop"; NULL: a rule */
-    int verified;              /* figs are set */
+    int verified;              /* figs are set (the synthetic inputs') */
     plan_rescue_figs figs;
+    int approx;                /* an approximation (its tolerance) */
+    tdm_model *orig_m, *rw_m;  /* owned (a kept rule's): the original node(s) and the rewrite alone, as
+                                * verified, for the run-time checks */
+    const plan_rescue_check **checks; /* the run-time checks of this rewrite (in p->opts) */
+    int n_checks;
+    int dropped;               /* not kept: a run-time check failed (why says which) */
 } plan_rescue_entry;
 
 typedef struct plan_rescue {
@@ -127,5 +169,9 @@ int plan_rescue_json(const tdm_plan *p, struct cJSON *root);
 char *plan_rescue_report(const tdm_plan *p);
 /* Kept rescues and new nodes of the plan (for summaries). */
 size_t plan_rescue_kept(const tdm_plan *p);
+/* Kept rule rescues (entries with orig_m) the run-time checks apply to. */
+size_t plan_rescue_checkable(const tdm_plan *p);
+/* 1 when entry x has a check on inputs (and set). */
+int plan_rescue_checked_on(const plan_rescue_entry *x, const char *inputs, int set);
 
 #endif

@@ -707,7 +707,8 @@ tdm_status adapt_adopt(tdm_err *e, adapt_state *a, adapt_variant *v, tdm_plan *p
     pthread_mutex_unlock(&a->lock);
     if (r)
         return err_set(e, TDM_E_NOMEM, "out of memory");
-    emit_replan(a, plan_device_name(plan, (int)plan->devs->n - 1), detail);
+    if (detail)
+        emit_replan(a, plan_device_name(plan, (int)plan->devs->n - 1), detail);
     return TDM_OK;
 }
 

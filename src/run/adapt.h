@@ -131,7 +131,9 @@ tdm_status adapt_run(tdm_err *e, adapt_state *a, adapt_variant *v, const tdm_ten
 
 /* Replaces variant v's plan and program with plan/prog (ownership moves in
  * on success; the replaced ones stay alive until adapt_free) and emits
- * TDM_EVENT_REPLAN with detail (the precision guard, run/guard.h). */
+ * TDM_EVENT_REPLAN with detail (the precision guard, run/guard.h); detail
+ * NULL: no event (the same placement, only the ledger's figures differ: a
+ * rescue's passing run-time check). */
 tdm_status adapt_adopt(tdm_err *e, adapt_state *a, adapt_variant *v, tdm_plan *plan, exec_prog *prog,
                        const char *detail);
 /* The plan variant v runs now. */

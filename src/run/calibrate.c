@@ -712,8 +712,18 @@ done:
 
 /* ------------------------------------------------------------- guard */
 
-tdm_status plan_run_mixed(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int upto, int threads,
-                          tdm_tensor **outs)
+/* Clones value v into got[slot[v]] when it is wanted and not taken yet. */
+static tdm_status capture(tdm_err *e, const int *slot, int v, const tdm_tensor *t, tdm_tensor **got)
+{
+    if (!slot || v < 0 || slot[v] < 0 || !t || got[slot[v]])
+        return TDM_OK;
+    return tensor_clone(e, t, &got[slot[v]]);
+}
+
+/* plan_run_mixed; slot (per value of p->g, NULL: none): the index in got[]
+ * of a value to capture, or -1. */
+static tdm_status run_mixed(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int upto, int threads,
+                            tdm_tensor **outs, const int *slot, tdm_tensor **got)
 {
     const gr_graph *g = p->g;
     int N = g->n_nodes, V = g->n_values, cpu = (int)p->devs->n - 1;
@@ -740,6 +750,9 @@ tdm_status plan_run_mixed(tdm_err *e, const tdm_plan *p, const tdm_tensor *const
     for (int k = 0; k < g->n_inputs; k++)
         if (in[k])
             vals[g->inputs[k]] = (tdm_tensor *)in[k];
+    for (int v = 0; slot && v < V; v++)
+        if ((st = capture(e, slot, v, vals[v], got)) != TDM_OK)
+            goto done;
     if (last_uses(g, p->order, last)) {
         st = err_set(e, TDM_E_NOMEM, "out of memory");
         goto done;
@@ -757,6 +770,9 @@ tdm_status plan_run_mixed(tdm_err *e, const tdm_plan *p, const tdm_tensor *const
         if (st)
             goto done;
         put_outs(node, vals, owned, out);
+        for (int o = 0; slot && o < node->n_outputs; o++)
+            if (node->outputs[o] >= 0 && (st = capture(e, slot, node->outputs[o], vals[node->outputs[o]], got)) != TDM_OK)
+                goto done;
         for (int i = 0; i < node->n_inputs; i++) {
             int v = node->inputs[i];
             if (v >= 0 && last[v] == pos && owned[v]) {
@@ -799,6 +815,45 @@ done:
     mem_free(owned);
     mem_free(last);
     mem_free(out);
+    return st;
+}
+
+tdm_status plan_run_mixed(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int upto, int threads,
+                          tdm_tensor **outs)
+{
+    return run_mixed(e, p, in, upto, threads, outs, NULL, NULL);
+}
+
+tdm_status plan_run_capture(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int threads,
+                            const char *const *names, int n, tdm_tensor **got)
+{
+    const gr_graph *g = p->g;
+    int *slot = mem_alloc(((size_t)g->n_values + 1) * sizeof *slot);
+    tdm_tensor **outs = mem_calloc((size_t)g->n_outputs + 1, sizeof *outs);
+    tdm_status st = TDM_OK;
+    for (int k = 0; k < n; k++)
+        got[k] = NULL;
+    if (!slot || !outs) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int v = 0; v < g->n_values; v++) {
+        slot[v] = -1;
+        for (int k = 0; k < n && slot[v] < 0; k++)
+            if (g->values[v].name && strcmp(g->values[v].name, names[k]) == 0)
+                slot[v] = k;
+    }
+    st = run_mixed(e, p, in, -1, threads, outs, slot, got);
+    for (int k = 0; k < g->n_outputs; k++)
+        tdm_tensor_destroy(outs[k]);
+    if (st)
+        for (int k = 0; k < n; k++) {
+            tdm_tensor_destroy(got[k]);
+            got[k] = NULL;
+        }
+done:
+    mem_free(slot);
+    mem_free(outs);
     return st;
 }
 

@@ -37,4 +37,10 @@ tdm_status plan_probe_merge(tdm_err *e, char **acc, const char *more);
  * plan. outs[] (one per graph output) receives new tensors. */
 tdm_status plan_run_mixed(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int upto, int threads,
                           tdm_tensor **outs);
+/* The rescue check's reference (run/rescue_check.h): p's graph on cpu in
+ * fp32 (plan_run_mixed, upto -1) on in[], keeping a copy of each value
+ * named names[k] in got[k] (new tensors; NULL for a name no value of the
+ * graph has, or one never computed). */
+tdm_status plan_run_capture(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int threads,
+                            const char *const *names, int n, tdm_tensor **got);
 #endif

@@ -4,6 +4,7 @@
 #include "core/mem.h"
 #include "run/calibrate.h"
 #include "run/exec.h"
+#include "run/rescue_check.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -50,9 +51,14 @@ tdm_status guard_init(tdm_err *e, guard_state *g, const guard_opts *o, const tdm
     g->original = plan;
     g->out_cosine_before = g->out_cosine_after = NAN;
     int narrow_plan = plan_is_narrow(plan);
+    size_t rescues = plan_rescue_checkable(plan);
     if (g->o.mode == GUARD_DEFAULT)
-        g->o.mode = narrow_plan ? GUARD_FIRST : GUARD_OFF;
-    g->active = g->o.mode != GUARD_OFF && narrow_plan;
+        g->o.mode = narrow_plan || rescues ? GUARD_FIRST : GUARD_OFF;
+    g->narrow = g->o.mode != GUARD_OFF && narrow_plan;
+    g->rescues = g->o.mode != GUARD_OFF && rescues;
+    g->active = g->narrow || g->rescues;
+    if (g->o.mode == GUARD_OFF)
+        g->rescues_unchecked = rescues;
     if (pthread_mutex_init(&g->lock, NULL))
         return err_set(e, TDM_E_NOMEM, "cannot create a mutex");
     g->have_lock = 1;
@@ -150,8 +156,8 @@ static cJSON *history(guard_state *g)
 
 /* Plans p's model again with po; adopts it into v when placement moved.
  * *moved: nodes whose device differs from p's. */
-static tdm_status replan(tdm_err *e, adapt_state *a, adapt_variant *v, const tdm_plan *p, plan_options *po,
-                         const char *detail, size_t *moved, const tdm_plan **now)
+static tdm_status replan_as(tdm_err *e, adapt_state *a, adapt_variant *v, const tdm_plan *p, plan_options *po,
+                            const char *detail, int always, size_t *moved, const tdm_plan **now)
 {
     dev_list *devs = NULL;
     tdm_plan *cand = NULL;
@@ -169,7 +175,7 @@ static tdm_status replan(tdm_err *e, adapt_state *a, adapt_variant *v, const tdm
     }
     for (int n = 0; n < p->n_nodes && n < cand->n_nodes; n++)
         *moved += strcmp(plan_device_name(p, p->nodes[n].device), plan_device_name(cand, cand->nodes[n].device)) != 0;
-    if (!*moved && !cand->n_precision) {
+    if (!always && !*moved && !cand->n_precision) {
         plan_free(cand);
         return TDM_OK;
     }
@@ -185,6 +191,12 @@ static tdm_status replan(tdm_err *e, adapt_state *a, adapt_variant *v, const tdm
     }
     *now = cand;
     return TDM_OK;
+}
+
+static tdm_status replan(tdm_err *e, adapt_state *a, adapt_variant *v, const tdm_plan *p, plan_options *po,
+                         const char *detail, size_t *moved, const tdm_plan **now)
+{
+    return replan_as(e, a, v, p, po, detail, 0, moved, now);
 }
 
 static void record(guard_state *g, const char *kind, const char *why, const tdm_plan *p, size_t moved, int node,
@@ -221,6 +233,65 @@ static void record(guard_state *g, const char *kind, const char *why, const tdm_
         cJSON_AddItemToArray(g->history, o);
     else
         cJSON_Delete(o);
+}
+
+/* The run-time check of the kept rescues (rules in guard.h) on in[]
+ * (inputs "first-run" or "calibration", set): the figures go into the
+ * plan's options and the plan made with them is adopted into v (*pp
+ * follows) — a failed rescue dropped (TDM_EVENT_REPLAN with the sentence),
+ * or the same placement with the figures in its ledger (no event).
+ * Repeated while the new plan keeps a rescue not yet checked on these
+ * inputs (the next rule or device that took a dropped one's place). */
+static tdm_status check_rescues(tdm_err *e, guard_state *g, adapt_state *a, adapt_variant *v, const tdm_plan **pp,
+                                const tdm_tensor *const *in, int threads, const char *inputs, int set)
+{
+    tdm_status st = TDM_OK;
+    for (int round = 0; round < 8 && !st; round++) {
+        const tdm_plan *p = *pp;
+        plan_options po;
+        rescue_check_sum sum;
+        size_t moved = 0;
+        char detail[600];
+        plan_options_init(&po);
+        if (plan_options_copy(&p->opts, &po) != TDM_OK) {
+            plan_options_free(&po);
+            return err_set(e, TDM_E_NOMEM, "out of memory");
+        }
+        if ((st = rescue_check_run(e, p, in, threads, inputs, set, &po, &sum)) == TDM_OK && sum.checked) {
+            snprintf(detail, sizeof detail, "%.440s; the session re-plans without it", sum.first);
+            st = replan_as(e, a, v, p, &po, sum.failed ? detail : NULL, 1, &moved, pp);
+        }
+        plan_options_free(&po);
+        if (st || !sum.checked)
+            break;
+        g->rescue_checks += sum.checked;
+        g->rescues_dropped += sum.failed;
+        if (sum.failed && !g->rescue_first[0])
+            snprintf(g->rescue_first, sizeof g->rescue_first, "%s", sum.first);
+        cJSON *o = cJSON_CreateObject();
+        if (o) {
+            char where[64];
+            plan_rescue_check c = {.inputs = inputs, .set = set};
+            cJSON_AddStringToObject(o, "kind", "rescue");
+            cJSON_AddStringToObject(o, "inputs", plan_rescue_check_where(&c, where, sizeof where));
+            cJSON_AddNumberToObject(o, "checked", (double)sum.checked);
+            cJSON_AddNumberToObject(o, "passed", (double)sum.passed);
+            cJSON_AddNumberToObject(o, "dropped", (double)sum.failed);
+            if (sum.failed)
+                cJSON_AddStringToObject(o, "why", sum.first);
+            if (sum.passed && isfinite(sum.worst.max_abs))
+                cJSON_AddNumberToObject(o, "worst_passing_max_abs", sum.worst.max_abs);
+            cJSON_AddNumberToObject(o, "moved_nodes", (double)moved);
+            if (history(g))
+                cJSON_AddItemToArray(g->history, o);
+            else
+                cJSON_Delete(o);
+        }
+    }
+    /* a dropped rescue may leave its node on a narrower device */
+    if (!st && g->o.mode != GUARD_OFF && plan_is_narrow(*pp))
+        g->narrow = 1;
+    return st;
 }
 
 /* The first node (in p's order) whose device, with every device node
@@ -388,12 +459,19 @@ tdm_status guard_calibrate(tdm_err *e, guard_state *g, adapt_state *a, adapt_var
     double t0 = now_ms();
     const tdm_plan *p = adapt_variant_plan(a, v), *start = p;
     int nout = p->g->n_outputs;
-    tdm_tensor **ref = mem_calloc(n_sets * ((size_t)nout + 1), sizeof *ref);
+    tdm_tensor **ref = NULL;
     char *probe = NULL, *more = NULL;
     plan_options po;
-    tdm_status st;
+    tdm_status st = TDM_OK;
     size_t moved = 0, i;
     plan_options_init(&po);
+    /* the kept rescues first, on every set */
+    for (i = 0; g->rescues && i < n_sets && !st; i++)
+        st = check_rescues(e, g, a, v, &p, sets[i], threads, "calibration", (int)i + 1);
+    if (st || !g->narrow)
+        goto finish;
+    start = p;
+    ref = mem_calloc(n_sets * ((size_t)nout + 1), sizeof *ref);
     if (!ref || plan_options_copy(&p->opts, &po) != TDM_OK) {
         st = err_set(e, TDM_E_NOMEM, "out of memory");
         goto done;
@@ -427,6 +505,9 @@ tdm_status guard_calibrate(tdm_err *e, guard_state *g, adapt_state *a, adapt_var
             goto done;
     }
     g->probed = 1;
+finish:
+    if (st)
+        goto done;
     g->calib_sets = n_sets;
     g->calib_ms = now_ms() - t0;
     if (p != start)
@@ -449,12 +530,23 @@ tdm_status guard_run(tdm_err *e, guard_state *g, adapt_state *a, adapt_variant *
     double t0 = now_ms(), run_ms = 0;
     const tdm_plan *p = adapt_variant_plan(a, v), *start = p;
     int nout = p->g->n_outputs, first = !g->first_done, probe_now = first && !g->probed;
-    tdm_tensor **ref = mem_calloc((size_t)nout + 1, sizeof *ref);
+    tdm_tensor **ref = NULL;
     plan_options po;
     char *probe = NULL;
-    tdm_status st;
+    tdm_status st = TDM_OK;
     size_t moved = 0;
     plan_options_init(&po);
+    /* the kept rescues on the values this run sends them, before anything runs */
+    if (first && g->rescues && (st = check_rescues(e, g, a, v, &p, in, threads, "first-run", 0)) != TDM_OK)
+        goto done;
+    if (!g->narrow) {
+        double r0 = now_ms();
+        if ((st = adapt_run(e, a, v, in, out, threads, stats)) == TDM_OK)
+            run_ms = now_ms() - r0;
+        goto done;
+    }
+    start = p;
+    ref = mem_calloc((size_t)nout + 1, sizeof *ref);
     if (!ref) {
         st = err_set(e, TDM_E_NOMEM, "out of memory");
         goto done;
@@ -519,7 +611,7 @@ done:
             g->first_ms = extra;
         g->guard_ms += extra;
         g->first_done = 1;
-        if (p != start)
+        if (p != start && g->narrow)
             count_moved(g, p);
     }
     free_outs(ref, nout);
@@ -549,6 +641,14 @@ char *guard_json(guard_state *g)
     cJSON_AddBoolToObject(o, "fallback_all", g->gave_up);
     if (g->first[0])
         cJSON_AddStringToObject(o, "first_moved", g->first);
+    if (g->rescue_checks || g->rescues) {
+        cJSON_AddNumberToObject(o, "rescue_checks", (double)g->rescue_checks);
+        cJSON_AddNumberToObject(o, "rescues_dropped", (double)g->rescues_dropped);
+        if (g->rescue_first[0])
+            cJSON_AddStringToObject(o, "rescue_dropped_first", g->rescue_first);
+    }
+    if (g->rescues_unchecked)
+        cJSON_AddNumberToObject(o, "rescues_unchecked", (double)g->rescues_unchecked);
     if (g->calib_sets) {
         cJSON_AddNumberToObject(o, "calibration_input_sets", (double)g->calib_sets);
         cJSON_AddNumberToObject(o, "calibration_ms", g->calib_ms);

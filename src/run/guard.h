@@ -1,10 +1,27 @@
 /* The precision guard: a reduced-precision device never changes an answer
- * silently (DESIGN.md "Placement").
+ * silently (DESIGN.md "Placement"), nor does a rescue.
  *
- * Active when the session's plan puts a node on a device whose compute type
- * is narrower than float32 (vnpu fp16/bf16) and verification is not off
- * (--verify, tdm_session_options_set_verify; default "first" then, "off"
- * otherwise). A guarded run, before it returns any output:
+ * Active when verification is not off (--verify,
+ * tdm_session_options_set_verify; default "first" then, "off" otherwise)
+ * and the session's plan puts a node on a device whose compute type is
+ * narrower than float32 (vnpu fp16/bf16: the precision part below), or
+ * keeps a rule rescue (plan/rescue.h; a built-in rule or a plugin's
+ * rewrite, not an If/function/Loop inlining: the rescue part), on any
+ * device — fp32 ones too.
+ *   rescues   (first, before the precision part; calibration sets at
+ *             creation, then the first run) every kept rescued group is
+ *             checked against its original node(s) on cpu fp32 on the
+ *             values the run's inputs send there (run/rescue_check.h
+ *             rescue_check_run: the same reference runner and tolerances as
+ *             the plan-time synthetic check). The figures go into the plan
+ *             options (plan_options.rescue_checks) and the plan made with
+ *             them is adopted: a failed rescue is dropped (its node falls
+ *             back, or goes to the next device or rule, with the figures in
+ *             its sentence; TDM_EVENT_REPLAN), a passing one is kept with
+ *             its figures in the ledger (the same placement, no event).
+ *             every:N does not check rescues again. Off: the ledger says the
+ *             rescues were verified on synthetic inputs only.
+ * A guarded run's precision part, before it returns any output:
  *   probe     (first run) calibrates the plan on the run's inputs
  *             (plan/calib.h plan_calibrate, one repeat): the cpu fp32
  *             reference's ranges and each node's error alone and along the
@@ -68,7 +85,12 @@ void guard_opts_init(guard_opts *o);
 
 typedef struct guard_state {
     guard_opts o;
-    int active;            /* a narrow device in the plan, and not off */
+    int active;            /* narrow or rescues */
+    int narrow;            /* a narrow device in the plan, and not off: the precision part */
+    int rescues;           /* kept rescues to check (plan_rescue_checkable), and not off */
+    size_t rescues_unchecked; /* off: the kept rescues left with their synthetic check only */
+    size_t rescue_checks, rescues_dropped;
+    char rescue_first[400];   /* the first dropped rescue's sentence */
     pthread_mutex_t lock;
     int have_lock;
     uint64_t runs, checks, breaches;
@@ -93,7 +115,8 @@ int guard_due(guard_state *g);
 /* A guarded run of variant v (in[] and out[] as exec_prog_run). */
 tdm_status guard_run(tdm_err *e, guard_state *g, adapt_state *a, adapt_variant *v, const tdm_tensor *const *in,
                      tdm_tensor **out, int threads, exec_stats *stats);
-/* The creation-time pass over calibration input sets (rules above):
+/* The creation-time pass over calibration input sets (rules above; the
+ * rescue part on each set first, then the precision part):
  * sets[i] holds one tensor per graph input of v's plan (as guard_run's
  * in[]), every set of the same shapes. A no-op when the guard is not
  * active. */

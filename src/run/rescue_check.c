@@ -52,16 +52,25 @@ static tdm_tensor *make_input(const gr_type *t, int set, int ints, uint64_t seed
     return x;
 }
 
-/* Runs m on cpu in float32 on in[]: outs[] (graph outputs) new tensors. */
-static tdm_status run_cpu(tdm_err *e, const tdm_model *m, const tdm_tensor *const *in, tdm_tensor **outs)
+/* m planned on cpu alone, nothing rescued: the reference's plan. */
+static tdm_status cpu_plan(tdm_err *e, const tdm_model *m, tdm_plan **out)
 {
     dev_list *devs = NULL;
-    tdm_plan *p = NULL;
     plan_options po;
     tdm_status st;
     plan_options_init(&po);
     po.rescue = PLAN_RESCUE_OFF;
-    if ((st = dev_list_open(e, "cpu", NULL, 0, &devs)) != TDM_OK || (st = plan_build(e, m, &po, devs, &p)) != TDM_OK)
+    if ((st = dev_list_open(e, "cpu", NULL, 0, &devs)) != TDM_OK)
+        return st;
+    return plan_build(e, m, &po, devs, out);
+}
+
+/* Runs m on cpu in float32 on in[]: outs[] (graph outputs) new tensors. */
+static tdm_status run_cpu(tdm_err *e, const tdm_model *m, const tdm_tensor *const *in, tdm_tensor **outs)
+{
+    tdm_plan *p = NULL;
+    tdm_status st = cpu_plan(e, m, &p);
+    if (st)
         return st;
     st = plan_run_mixed(e, p, in, -1, 1, outs);
     plan_free(p);
@@ -88,7 +97,11 @@ static void compare(const tdm_tensor *ref, const tdm_tensor *got, plan_rescue_fi
     f->values += ref->count;
 }
 
-static tdm_status verify(tdm_err *e, const tdm_model *orig, const tdm_model *rw, int approx, plan_rescue_figs *f)
+/* Compares rw with orig on cpu fp32 (the rules in rescue_check.h) on the
+ * synthetic input sets (given NULL) or on given[] (one tensor per graph
+ * input of orig: one set, the values a run sent there). */
+static tdm_status judge(tdm_err *e, const tdm_model *orig, const tdm_model *rw, int approx,
+                        const tdm_tensor *const *given, plan_rescue_figs *f)
 {
     const gr_graph *g = orig->gm->main;
     int ni = g->n_inputs, no = g->n_outputs, nan_mismatch = 0;
@@ -110,17 +123,19 @@ static tdm_status verify(tdm_err *e, const tdm_model *orig, const tdm_model *rw,
         snprintf(f->why, sizeof f->why, "the rewrite has %d outputs, the original %d", rw->gm->main->n_outputs, no);
         goto done;
     }
-    for (int set = 0; set < SETS; set++) {
+    for (int set = 0; set < (given ? 1 : SETS); set++) {
         tdm_err local;
         int has_ints = 0;
-        for (int k = 0; k < ni; k++)
+        for (int k = 0; k < ni && !given; k++)
             has_ints |= !is_float_type(g->values[g->inputs[k]].type.dtype);
         for (int ints = 0; ints < 3; ints++) {
             err_clear(&local);
             for (int k = 0; k < ni; k++) {
                 tdm_tensor_destroy(in[k]);
-                if (!(in[k] = make_input(&g->values[g->inputs[k]].type, set, ints,
-                                         (uint64_t)(k + 1) * 7919u + (uint64_t)set))) {
+                in[k] = NULL;
+                if (given ? given[k] && tensor_clone(e, given[k], &in[k]) != TDM_OK
+                          : !(in[k] = make_input(&g->values[g->inputs[k]].type, set, ints,
+                                                 (uint64_t)(k + 1) * 7919u + (uint64_t)set))) {
                     st = err_set(e, TDM_E_NOMEM, "out of memory");
                     goto done;
                 }
@@ -162,7 +177,8 @@ static tdm_status verify(tdm_err *e, const tdm_model *orig, const tdm_model *rw,
             snprintf(f->why, sizeof f->why, "NaN at %d positions where the original has none (or the reverse)",
                      nan_mismatch);
         else if (!(f->max_abs <= allowed))
-            snprintf(f->why, sizeof f->why, "max |diff| %.3g over the allowed %.3g", f->max_abs, allowed);
+            snprintf(f->why, sizeof f->why, "max |diff| %.3g over the allowed %.3g, cosine %.7f", f->max_abs, allowed,
+                     f->cosine);
         else if (!(f->cosine >= min_cos))
             snprintf(f->why, sizeof f->why, "cosine %.7f under %g", f->cosine, min_cos);
         else
@@ -184,4 +200,129 @@ done:
     return st;
 }
 
+static tdm_status verify(tdm_err *e, const tdm_model *orig, const tdm_model *rw, int approx, plan_rescue_figs *f)
+{
+    return judge(e, orig, rw, approx, NULL, f);
+}
+
 const plan_rescue_hooks rescue_check_hooks = {.verify = verify};
+
+/* Index of name in names[0..n), or -1. */
+static int name_at(const char *const *names, int n, const char *name)
+{
+    for (int k = 0; k < n; k++)
+        if (strcmp(names[k], name) == 0)
+            return k;
+    return -1;
+}
+
+/* The original node(s)' graph of x when x is a kept rule rescue without a
+ * check on these inputs yet, else NULL. */
+static const gr_graph *due(const plan_rescue_entry *x, const char *inputs, int set)
+{
+    return x->kept && x->orig_m && !plan_rescue_checked_on(x, inputs, set) ? x->orig_m->gm->main : NULL;
+}
+
+tdm_status rescue_check_run(tdm_err *e, const tdm_plan *p, const tdm_tensor *const *in, int threads,
+                            const char *inputs, int set, plan_options *po, rescue_check_sum *sum)
+{
+    const plan_rescue *r = p->rescue;
+    const tdm_model *base = r ? r->base : NULL;
+    const gr_graph *bg = base ? base->gm->main : NULL;
+    const char **names = NULL;
+    const tdm_tensor **bin = NULL, **given = NULL;
+    tdm_tensor **got = NULL;
+    tdm_plan *bp = NULL;
+    tdm_status st = TDM_OK;
+    int n = 0, cap = 0, todo = 0;
+    memset(sum, 0, sizeof *sum);
+    for (size_t k = 0; r && k < r->n; k++) {
+        const gr_graph *og = due(&r->entries[k], inputs, set);
+        todo += og != NULL;
+        cap += og ? og->n_inputs : 0;
+    }
+    if (!todo)
+        return TDM_OK;
+    /* the plan-time figures, so that the re-plan does not verify again */
+    for (size_t k = 0; k < r->n; k++) {
+        const plan_rescue_entry *x = &r->entries[k];
+        plan_rescue_check c = {.node = (char *)x->node, .rule = (char *)x->rule, .inputs = "synthetic"};
+        if (!x->verified || x->device < 0)
+            continue;
+        c.device = (char *)plan_device_name(p, x->device);
+        c.figs = x->figs;
+        if (plan_options_add_rescue_check(po, &c))
+            return err_set(e, TDM_E_NOMEM, "out of memory");
+    }
+    names = mem_calloc((size_t)cap + 1, sizeof *names);
+    got = mem_calloc((size_t)cap + 1, sizeof *got);
+    given = mem_calloc((size_t)cap + 1, sizeof *given);
+    bin = mem_calloc((size_t)bg->n_inputs + 1, sizeof *bin);
+    if (!names || !got || !given || !bin) {
+        st = err_set(e, TDM_E_NOMEM, "out of memory");
+        goto done;
+    }
+    /* the values that reach the original nodes, by name in the base model */
+    for (size_t k = 0; k < r->n; k++) {
+        const gr_graph *og = due(&r->entries[k], inputs, set);
+        for (int i = 0; og && i < og->n_inputs; i++)
+            if (name_at(names, n, og->values[og->inputs[i]].name) < 0)
+                names[n++] = og->values[og->inputs[i]].name;
+    }
+    /* the base model's graph inputs from the plan's, by name (a bound input
+     * became a constant there) */
+    for (int k = 0; k < bg->n_inputs; k++)
+        for (int j = 0; j < p->g->n_inputs && !bin[k]; j++)
+            if (strcmp(p->g->values[p->g->inputs[j]].name, bg->values[bg->inputs[k]].name) == 0)
+                bin[k] = in[j];
+    if ((st = cpu_plan(e, base, &bp)) != TDM_OK ||
+        (st = plan_run_capture(e, bp, bin, threads, names, n, got)) != TDM_OK)
+        goto done;
+    for (size_t k = 0; k < r->n; k++) {
+        const plan_rescue_entry *x = &r->entries[k];
+        const gr_graph *og = due(x, inputs, set);
+        if (!og)
+            continue;
+        plan_rescue_check c;
+        memset(&c, 0, sizeof c);
+        c.node = (char *)x->node;
+        c.rule = (char *)x->rule;
+        c.device = (char *)plan_device_name(p, x->device);
+        c.inputs = inputs;
+        c.set = set;
+        int missing = -1;
+        for (int i = 0; i < og->n_inputs; i++) {
+            given[i] = got[name_at(names, n, og->values[og->inputs[i]].name)];
+            if (!given[i] && missing < 0)
+                missing = i;
+        }
+        if (missing >= 0) {
+            c.figs.cosine = 1;
+            snprintf(c.figs.why, sizeof c.figs.why, "the run did not compute '%.120s', an input of the node",
+                     og->values[og->inputs[missing]].name);
+        } else if ((st = judge(e, x->orig_m, x->rw_m, x->approx, given, &c.figs)) != TDM_OK) {
+            goto done;
+        }
+        if (plan_options_add_rescue_check(po, &c)) {
+            st = err_set(e, TDM_E_NOMEM, "out of memory");
+            goto done;
+        }
+        sum->checked++;
+        if (!c.figs.pass && !sum->failed++) {
+            char where[64];
+            snprintf(sum->first, sizeof sum->first, "rescue %s of '%.120s' failed verification on %s: %s", x->rule,
+                     x->node, plan_rescue_check_where(&c, where, sizeof where), c.figs.why);
+        }
+        if (c.figs.pass && (!sum->passed++ || c.figs.max_abs > sum->worst.max_abs))
+            sum->worst = c.figs;
+    }
+done:
+    for (int k = 0; got && k < n; k++)
+        tdm_tensor_destroy(got[k]);
+    plan_free(bp);
+    mem_free((void *)names);
+    mem_free(got);
+    mem_free((void *)given);
+    mem_free((void *)bin);
+    return st;
+}

@@ -258,6 +258,7 @@ tdm_status tdm_session_options_set_verify(tdm_session_options *opts, tdm_verify_
         return TDM_E_USAGE;
     opts->guard.mode = (int)mode;
     opts->guard.every = every;
+    opts->po.rescue_unchecked = mode == TDM_VERIFY_OFF; /* the ledger says so (plan/rescue.h) */
     return TDM_OK;
 }
 

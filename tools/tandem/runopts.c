@@ -236,11 +236,35 @@ int cli_guard_figures(tdm_session *s, double *moved, double *extra_ms, char *fir
     return active;
 }
 
+/* The run-time check of kept rescues (the guard's JSON): a dropped rescue,
+ * or rescues left unchecked by --verify off. */
+static void rescue_note(tdm_session *s)
+{
+    char *j = NULL;
+    if (tdm_session_guard_json(s, &j) != TDM_OK || !j) {
+        tdm_free(j);
+        return;
+    }
+    double dropped = guard_num(j, "\"rescues_dropped\":"), unchecked = guard_num(j, "\"rescues_unchecked\":");
+    const char *f = strstr(j, "\"rescue_dropped_first\":\"");
+    f = f ? f + strlen("\"rescue_dropped_first\":\"") : "";
+    if (dropped > 0)
+        cli_error("rescue: %.0f rewrite%s dropped before any output was returned: %.*s; the node%s run%s as written "
+                  "(see the ledger's \"rescue\")",
+                  dropped, dropped == 1 ? "" : "s", (int)strcspn(f, "\""), f, dropped == 1 ? "" : "s",
+                  dropped == 1 ? "s" : "");
+    else if (unchecked > 0)
+        cli_error("rescue: %.0f kept rewrite%s verified on synthetic inputs only, not on this run's (--verify off)",
+                  unchecked, unchecked == 1 ? "" : "s");
+    tdm_free(j);
+}
+
 void cli_guard_note(tdm_session *s)
 {
     double moved, ms;
     char first[256];
     int unverified;
+    rescue_note(s);
     if (!cli_guard_figures(s, &moved, &ms, first, sizeof first, &unverified))
         return;
     if (unverified == 2)
