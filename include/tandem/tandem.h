@@ -456,7 +456,16 @@ TDM_API tdm_status tdm_session_options_set_max_boundary_bytes(tdm_session_option
 TDM_API tdm_status tdm_session_options_set_calibration(tdm_session_options *opts, const char *path);
 TDM_API tdm_status tdm_session_options_set_precision(tdm_session_options *opts, double min_cosine, double max_abs);
 /* The precision guard's mode; every is N for TDM_VERIFY_EVERY (1 to
- * 1000000000), 0 otherwise. */
+ * 1000000000), 0 otherwise. The default is TDM_VERIFY_FIRST when the plan
+ * puts a node on a device narrower than fp32 or keeps a rescue (a rewrite
+ * of a node a device could not run; tdm_session_options_set_rescue): then
+ * each kept rescue is checked against its original node on cpu fp32 on
+ * the values the first run (and each calibration input set, at
+ * tdm_session_create) sends it, before any output is returned, and one
+ * that misses the tolerance is dropped (the session re-plans without it:
+ * TDM_EVENT_REPLAN with the figures; the ledger's "rescue" lists each
+ * check). TDM_VERIFY_OFF leaves rescues checked on synthetic inputs only
+ * (the ledger says so); TDM_VERIFY_EVERY does not check them again. */
 TDM_API tdm_status tdm_session_options_set_verify(tdm_session_options *opts, tdm_verify_mode mode, int every);
 /* output_min_cosine 0..1 (0.999), rounds 0..1000 (8). */
 TDM_API tdm_status tdm_session_options_set_verify_thresholds(tdm_session_options *opts, double output_min_cosine,
@@ -464,8 +473,9 @@ TDM_API tdm_status tdm_session_options_set_verify_thresholds(tdm_session_options
 /* One set of calibration inputs for the precision guard (call again for
  * more sets): n values, values[k] for the model input named names[k] (names
  * may be NULL, or an entry NULL, when n is 1 and the model has one input).
- * The values are copied. When the guard is active (a narrow device in the
- * plan, verify not off), tdm_session_create probes and verifies every set
+ * The values are copied. With verify not off, tdm_session_create checks
+ * every kept rescue on each set (tdm_session_options_set_verify). When the
+ * guard is active (a narrow device in the plan, verify not off), tdm_session_create probes and verifies every set
  * before it returns — a node is refused when any set shows a problem, the
  * probes' figures combined worst-first — and the first run is then
  * verified on its own inputs (outputs against cpu fp32, re-planned on a
@@ -476,7 +486,9 @@ TDM_API tdm_status tdm_session_options_set_verify_thresholds(tdm_session_options
  * active or not. */
 TDM_API tdm_status tdm_session_options_add_calibration_input(tdm_session_options *opts, const char *const *names,
                                                              const tdm_tensor *const *values, size_t n);
-/* The rescue pass's mode (default TDM_RESCUE_SAFE). */
+/* The rescue pass's mode (default TDM_RESCUE_SAFE). A rewrite is kept when
+ * it matches the original node on cpu fp32 on synthetic inputs at plan
+ * time; a session then checks it on real inputs (tdm_session_options_set_verify). */
 TDM_API tdm_status tdm_session_options_set_rescue(tdm_session_options *opts, tdm_rescue_mode mode);
 /* Binds the model input named input to a fixed value for deployment
  * (copied; binding the same input again replaces it). Plans and sessions
