@@ -865,6 +865,10 @@ int op_sgemm_run(const op_gemm *g)
             if (splits > panels)
                 splits = panels;
             j.n_splits = splits;
+            /* a multiple of the thread count, so that equal tasks end
+             * together (11 row blocks on 2 threads: 6 then 5) */
+            while (j.n_mblocks * j.n_splits % threads && j.n_mblocks < mpanels)
+                j.n_mblocks++;
             pool_run(g->threads, j.n_mblocks * j.n_splits, task_compute, &j);
         } else {
             pool_run(g->threads, j.n_splits, task_compute, &j);
