@@ -323,6 +323,21 @@ int main(void)
                 check_gemm(0, 0, m, n, k, 1.0f, 0.5f, 0, OP_ACT_RELU, P_APACK | P_FUSE);
             }
         }
+    /* K up to GEMM_SUB_K (64) and more than two row panels: the row block
+     * goes two row panels at a time across runs of column panels (partial
+     * row and column panels, narrow last panels, A packed or not, B packed,
+     * in place or by the callback, the fused program and the epilogue after
+     * each run); K = 65 just past it. */
+    static const size_t sub[][3] = {{97, 2500, 16}, {40, 1300, 32}, {150, 1100, 64}, {13, 2051, 3},
+                                    {200, 700, 1},  {61, 1029, 65}, {126, 1026, 24}};
+    for (size_t s = 0; s < sizeof sub / sizeof sub[0]; s++) {
+        size_t m = sub[s][0], n = sub[s][1], k = sub[s][2];
+        check_gemm(0, 0, m, n, k, 1.0f, 0.0f, 1, OP_ACT_CLIP, P_APACK);
+        check_gemm(0, 0, m, n, k, 1.0f, 0.0f, 1, OP_ACT_NONE, P_APACK | P_FUSE);
+        check_gemm(0, 0, m, n, k, 1.0f, 1.0f, 0, OP_ACT_RELU, 0);
+        check_gemm(0, 1, m, n, k, 0.5f, 0.0f, 1, OP_ACT_NONE, P_CALLBACK | P_FUSE);
+        check_gemm(1, 0, m, n, k, 1.0f, 0.0f, 1, OP_ACT_HARD_SWISH, P_BPACK);
+    }
     /* several K blocks with the clamp in the last one's stores */
     check_gemm(0, 0, 20, 300, 700, 1.0f, 0.0f, 1, OP_ACT_CLIP, P_APACK);
     check_gemm(0, 0, 100, 300, 700, 1.0f, 0.0f, 1, OP_ACT_RELU, P_APACK);
