@@ -13,7 +13,10 @@ regret = measured(auto) / the best measured; the modeled regret is the same
 ratio of estimates. One markdown row per model.
 
 usage: regret_table.py TANDEM MODELS_DIR WORK_DIR [--device opencl]
-                       [--rounds 5] [--iterations 10] [--models a,b,...]"""
+                       [--rounds 5] [--iterations 10] [--models a,b,...]
+                       [--keep-calibration 1]
+--keep-calibration 1 reuses WORK/MODEL.DEV.json when it is there (the same
+measured figures for two builds' estimates)."""
 import json, os, statistics, subprocess, sys
 
 SHAPES = {"ppocr_det": ["x=1x3x640x640"], "ppocr_rec": ["x=1x3x48x320"], "ppocr_cls": ["x=1x3x48x192"]}
@@ -83,7 +86,8 @@ def main():
     if len(a) < 3:
         sys.exit(__doc__)
     tandem, models_dir, work = a[0], a[1], a[2]
-    opt = {"--device": "opencl", "--rounds": "5", "--iterations": "10", "--models": ",".join(MODELS)}
+    opt = {"--device": "opencl", "--rounds": "5", "--iterations": "10", "--models": ",".join(MODELS),
+           "--keep-calibration": "0"}
     for k in range(3, len(a) - 1, 2):
         opt[a[k]] = a[k + 1]
     dev, rounds, iters = opt["--device"], int(opt["--rounds"]), int(opt["--iterations"])
@@ -96,7 +100,8 @@ def main():
         path = f"{models_dir}/{m}.onnx"
         shapes = [x for s in SHAPES.get(m, []) for x in ("--shape", s)]
         cal = f"{work}/{m}.{dev}.json"
-        run([tandem, "calibrate", path, "--devices", dev, "--random", "--out", cal, *shapes])
+        if opt["--keep-calibration"] == "0" or not os.path.exists(cal):
+            run([tandem, "calibrate", path, "--devices", dev, "--random", "--out", cal, *shapes])
         ops = sorted({n["op"] for n in plan_json(tandem, path, shapes, ["--devices", "cpu"])["nodes"]})
         plans = {p: plan_args(dev, p, cal, ops) for p in PLANS}
         js = {p: plan_json(tandem, path, shapes, plans[p]) for p in PLANS}

@@ -440,7 +440,8 @@ static double plan_total_now(pstate *s, tdm_status *st)
 {
     if ((*st = plan_make_copies(s)) != TDM_OK)
         return INFINITY;
-    plan_summarize(s);
+    if ((*st = plan_summarize(s)) != TDM_OK)
+        return INFINITY;
     return s->p->est_total;
 }
 

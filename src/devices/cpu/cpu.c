@@ -3,7 +3,10 @@
  * has unlimited memory in host buffers, and runs nodes through the
  * executor's host path (ext.run_host = the op's run hook). Its public run()
  * returns TDM_E_UNSUPPORTED: nodes placed on cpu never go through it.
- * Its estimates are a rough model (CPU_GFLOPS, CPU_GBPS), labelled modeled. */
+ * Its estimates are a rough model (CPU_GFLOPS, CPU_GBPS), labelled modeled;
+ * as a fused program runs a node (ext.estimate_fused_ms), a Winograd
+ * convolution F(m x m, 3x3) does (m + 2)^2 / (9 m^2) of the direct
+ * multiplies (F(4x4): 1/4, F(2x2): 4/9; the transforms left out). */
 #include "devices/device_internal.h"
 #include "core/mem.h"
 
@@ -81,12 +84,28 @@ static tdm_status cpu_run(void *ctx, const tdm_node_desc *node, const tdm_device
     return TDM_E_UNSUPPORTED;
 }
 
+/* The model; fused: as a fused program runs the node (Winograd). */
+static double cpu_model_ms(const tdm_node_desc *node, int fused, int *modeled)
+{
+    if (modeled)
+        *modeled = 1;
+    double f = dev_node_flops(node);
+    int m = fused ? dev_conv_winograd_tile(node) : 0;
+    if (m > 0)
+        f *= (double)((m + 2) * (m + 2)) / (9.0 * m * m);
+    return f / (CPU_GFLOPS * 1e6) + dev_node_bytes(node) / (CPU_GBPS * 1e6);
+}
+
 static double cpu_estimate_ms(void *ctx, const tdm_node_desc *node, int *modeled)
 {
     (void)ctx;
-    if (modeled)
-        *modeled = 1;
-    return dev_node_flops(node) / (CPU_GFLOPS * 1e6) + dev_node_bytes(node) / (CPU_GBPS * 1e6);
+    return cpu_model_ms(node, 0, modeled);
+}
+
+static double cpu_estimate_fused_ms(void *ctx, const tdm_node_desc *node, int *modeled)
+{
+    (void)ctx;
+    return cpu_model_ms(node, 1, modeled);
 }
 
 static double cpu_copy_ms(void *ctx, size_t bytes, int to_device, int *modeled)
@@ -143,6 +162,7 @@ static const dev_ext cpu_ext = {
     .reserve = cpu_reserve,
     .release = cpu_release,
     .precision = TDM_FLOAT,
+    .estimate_fused_ms = cpu_estimate_fused_ms,
 };
 
 tdm_status dev_cpu_open(tdm_err *e, dev_instance *out)
