@@ -47,6 +47,7 @@ typedef struct pstate {
      * fusion (NULL until plan_whole_fusion), and in its cpu partition of
      * the current placement (plan_summarize) */
     unsigned char *whole_fused, *run_fused;
+    int search_fused;       /* auto's search prices cpu nodes by whole_fused */
 } pstate;
 
 /* ---- state helpers (plan.c) ---- */
