@@ -18,7 +18,7 @@ usage: regret_table.py TANDEM MODELS_DIR WORK_DIR [--device opencl]
 --keep-calibration 1 reuses WORK/MODEL.DEV.json when it is there (the same
 measured figures for two builds' estimates). --mixed also measures, in the
 same rounds, a mixed plan: --granularity op with those op types pinned to
-cpu, and prints a second table of its estimate against its measurement
+cpu (those the model has), and prints a second table of its estimate against its measurement
 beside the cpu-only plan's (the cpu partitions of a mixed plan run fused
 and are priced so: the two ratios should agree)."""
 import json, os, statistics, subprocess, sys
@@ -101,7 +101,7 @@ def main():
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     worst = 0
     mixed_rows = []
-    mixed_pins = [x for op in opt["--mixed"].split(",") if op for x in ("--pin", f"{op}=cpu")]
+    mixed_ops = [op for op in opt["--mixed"].split(",") if op]
     for m in opt["--models"].split(","):
         path = f"{models_dir}/{m}.onnx"
         shapes = [x for s in SHAPES.get(m, []) for x in ("--shape", s)]
@@ -121,6 +121,7 @@ def main():
         e_best = min(v[0] for v in est.values())
         todo = {q: plans[q] for q in uniq.values()}
         its = {q: iters if est[q][0] <= 3 * e_best else max(1, iters // 4) for q in todo}
+        mixed_pins = [x for op in mixed_ops if op in ops for x in ("--pin", f"{op}=cpu")]  # those the model has
         if mixed_pins:
             todo["mixed"] = ["--devices", f"{dev},cpu", "--granularity", "op", "--calibration", cal, *mixed_pins]
             mj = plan_json(tandem, path, shapes, todo["mixed"])
