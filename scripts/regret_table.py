@@ -13,7 +13,14 @@ regret = measured(auto) / the best measured; the modeled regret is the same
 ratio of estimates. One markdown row per model.
 
 usage: regret_table.py TANDEM MODELS_DIR WORK_DIR [--device opencl]
-                       [--rounds 5] [--iterations 10] [--models a,b,...]"""
+                       [--rounds 5] [--iterations 10] [--models a,b,...]
+                       [--keep-calibration 1] [--mixed OP,OP,...]
+--keep-calibration 1 reuses WORK/MODEL.DEV.json when it is there (the same
+measured figures for two builds' estimates). --mixed also measures, in the
+same rounds, a mixed plan: --granularity op with those op types pinned to
+cpu (those the model has), and prints a second table of its estimate against its measurement
+beside the cpu-only plan's (the cpu partitions of a mixed plan run fused
+and are priced so: the two ratios should agree)."""
 import json, os, statistics, subprocess, sys
 
 SHAPES = {"ppocr_det": ["x=1x3x640x640"], "ppocr_rec": ["x=1x3x48x320"], "ppocr_cls": ["x=1x3x48x192"]}
@@ -83,7 +90,8 @@ def main():
     if len(a) < 3:
         sys.exit(__doc__)
     tandem, models_dir, work = a[0], a[1], a[2]
-    opt = {"--device": "opencl", "--rounds": "5", "--iterations": "10", "--models": ",".join(MODELS)}
+    opt = {"--device": "opencl", "--rounds": "5", "--iterations": "10", "--models": ",".join(MODELS),
+           "--keep-calibration": "0", "--mixed": ""}
     for k in range(3, len(a) - 1, 2):
         opt[a[k]] = a[k + 1]
     dev, rounds, iters = opt["--device"], int(opt["--rounds"]), int(opt["--iterations"])
@@ -92,11 +100,14 @@ def main():
           "subgraph | greedy | auto | auto's plan | modeled regret | regret |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|")
     worst = 0
+    mixed_rows = []
+    mixed_ops = [op for op in opt["--mixed"].split(",") if op]
     for m in opt["--models"].split(","):
         path = f"{models_dir}/{m}.onnx"
         shapes = [x for s in SHAPES.get(m, []) for x in ("--shape", s)]
         cal = f"{work}/{m}.{dev}.json"
-        run([tandem, "calibrate", path, "--devices", dev, "--random", "--out", cal, *shapes])
+        if opt["--keep-calibration"] == "0" or not os.path.exists(cal):
+            run([tandem, "calibrate", path, "--devices", dev, "--random", "--out", cal, *shapes])
         ops = sorted({n["op"] for n in plan_json(tandem, path, shapes, ["--devices", "cpu"])["nodes"]})
         plans = {p: plan_args(dev, p, cal, ops) for p in PLANS}
         js = {p: plan_json(tandem, path, shapes, plans[p]) for p in PLANS}
@@ -110,7 +121,19 @@ def main():
         e_best = min(v[0] for v in est.values())
         todo = {q: plans[q] for q in uniq.values()}
         its = {q: iters if est[q][0] <= 3 * e_best else max(1, iters // 4) for q in todo}
+        mixed_pins = [x for op in mixed_ops if op in ops for x in ("--pin", f"{op}=cpu")]  # those the model has
+        if mixed_pins:
+            todo["mixed"] = ["--devices", f"{dev},cpu", "--granularity", "op", "--calibration", cal, *mixed_pins]
+            mj = plan_json(tandem, path, shapes, todo["mixed"])
+            its["mixed"] = iters
         got = measure(tandem, path, shapes, todo, rounds, its)
+        if mixed_pins:
+            me, mm = mj["summary"]["estimated_ms"]["total"], got["mixed"]
+            ncpu = sum(1 for n in mj["nodes"] if n["device"] == "cpu")
+            nf = sum(1 for n in mj["nodes"] if n.get("fused"))
+            mixed_rows.append(f"| {LABEL.get(m, m)} | {mj['summary']['partitions']} | {ncpu} ({nf}) | {me:.3f} | "
+                              f"{mm:.3f} | {me / mm:.2f} | {est['cpu-only'][0]:.3f} | {got['cpu-only']:.3f} | "
+                              f"{est['cpu-only'][0] / got['cpu-only']:.2f} |")
         meas = {p: got[uniq[place[p] if p not in ("cpu-only", "auto") else p]] for p in PLANS}
         m_best = min(meas.values())
         reg, mreg = meas["auto"] / m_best, est["auto"][0] / e_best
@@ -120,6 +143,13 @@ def main():
         print(f"| {LABEL.get(m, m)} | " + " | ".join(f"{est[p][0]:.3f}" for p in PLANS) + " | " +
               " | ".join(f"{meas[p]:.3f}" for p in PLANS) + f" | {what} | {mreg:.3f} | {reg:.3f} |", flush=True)
     print(f"\nworst regret {worst:.3f}", flush=True)
+    if mixed_rows:
+        print(f"\nmixed plan: --granularity op, {opt['--mixed']} pinned to cpu\n")
+        print("| model | partitions | cpu nodes (fused away) | estimated ms | measured ms | ratio | cpu-only estimated "
+              "| measured | ratio |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in mixed_rows:
+            print(r, flush=True)
 
 
 main()

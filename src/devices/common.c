@@ -1,5 +1,6 @@
 /* Helpers shared by the devices: modeled work of a node, verdicts, shapes. */
 #include "devices/device_internal.h"
+#include "ops/nn.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -67,6 +68,57 @@ double dev_node_flops(const tdm_node_desc *n)
         if (n->outputs[i].dtype != TDM_UNDEFINED)
             f += elems(&n->outputs[i]);
     return f;
+}
+
+/* Attribute name's ints entry k, or dflt. */
+static int64_t attr_ints_at(const tdm_node_desc *n, const char *name, size_t k, int64_t dflt)
+{
+    for (int a = 0; a < n->n_attrs; a++)
+        if (strcmp(n->attrs[a].name, name) == 0 && n->attrs[a].type == TDM_ATTR_INTS)
+            return k < n->attrs[a].n ? n->attrs[a].ints[k] : dflt;
+    return dflt;
+}
+
+int dev_conv_winograd_tile(const tdm_node_desc *n)
+{
+    int std = !n->domain || !*n->domain || strcmp(n->domain, "ai.onnx") == 0;
+    if (!std || strcmp(n->op_type, "Conv") != 0 || n->n_outputs < 1 || !present(n, 0) || !present(n, 1))
+        return 0;
+    const tdm_tensor_desc *x = &n->inputs[0], *w = &n->inputs[1], *y = &n->outputs[0];
+    if (x->rank != 4 || w->rank != 4 || y->rank != 4 || !x->dims || !w->dims || !y->dims)
+        return 0;
+    for (int k = 0; k < 4; k++)
+        if (x->dims[k] < 0 || w->dims[k] < 0 || y->dims[k] < 0)
+            return 0;
+    /* the kernel's conv_plan (ops/nn_conv.c conv_prepare), from the shapes
+     * and attributes the device sees */
+    conv_plan p;
+    memset(&p, 0, sizeof p);
+    nn_geom *g = &p.g;
+    g->nsp = 2;
+    g->in[0] = g->k[0] = g->s[0] = g->d[0] = g->out[0] = 1;
+    for (int k = 0; k < 2; k++) {
+        int slot = NN_MAX_SP - 2 + k;
+        g->in[slot] = x->dims[2 + k];
+        g->k[slot] = w->dims[2 + k];
+        g->out[slot] = y->dims[2 + k];
+        g->s[slot] = attr_ints_at(n, "strides", (size_t)k, 1);
+        g->d[slot] = attr_ints_at(n, "dilations", (size_t)k, 1);
+        /* explicit pads, else what auto_pad leaves (at most one more at the end) */
+        int64_t total = (g->out[slot] - 1) * g->s[slot] + (g->k[slot] - 1) * g->d[slot] + 1 - g->in[slot];
+        g->pb[slot] = attr_ints_at(n, "pads", (size_t)k, total > 0 ? total / 2 : 0);
+        g->pe[slot] = attr_ints_at(n, "pads", (size_t)k + 2, total > 0 ? total - total / 2 : 0);
+    }
+    p.n = x->dims[0];
+    p.c = x->dims[1];
+    p.m = w->dims[0];
+    p.group = attr_int(n, "group", 1);
+    if (p.group < 1 || p.c % p.group || p.m % p.group)
+        return 0;
+    p.cg = p.c / p.group;
+    p.mg = p.m / p.group;
+    op_nn_conv_plan_sizes(&p, 2);
+    return op_conv_winograd_tile(&p);
 }
 
 static double tensor_bytes(const tdm_tensor_desc *t)

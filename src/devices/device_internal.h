@@ -77,6 +77,11 @@ typedef struct dev_ext {
      * model's own sizes. */
     tdm_dtype storage;
 
+    /* The estimate of a node as a fused program runs it (cpu: the fast
+     * kernels, Winograd convolution), which the planner uses for the nodes
+     * of a cpu partition its fusion does not swallow; NULL: estimate_ms. */
+    double (*estimate_fused_ms)(void *ctx, const tdm_node_desc *node, int *modeled);
+
     /* Modeled cost of one partition's round trip on the device (submit,
      * synchronise), in ms, added once per partition to the estimates. */
     double partition_ms;
@@ -226,6 +231,10 @@ tdm_status dev_faulty_open(tdm_err *e, const char *args, dev_instance *out);
  * unknown dimension counts as 1. */
 double dev_node_flops(const tdm_node_desc *n);
 double dev_node_bytes(const tdm_node_desc *n);
+/* The output tile of the Winograd convolution cpu's kernel runs node n
+ * with when the session runs fused (op_conv_winograd_tile: 4 or 2), 0 when
+ * n is not a Conv it takes (unknown shapes included). */
+int dev_conv_winograd_tile(const tdm_node_desc *n);
 
 /* Bytes a tensor of dtype that takes bytes on the host occupies on device
  * di: a float or double tensor at the device's storage type

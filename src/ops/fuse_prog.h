@@ -1,7 +1,7 @@
 /* The fused elementwise program a kernel applies (op_fuse of ops/op.h) and
  * its interpreter (ops/fuse_prog.c, the AVX2 loops in ops/fuse_avx2.c).
  *
- * The program is built by the executor's fusion pass (run/fuse.c), which
+ * The program is built by the executor's fusion pass (graph/fuse.c), which
  * finds the chains of elementwise nodes after a head node; here it is only
  * data: a list of register steps (fuse_ins), the count of its operands and,
  * in AVX2 builds, the one-pass form of the same steps (fuse_lin). A run binds

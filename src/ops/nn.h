@@ -333,6 +333,10 @@ tdm_status op_infer_RoiAlign(op_infer_ctx *ctx);
 /* Whether op_conv_winograd_f32 takes the float32 Conv p: ctx->fast, 2-D,
  * kernel 3x3, strides and dilations 1, one group, and large enough to pay. */
 int op_conv_winograd_ok(const op_ctx *ctx, const conv_plan *p);
+/* The output tile (4: F(4x4, 3x3), 2: F(2x2, 3x3)) op_conv_winograd_f32
+ * uses for p when the session runs fused, or 0 when it takes direct or
+ * im2col convolution there (what the planner's cpu estimates price). */
+int op_conv_winograd_tile(const conv_plan *p);
 /* y = fuse(conv(x, w) + bias) by Winograd; w_in as conv_f32's (nn_conv.c). */
 tdm_status op_conv_winograd_f32(op_ctx *ctx, const conv_plan *p, const float *x, const float *w, int w_in,
                                 const float *bias, float *y);

@@ -39,7 +39,7 @@ const float *op_nn_packed_const(const op_ctx *ctx, int input, uint64_t key, size
         return NULL;
     const tdm_tensor *t = ctx->in[input];
     if (!op_input_const(ctx, input))
-        return NULL; /* neither an initializer nor marked constant (a folded weight, run/fuse.c) */
+        return NULL; /* neither an initializer nor marked constant (a folded weight, graph/fuse.c) */
     tensor_aux *found = tensor_aux_find(t, key);
     if (found)
         return ((packed_aux *)found)->data;

@@ -384,14 +384,15 @@ static void wino_mtask(void *arg, size_t task)
     pool_scratch_put(mb);
 }
 
-/* The variant for p, or NULL when Winograd does not pay (measured on
- * AVX2: F(4x4) from 16 channels in and out and about 3x3 tiles of 4x4;
- * F(2x2) below that for wide layers such as 7x7 x 512). */
-static const wino_var *wino_pick(const op_ctx *ctx, const conv_plan *p)
+/* The variant for p (op_conv_winograd_tile: its output tile), or NULL when
+ * Winograd does not pay (measured on AVX2: F(4x4) from 16 channels in and
+ * out and about 3x3 tiles of 4x4; F(2x2) below that for wide layers such
+ * as 7x7 x 512). */
+static const wino_var *wino_var_of(const conv_plan *p)
 {
     const nn_geom *g = &p->g;
-    if (!ctx->fast || p->group != 1 || g->nsp != 2 || g->k[1] != 3 || g->k[2] != 3 || g->s[1] != 1 ||
-        g->s[2] != 1 || g->d[1] != 1 || g->d[2] != 1)
+    if (p->group != 1 || g->nsp != 2 || g->k[1] != 3 || g->k[2] != 3 || g->s[1] != 1 || g->s[2] != 1 ||
+        g->d[1] != 1 || g->d[2] != 1)
         return NULL;
     if (g->in[1] + g->pb[1] + g->pe[1] >= ((int64_t)1 << 15) || g->in[2] + g->pb[2] + g->pe[2] >= ((int64_t)1 << 15) ||
         p->in_sz >= ((size_t)1 << 30) || g->pb[1] > 8 || g->pb[2] > 8 || g->out[1] < 2 || g->out[2] < 2)
@@ -405,6 +406,14 @@ static const wino_var *wino_pick(const op_ctx *ctx, const conv_plan *p)
     if (tiles2 >= 16 && p->cg >= 128 && p->mg >= 128)
         return &wino_f23;
     return NULL;
+}
+
+static const wino_var *wino_pick(const op_ctx *ctx, const conv_plan *p) { return ctx->fast ? wino_var_of(p) : NULL; }
+
+int op_conv_winograd_tile(const conv_plan *p)
+{
+    const wino_var *v = wino_var_of(p);
+    return v ? v->o : 0;
 }
 
 int op_conv_winograd_ok(const op_ctx *ctx, const conv_plan *p) { return wino_pick(ctx, p) != NULL; }

@@ -59,7 +59,7 @@ int op_input_const(const op_ctx *ctx, int i)
 {
     if (i < 0 || i >= ctx->n_in || !ctx->in[i] || !ctx->caller)
         return 0;
-    if (ctx->in[i]->immutable) /* a folded weight (run/fuse.c) */
+    if (ctx->in[i]->immutable) /* a folded weight (graph/fuse.c) */
         return 1;
     return ctx->caller->calls->input_const && ctx->caller->calls->input_const(ctx, i);
 }

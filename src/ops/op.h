@@ -37,7 +37,7 @@ typedef struct op_act {
 } op_act;
 
 /* An elementwise program the executor fused into a node (built by
- * run/fuse.c, interpreted by ops/fuse_prog.c):
+ * graph/fuse.c, interpreted by ops/fuse_prog.c):
  * the consumers of a float32 Conv, ConvTranspose, Gemm or MatMul output
  * that only apply elementwise ops (activations, Add/Mul/Div/Sub/Clip with
  * constants or with other tensors of the run, e.g. a residual Add) are

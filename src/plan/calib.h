@@ -30,9 +30,11 @@
  * ABI, "round_trip_ms" (the median over its nodes of a run's wall time less
  * its device time and copies: what one partition costs beyond its nodes).
  * tdm_calibrate then runs the model in two all-cpu sessions (default
- * threads) and adds per entry cpu's "fused_ms" (fusion on: only plans
- * wholly on cpu fuse) and "threaded_ms" (fusion off: cpu nodes in a mixed
- * plan), which replace cpu's "ms" as its estimates.
+ * threads) and adds per entry cpu's "fused_ms" (fusion on: the node as a
+ * fused cpu partition runs it, Winograd and the chain it heads; the mean
+ * over the entry's nodes the fusion does not swallow) and "threaded_ms"
+ * (fusion off: the node run unfused), which replace cpu's "ms" as its
+ * estimates (plan_node_est_in says which applies).
  *
  * The file (JSON): {"tandem_calibration": 1, "model", "machine": {hostname,
  * os, cpu, cores}, "devices": [{name, kind, precision, copy: {per_copy_ms,
@@ -106,7 +108,7 @@ void calib_match(calib_data *c, const char *key);
 void calib_counts(const calib_data *c, size_t *entries, size_t *matched);
 void calib_free(calib_data *c);
 /* cpu's time for key in a whole-model session with fusion ("fused_ms":
- * what the node costs when the plan runs wholly on cpu); 0 when none. */
+ * what the node costs when a fused cpu partition runs it); 0 when none. */
 int calib_find_fused(const calib_data *c, const char *key, double *ms);
 /* A device's measured copy figures and per-partition round trip (devices
  * through the ABI: the median of wall - device time - copies over its

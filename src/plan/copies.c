@@ -70,9 +70,14 @@ done:
 
 /* ------------------------------------------------------------- summary */
 
-void plan_summarize(pstate *s)
+tdm_status plan_summarize(pstate *s)
 {
     tdm_plan *p = s->p;
+    tdm_status st;
+    if (!s->run_fused && !(s->run_fused = plan_arr(s, (size_t)s->N, 1)))
+        return err_set(s->e, TDM_E_NOMEM, "out of memory");
+    if ((s->fused && (st = plan_whole_fusion(s)) != TDM_OK) || (st = plan_cpu_fusion(s, s->run_fused)) != TDM_OK)
+        return st;
     p->fallback_nodes = 0;
     p->boundary_bytes = p->weight_bytes = 0;
     p->boundary_unknown = 0;
@@ -88,14 +93,12 @@ void plan_summarize(pstate *s)
         pp->est_ms = 0;
         pp->est_nodes = 0;
     }
-    int all_cpu = 1;
-    for (int n = 0; n < s->N && all_cpu; n++)
-        all_cpu = p->nodes[n].device == s->cpu;
     for (int n = 0; n < s->N; n++) {
         plan_node *pn = &p->nodes[n];
         pn->fallback = s->D > 1 && pn->device != 0 && pn->reason != TDM_REASON_USER;
         p->fallback_nodes += (size_t)pn->fallback;
-        pn->est_ms = plan_node_est_in(s, n, pn->device, all_cpu, &pn->est_modeled);
+        pn->fused = pn->device == s->cpu && s->run_fused[n];
+        pn->est_ms = plan_node_est_in(s, n, pn->device, pn->fused, &pn->est_modeled);
         if (pn->est_ms >= 0) {
             p->est_total += pn->est_ms;
             p->est_modeled |= pn->est_modeled;
@@ -125,6 +128,7 @@ void plan_summarize(pstate *s)
         }
     }
     p->est_total += p->est_copies;
+    return TDM_OK;
 }
 
 /* ------------------------------------------------------------- policy */

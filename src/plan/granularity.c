@@ -303,7 +303,10 @@ static tdm_status granularity_auto(pstate *s)
             if (s->pin[n] >= 0 && s->sup[(size_t)n * (size_t)D + (size_t)s->pin[n]] == TDM_REASON_OK &&
                 s->over[(size_t)n * (size_t)D + (size_t)s->pin[n]] == TDM_REASON_OK)
                 ok = ok && d == s->pin[n];
-            ms[k] = ok ? plan_node_est(s, n, d, NULL) : -1;
+            int at_fused = s->search_fused && s->whole_fused && d == s->cpu;
+            ms[k] = !ok        ? -1
+                    : at_fused ? plan_node_est_in(s, n, d, s->whole_fused[n], NULL)
+                               : plan_node_est(s, n, d, NULL);
         }
     /* a node every device refused by over-marks keeps cpu */
     for (int n = 0; n < N; n++) {
@@ -440,7 +443,8 @@ static double plan_total_now(pstate *s, tdm_status *st)
 {
     if ((*st = plan_make_copies(s)) != TDM_OK)
         return INFINITY;
-    plan_summarize(s);
+    if ((*st = plan_summarize(s)) != TDM_OK)
+        return INFINITY;
     return s->p->est_total;
 }
 
@@ -466,11 +470,15 @@ static tdm_status place_cpu_only(pstate *s)
     return plan_memory_pass(s);
 }
 
-/* auto: the search with the memory rule; the memory rule and the
- * partitions' round trips make the problem non-linear, so the placements
- * of op (greedy), subgraph, graph and cpu-only are also evaluated by the
- * plan's own estimated total and the cheapest wins (ties: the search's);
- * p->auto_method says which and gives every figure. */
+/* auto: the search with the memory rule; the memory rule, the
+ * partitions' round trips and the cpu partitions' fusion make the problem
+ * non-linear, so the search is run twice — cpu nodes at their unfused
+ * prices, and at what they cost inside an all-cpu fusion (a node fused
+ * away there 0) — and the placements of op (greedy), subgraph, graph and
+ * cpu-only are evaluated too, each by the plan's own estimated total
+ * (plan_summarize: cpu partitions fused as they run); the cheapest wins
+ * (ties: the first search's); p->auto_method says which and gives every
+ * figure. */
 tdm_status plan_auto_best(pstate *s)
 {
     tdm_plan *p = s->p;
@@ -481,17 +489,25 @@ tdm_status plan_auto_best(pstate *s)
     snap_save(s, &base);
     if ((st = plan_place(s, PLAN_GRAN_AUTO)) != TDM_OK)
         return st;
-    double search = plan_total_now(s, &st), best_cost = search, cost[4];
+    double search = plan_total_now(s, &st), best_cost = search, cost[5];
     if (st != TDM_OK)
         return st;
     const char *method = p->auto_method;
     snap_save(s, &best);
-    static const char *const names[] = {"op (greedy)", "subgraph", "graph", "cpu-only"};
+    static const char *const names[] = {"op (greedy)", "subgraph", "graph", "cpu-only", "search at fused cpu prices"};
     static const plan_granularity others[] = {PLAN_GRAN_OP, PLAN_GRAN_SUBGRAPH, PLAN_GRAN_GRAPH};
     int winner = -1;
-    for (int k = 0; k < 4; k++) {
-        if ((st = snap_restore(s, &base)) != TDM_OK ||
-            (st = k < 3 ? plan_place(s, others[k]) : place_cpu_only(s)) != TDM_OK)
+    for (int k = 0; k < 5; k++) {
+        if ((st = snap_restore(s, &base)) != TDM_OK)
+            return st;
+        if (k == 4 && (st = plan_whole_fusion(s)) == TDM_OK) {
+            s->search_fused = 1;
+            st = plan_place(s, PLAN_GRAN_AUTO);
+            s->search_fused = 0;
+        } else if (k < 4) {
+            st = k < 3 ? plan_place(s, others[k]) : place_cpu_only(s);
+        }
+        if (st != TDM_OK)
             return st;
         cost[k] = plan_total_now(s, &st);
         if (st != TDM_OK)
@@ -508,13 +524,15 @@ tdm_status plan_auto_best(pstate *s)
         p->auto_method = plan_fmt(s,
                                    "the %s placement: its estimated %.4f ms (nodes, copies and partition round trips) "
                                    "is below the %s search's %.4f ms, so auto takes it (op %.4f, subgraph %.4f, "
-                                   "graph %.4f, cpu-only %.4f ms)",
-                                   names[winner], best_cost, method, search, cost[0], cost[1], cost[2], cost[3]);
+                                   "graph %.4f, cpu-only %.4f, search at fused cpu prices %.4f ms)",
+                                   names[winner], best_cost, method, search, cost[0], cost[1], cost[2], cost[3],
+                                   cost[4]);
     else
         p->auto_method = plan_fmt(s,
                                    "%s: estimated %.4f ms (nodes, copies and partition round trips), no more than "
-                                   "op %.4f, subgraph %.4f, graph %.4f, cpu-only %.4f ms",
-                                   method, best_cost, cost[0], cost[1], cost[2], cost[3]);
+                                   "op %.4f, subgraph %.4f, graph %.4f, cpu-only %.4f, the search at fused cpu "
+                                   "prices %.4f ms",
+                                   method, best_cost, cost[0], cost[1], cost[2], cost[3], cost[4]);
     if (!p->auto_method)
         return err_set(s->e, TDM_E_NOMEM, "out of memory");
     p->auto_cost_ms = best_cost;

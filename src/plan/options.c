@@ -172,6 +172,7 @@ tdm_status plan_options_copy(const plan_options *src, plan_options *dst)
     dst->fallback_set = src->fallback_set;
     dst->max_fallback_ratio = src->max_fallback_ratio;
     dst->max_boundary_bytes = src->max_boundary_bytes;
+    dst->unfused = src->unfused;
     if (src->devices && !(dst->devices = mem_strdup(src->devices)))
         goto nomem;
     dst->min_cosine = src->min_cosine;

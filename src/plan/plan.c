@@ -144,14 +144,28 @@ double plan_part_est(const pstate *s, int d)
     return s->cal_trip && s->cal_trip[d] > 0 ? s->cal_trip[d] : 0;
 }
 
-double plan_node_est_in(pstate *s, int n, int d, int all_cpu, int *modeled)
+double plan_node_est_in(pstate *s, int n, int d, int fused_away, int *modeled)
 {
-    if (all_cpu && d == s->cpu && s->fused && s->fused[n] >= 0) {
+    int m = 0;
+    double v = plan_node_est(s, n, d, &m);
+    if (d != s->cpu || v < 0 || s->p->opts.unfused) {
         if (modeled)
-            *modeled = 0;
-        return s->fused[n];
+            *modeled = m;
+        return v;
     }
-    return plan_node_est(s, n, d, modeled);
+    if (fused_away) {
+        v = 0;
+    } else if (s->fused && s->fused[n] >= 0 && !(s->whole_fused && s->whole_fused[n])) {
+        v = s->fused[n];
+        m = 0;
+    } else if (m && s->p->devs->items[d].ext && s->p->devs->items[d].ext->estimate_fused_ms) {
+        const dev_instance *di = &s->p->devs->items[d];
+        double f = di->ext->estimate_fused_ms(di->dev.ctx, &s->p->descs[n], &m);
+        v = f >= 0 && isfinite(f) ? f : v;
+    }
+    if (modeled)
+        *modeled = m;
+    return v;
 }
 
 /* The calibration's measured copy of bytes on device d (dir 0: to it,
@@ -396,6 +410,17 @@ static tdm_status ask_devices(pstate *s)
         return err_set(s->e, TDM_E_NOMEM, "out of memory");
     for (size_t i = 0; i < nd; i++)
         s->est[i] = NAN;
+    /* a device compiled for fixed image sizes refuses every node alike:
+     * its sentence once per device */
+    const char **img = plan_arr(s, (size_t)D, sizeof *img);
+    if (!img)
+        return err_set(s->e, TDM_E_NOMEM, "out of memory");
+    for (int d = 0; d < D; d++) {
+        char buf[sizeof ((tdm_verdict *)0)->detail];
+        img[d] = image_size_refusal(s, &s->p->devs->items[d], buf, sizeof buf);
+        if (*img[d] && !(img[d] = plan_arena_strdup(&s->p->arena, buf)))
+            return err_set(s->e, TDM_E_NOMEM, "out of memory");
+    }
     int bad = -1, n_bad = 0;
     for (int pos = 0; pos < N; pos++) {
         int n = s->g->order ? s->g->order[pos] : pos;
@@ -405,8 +430,9 @@ static tdm_status ask_devices(pstate *s)
             size_t i = (size_t)n * (size_t)D + (size_t)d;
             tdm_verdict v;
             memset(&v, 0, sizeof v);
-            if (*image_size_refusal(s, di, v.detail, sizeof v.detail)) {
+            if (*img[d]) {
                 v.reason = TDM_REASON_SHAPE_UNSUPPORTED;
+                snprintf(v.detail, sizeof v.detail, "%s", img[d]);
             } else if (!di->ext && needs_host_device(s, n)) {
                 v.reason = TDM_REASON_OP_UNSUPPORTED;
                 snprintf(v.detail, sizeof v.detail, "%s runs through the device ABI, which takes tensor nodes without subgraphs only",
@@ -562,8 +588,7 @@ tdm_status plan_build(tdm_err *e, const tdm_model *model, const plan_options *op
     plan_rescue_mark(p);
     if ((st = plan_check_acyclic(&s)) != TDM_OK || (st = plan_make_copies(&s)) != TDM_OK)
         goto fail;
-    plan_summarize(&s);
-    if ((st = plan_check_policy(&s)) != TDM_OK)
+    if ((st = plan_summarize(&s)) != TDM_OK || (st = plan_check_policy(&s)) != TDM_OK)
         goto fail;
     *out = p;
     return TDM_OK;

@@ -132,6 +132,9 @@ typedef struct plan_options {
     struct plan_measured *measured;
     size_t n_measured, cap_measured;
     char *replan_reason;    /* NULL: not a re-plan */
+    /* 1: the session runs its cpu nodes unfused (TDM_FUSION_OFF), so cpu
+     * estimates are the unfused nodes'; 0: each cpu partition fused */
+    int unfused;
     /* the rescue pass (plan/rescue.h): PLAN_RESCUE_* (0: default, safe),
      * and the run layer's verification (NULL: nothing is rescued) */
     int rescue;
@@ -200,6 +203,7 @@ typedef struct plan_node {
     int fallback;           /* counted as a fallback */
     double est_ms;          /* < 0: no estimate */
     int est_modeled;
+    int fused;              /* on cpu, fused away in its partition (est_ms 0) */
 } plan_node;
 
 /* A copy of value `value` from device `from` to device `to`, made just
@@ -310,6 +314,13 @@ size_t plan_value_bytes(const gr_graph *g, int v, int *known);
  * appends value ids of g to ids (capacity cap); returns the count, or -1
  * when out of memory. *ids is allocated with mem_*. */
 int plan_implicit_inputs(const gr_graph *g, const gr_node *n, int **ids);
+/* The last position of plan's order that reads each value (rd_start / rd:
+ * the distinct values each node reads, outer-scope names included), INT_MAX
+ * for a value a copy moves (made from the host, so it leaves its
+ * partition) or a graph output; -1: never read. g->n_values entries,
+ * mem_alloc'ed; NULL when out of memory (plan/fusion.c; run/hpart.c cuts
+ * its cpu partitions' outputs by it, the estimates their fusion). */
+int *plan_last_reads(const tdm_plan *plan, const int *rd_start, const int *rd);
 
 /* Ledger (ledger.c): the plan as JSON (cJSON); run_json, when not NULL, is
  * a JSON object text added as "run". *json is allocated with mem_alloc. */

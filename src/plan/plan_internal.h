@@ -43,6 +43,11 @@ typedef struct pstate {
      * copy, per byte; NAN: none) and round trip (< 0: none); per node
      * cpu's time when the plan runs wholly on cpu, fused (< 0: none) */
     double *cal_copy, *cal_trip, *fused;
+    /* fusion (fusion.c): per node, fused away in the all-cpu session's
+     * fusion (NULL until plan_whole_fusion), and in its cpu partition of
+     * the current placement (plan_summarize) */
+    unsigned char *whole_fused, *run_fused;
+    int search_fused;       /* auto's search prices cpu nodes by whole_fused */
 } pstate;
 
 /* ---- state helpers (plan.c) ---- */
@@ -65,9 +70,17 @@ double plan_copy_est(pstate *s, int from, int to, size_t bytes, int *modeled);
 /* Device d's per-partition round trip in ms (0 on cpu): the device's
  * modeled partition_ms, else the calibration's measured one, else 0. */
 double plan_part_est(const pstate *s, int d);
-/* Node n's estimate on d in a plan with all_cpu set when every node is on
- * cpu: then cpu's fused time from the calibration when there is one. */
-double plan_node_est_in(pstate *s, int n, int d, int all_cpu, int *modeled);
+/* Node n's estimate on d as the plan runs it. Off cpu, and on cpu when the
+ * session runs unfused (opts.unfused): plan_node_est. On
+ * cpu, where each partition runs fused (run/hpart.h): 0 when fused_away
+ * (plan_cpu_fusion: a chain member, a BatchNormalization folded into its
+ * Conv); else, with a calibration file, cpu's fused time ("fused_ms":
+ * Winograd, the chain it heads) unless the all-cpu session fused the node
+ * away (its fused time is 0 there: then the unfused "threaded_ms"); a
+ * measured time (calibration without fused_ms, run-time adaptation) as
+ * it is; else the device's estimate of the fused program
+ * (dev_ext.estimate_fused_ms, else estimate_ms). */
+double plan_node_est_in(pstate *s, int n, int d, int fused_away, int *modeled);
 /* Puts node n on device d and rebuilds its rejected list and reason. */
 tdm_status plan_assign(pstate *s, int n, int d);
 
@@ -109,8 +122,18 @@ tdm_status plan_check_acyclic(pstate *s);
 
 /* copies.c: the boundary copies (plan.h "copies"). */
 tdm_status plan_make_copies(pstate *s);
-/* copies.c: fallback counts, peaks, estimates and copy bytes. */
-void plan_summarize(pstate *s);
+/* copies.c: fallback counts, peaks, estimates and copy bytes (fails only
+ * when out of memory). */
+tdm_status plan_summarize(pstate *s);
+
+/* fusion.c: fused[n] (N entries) = 1 for each node the fusion of its cpu
+ * partition in the current order (each maximal run of cpu nodes, as
+ * run/hpart.c builds them) fuses away; 0 elsewhere. */
+tdm_status plan_cpu_fusion(pstate *s, unsigned char *fused);
+/* fusion.c: s->whole_fused, what the fusion of the whole graph in its own
+ * order (an all-cpu session's, which calibration's fused_ms measured)
+ * fuses away; once per plan. */
+tdm_status plan_whole_fusion(pstate *s);
 /* copies.c: the fallback policy's violations and sentence. */
 tdm_status plan_check_policy(pstate *s);
 

@@ -7,6 +7,7 @@
 #include "core/ctx.h"
 #include "core/mem.h"
 #include "core/tensor.h"
+#include "graph/fuse.h"
 #include "run/node.h"
 #include "run/observe.h"
 
@@ -940,13 +941,28 @@ done:
     return st;
 }
 
+/* Whether fp (the fusion of g) swallows the node named name, which the
+ * session's events gave index n. */
+static int fused_away_named(const gr_graph *g, const fuse_plan *fp, size_t n, const char *name)
+{
+    if (n < (size_t)g->n_nodes && g->nodes[n].name && strcmp(g->nodes[n].name, name) == 0)
+        return fuse_is_member(fp, (int)n);
+    for (int k = 0; k < g->n_nodes; k++)
+        if (g->nodes[k].name && strcmp(g->nodes[k].name, name) == 0)
+            return fuse_is_member(fp, k);
+    return 0;
+}
+
 /* cpu's times as the executor runs a whole model (README "Regret on a real
  * device"): every node's median time in an all-cpu session with fusion
  * (fused_ms: a node fused away costs 0, its time is in the node it was
- * fused into; only plans wholly on cpu fuse) and without (threaded_ms: the
- * times of cpu nodes in a mixed plan), both with the default threads. An
- * entry shared by several nodes gets their mean; "cpu_session" holds the
- * runs' medians. */
+ * fused into) and without (threaded_ms: the node unfused), both with the
+ * default threads. An entry shared by several nodes gets their mean, the
+ * fused_ms that of the nodes the session's fusion (graph/fuse.h) does not
+ * swallow (0 when it swallows all): the planner prices what a plan's cpu
+ * partitions fuse away at 0 itself and the rest at fused_ms, or at
+ * threaded_ms when the whole graph's fusion swallowed it (plan_node_est_in).
+ * "cpu_session" holds the runs' medians. */
 static tdm_status session_figures(tdm_ctx *ctx, tdm_err *e, const tdm_model *model, const tdm_tensor *const *inputs,
                                   int repeat, char **json)
 {
@@ -957,13 +973,15 @@ static tdm_status session_figures(tdm_ctx *ctx, tdm_err *e, const tdm_model *mod
     double *med = mem_calloc(2 * N + 1, sizeof *med), run_ms[2] = {0, 0};
     cJSON *root = cJSON_Parse(*json), *nodes = root ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL, *en;
     tdm_status st = TDM_OK;
+    fuse_plan *fp = NULL;
     t.ms = mem_calloc((size_t)runs * N + 1, sizeof *t.ms);
     t.names = mem_calloc(N + 1, sizeof *t.names);
     if (!med || !root || !nodes || !t.ms || !t.names) {
         st = err_set(e, TDM_E_NOMEM, "out of memory");
         goto done;
     }
-    if ((st = sess_measure(ctx, e, model, inputs, runs, TDM_FUSION_OBSERVED, &t, med, &run_ms[0])) != TDM_OK ||
+    if ((st = fuse_plan_build_in(e, g, g->order, g->order ? g->n_nodes : 0, NULL, 0, &fp)) != TDM_OK ||
+        (st = sess_measure(ctx, e, model, inputs, runs, TDM_FUSION_OBSERVED, &t, med, &run_ms[0])) != TDM_OK ||
         (st = sess_measure(ctx, e, model, inputs, runs, TDM_FUSION_OFF, &t, med + N, &run_ms[1])) != TDM_OK)
         goto done;
     cJSON_ArrayForEach(en, nodes) {
@@ -971,20 +989,23 @@ static tdm_status session_figures(tdm_ctx *ctx, tdm_err *e, const tdm_model *mod
         cJSON *dv = cJSON_GetObjectItemCaseSensitive(en, "devices");
         cJSON *cpu = dv ? cJSON_GetObjectItemCaseSensitive(dv, "cpu") : NULL;
         double sum[2] = {0, 0};
-        int cnt = 0;
+        int cnt = 0, runs_fused = 0;
         if (!cpu)
             continue;
         cJSON_ArrayForEach(nm, names) {
             for (size_t n = 0; cJSON_IsString(nm) && n < N; n++)
                 if (t.names[n] && strcmp(t.names[n], nm->valuestring) == 0) {
-                    sum[0] += med[n];
+                    if (!fused_away_named(g, fp, n, t.names[n])) {
+                        sum[0] += med[n];
+                        runs_fused++;
+                    }
                     sum[1] += med[N + n];
                     cnt++;
                     break;
                 }
         }
         if (cnt) {
-            cJSON_AddNumberToObject(cpu, "fused_ms", sum[0] / cnt);
+            cJSON_AddNumberToObject(cpu, "fused_ms", runs_fused ? sum[0] / runs_fused : 0);
             cJSON_AddNumberToObject(cpu, "threaded_ms", sum[1] / cnt);
         }
     }
@@ -1009,6 +1030,7 @@ static tdm_status session_figures(tdm_ctx *ctx, tdm_err *e, const tdm_model *mod
         *json = copy;
     }
 done:
+    fuse_plan_free(fp);
     for (size_t n = 0; t.names && n < N; n++)
         mem_free(t.names[n]);
     mem_free(t.names);

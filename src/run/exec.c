@@ -3,7 +3,7 @@
 #include "core/mem.h"
 #include "ops/nn.h"
 #include "ops/op.h"
-#include "run/fuse.h"
+#include "graph/fuse.h"
 #include "run/observe.h"
 
 #include <stdatomic.h>

@@ -42,7 +42,7 @@ tdm_status exec_hand_outputs(tdm_err *e, const gr_graph *g, tdm_tensor **vals, u
 
 /* What an execution program keeps across its runs (built once per
  * program, only read by runs, which may be concurrent): the elementwise
- * fusion of its graph (run/fuse.h) and the arena its intermediates are
+ * fusion of its graph (graph/fuse.h) and the arena its intermediates are
  * allocated from (core/arena.h). */
 struct obs_hook;
 struct fuse_plan;

@@ -2,10 +2,9 @@
 #include "run/hpart.h"
 #include "core/arena.h"
 #include "core/mem.h"
-#include "run/fuse.h"
+#include "graph/fuse.h"
 #include "run/observe.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -179,30 +178,6 @@ static tdm_status part_build(part_builder *b, const tdm_plan *plan, const int *r
     return TDM_OK;
 }
 
-/* The position after which nothing reads each value: nodes' reads (rd),
- * copies (a copy of a value its partition produced is made from the
- * host, so the value leaves the partition), graph outputs (INT_MAX). */
-static int *last_reads(const tdm_plan *plan, const int *rd_start, const int *rd)
-{
-    const gr_graph *g = plan->g;
-    int *last = mem_alloc(((size_t)g->n_values + 1) * sizeof *last);
-    if (!last)
-        return NULL;
-    for (int v = 0; v < g->n_values; v++)
-        last[v] = -1;
-    for (int pos = 0; pos < plan->n_nodes; pos++) {
-        int n = plan->order[pos];
-        for (int j = rd_start[n]; j < rd_start[n + 1]; j++)
-            if (last[rd[j]] < pos)
-                last[rd[j]] = pos;
-    }
-    for (int c = 0; c < plan->n_copies; c++)
-        last[plan->copies[c].value] = INT_MAX;
-    for (int k = 0; k < g->n_outputs; k++)
-        last[g->outputs[k]] = INT_MAX;
-    return last;
-}
-
 tdm_status hpart_build(tdm_err *e, const tdm_plan *plan, const int *rd_start, const int *rd, arena *shared,
                        hpart **parts, int *n_parts, int *part_at)
 {
@@ -223,7 +198,7 @@ tdm_status hpart_build(tdm_err *e, const tdm_plan *plan, const int *rd_start, co
     b.g = g;
     b.vmap = mem_alloc(((size_t)g->n_values + 1) * sizeof *b.vmap);
     b.touched = mem_alloc(((size_t)g->n_values + 1) * sizeof *b.touched);
-    int *last = last_reads(plan, rd_start, rd);
+    int *last = plan_last_reads(plan, rd_start, rd); /* what the estimates fuse by too */
     hpart *hp = mem_calloc((size_t)count, sizeof *hp);
     if (!b.vmap || !b.touched || !last || !hp) {
         mem_free(b.vmap);

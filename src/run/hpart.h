@@ -1,6 +1,6 @@
 /* The cpu partitions of a heterogeneous plan (hexec.c): each maximal run
  * of consecutive cpu nodes in the plan's execution order becomes a graph
- * of its own, run by exec_graph_cached with its own fusion (run/fuse.h),
+ * of its own, run by exec_graph_cached with its own fusion (graph/fuse.h),
  * as an all-cpu plan's graph is. Its inputs are the values it reads from
  * outside (graph inputs, values of earlier partitions on any device);
  * its outputs are the values read after it (by a later node on any

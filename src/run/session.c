@@ -389,6 +389,7 @@ tdm_status tdm_session_options_set_fusion(tdm_session_options *opts, tdm_fusion 
     if (!opts || fusion < TDM_FUSION_OFF || fusion > TDM_FUSION_OBSERVED)
         return TDM_E_USAGE;
     opts->fusion = fusion;
+    opts->po.unfused = fusion == TDM_FUSION_OFF; /* the planner prices what runs */
     return TDM_OK;
 }
 

@@ -82,7 +82,8 @@ def case_plan():
         led = json.loads(se)
         check("placement" not in se and led["summary"]["fallback_nodes"] == 5, "--json is the ledger")
         shown = float(re.search(r"all on cpu ([0-9.e+-]+) ms", est).group(1))
-        check(abs(shown - cpu_total) <= 1e-3 * max(cpu_total, 1e-9) + 5e-4 * (cpu_total >= 1),
+        # (the ledger prints ms at 1e-6: the fused cpu plan of relu/erf/sigmoid is a few us)
+        check(abs(shown - cpu_total) <= 1e-3 * max(cpu_total, 1e-9) + 5e-4 * (cpu_total >= 1) + 1e-6,
               "all on cpu %g against plan --devices cpu %g" % (shown, cpu_total))
     except (ValueError, KeyError, AttributeError) as e:
         check(False, "plan --json / all-cpu figure: %s" % e)

@@ -131,6 +131,28 @@ save("mixed", [helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=
                helper.make_node("Mul", ["s", "c2"], ["y"], name="mul")],
      [vi("x", [1, 3, 32, 32])], [vi("y", [1, 8, 32, 32])], [init("w1", w(8, 3, 3, 3)), init("w2", w(8, 8, 3, 3))])
 
+# A cpu partition between two NPU nodes (plan.fused_estimate): Conv (pinned to
+# cpu), BatchNormalization (no kernel on test-npu) and Relu (pinned), which the
+# partition's fusion runs as one Winograd Conv with the BN folded and the Relu
+# in its epilogue.
+save("fused_part", [helper.make_node("Mul", ["x", "k"], ["a"], name="pre_mul"),
+                    helper.make_node("Conv", ["a", "wc", "bc"], ["c"], name="cbr_conv", pads=[1, 1, 1, 1]),
+                    helper.make_node("BatchNormalization", ["c", "s", "b", "mu", "var"], ["n"], name="cbr_bn"),
+                    helper.make_node("Relu", ["n"], ["r"], name="cbr_relu"),
+                    helper.make_node("Add", ["r", "k"], ["y"], name="post_add")],
+     [vi("x", [1, 16, 12, 12])], [vi("y", [1, 16, 12, 12])],
+     [init("k", np.full((1,), 0.5, np.float32)), init("wc", w(16, 16, 3, 3)), init("bc", w(16)),
+      init("s", np.abs(w(16)) + 1), init("b", w(16)), init("mu", w(16)), init("var", np.abs(w(16)) + 0.5)])
+
+# The same with the Conv's output also read on the NPU after the partition:
+# the Relu may not fuse (the Conv's output leaves the partition).
+save("fused_escape", [helper.make_node("Mul", ["x", "k"], ["a"], name="pre_mul"),
+                      helper.make_node("Conv", ["a", "wc", "bc"], ["c"], name="cbr_conv", pads=[1, 1, 1, 1]),
+                      helper.make_node("Relu", ["c"], ["r"], name="cbr_relu"),
+                      helper.make_node("Add", ["r", "c"], ["y"], name="post_add")],
+     [vi("x", [1, 16, 12, 12])], [vi("y", [1, 16, 12, 12])],
+     [init("k", np.full((1,), 0.5, np.float32)), init("wc", w(16, 16, 3, 3)), init("bc", w(16))])
+
 # The example plugin (Relu, Sigmoid, Add, Mul) with a LayerNormalization on cpu.
 save("plugin", [helper.make_node("Relu", ["x"], ["r"], name="p_relu"),
                 helper.make_node("LayerNormalization", ["r", "s", "b"], ["l"], name="p_ln", axis=-1),

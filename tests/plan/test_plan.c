@@ -6,8 +6,11 @@
 #define _POSIX_C_SOURCE 200809L
 #include <tandem/tandem.h>
 
+#include "graph/fuse.h"
+#include "plan/calib.h"
 #include "plan/plan.h"
 #include "run/hexec.h"
+#include "run/hpart.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -817,6 +820,235 @@ static void case_cpu_default(void)
     tdm_model_destroy(m);
 }
 
+static int node_named(const tdm_plan *p, const char *name)
+{
+    for (int n = 0; n < p->n_nodes; n++)
+        if (strcmp(p->g->nodes[n].name, name) == 0)
+            return n;
+    fprintf(stderr, "no node %s\n", name);
+    exit(1);
+}
+
+/* The nodes the plan prices as fused away are the nodes the executor's
+ * fusion swallows: in a mixed plan each cpu partition's (run/hpart.c:
+ * fuse_plan_build on the partition's own graph), in an all-cpu plan the
+ * whole graph's. *n_fused: how many. */
+static int fusion_agrees(const tdm_plan *p, int *n_fused)
+{
+    tdm_err e;
+    exec_prog *x = NULL;
+    int ok = 1, n_parts = 0, cpu = (int)p->devs->n - 1;
+    *n_fused = 0;
+    if (exec_prog_build(&e, p, &x) != TDM_OK) {
+        fprintf(stderr, "  exec_prog_build: %s\n", e.msg);
+        return 0;
+    }
+    const hpart *hp = exec_prog_parts(x, &n_parts);
+    unsigned char *exec = calloc((size_t)p->n_nodes + 1, 1);
+    fuse_plan *whole = NULL;
+    int all_cpu = 1;
+    for (int n = 0; n < p->n_nodes; n++)
+        all_cpu &= p->nodes[n].device == cpu;
+    if (all_cpu && fuse_plan_build(&e, p->g, &whole) != TDM_OK)
+        ok = 0;
+    for (int n = 0; all_cpu && n < p->n_nodes; n++)
+        exec[n] = (unsigned char)fuse_is_member(whole, n);
+    for (int k = 0; k < n_parts; k++)
+        for (int i = 0; i < hp[k].g->n_nodes; i++)
+            exec[hp[k].node_of[i]] = (unsigned char)fuse_is_member(hp[k].cache.fuse, i);
+    for (int n = 0; n < p->n_nodes; n++) {
+        if (exec[n] != (p->nodes[n].fused != 0)) {
+            fprintf(stderr, "  node %s: the executor %s it, the estimate %s\n", p->g->nodes[n].name,
+                    exec[n] ? "fuses" : "runs", p->nodes[n].fused ? "prices it fused (0)" : "prices it run");
+            ok = 0;
+        }
+        *n_fused += exec[n];
+    }
+    fuse_plan_free(whole);
+    free(exec);
+    exec_prog_free(x);
+    return ok;
+}
+
+/* The plan's total is its nodes + copies + one round trip per device
+ * partition. */
+static int total_is_sum(const tdm_plan *p)
+{
+    double nodes = 0, trips = 0;
+    for (int n = 0; n < p->n_nodes; n++)
+        nodes += p->nodes[n].est_ms >= 0 ? p->nodes[n].est_ms : 0;
+    for (int q = 0; q < p->n_parts; q++) {
+        const dev_instance *di = &p->devs->items[p->parts[q].device];
+        trips += di->ext && di->ext->partition_ms > 0 ? di->ext->partition_ms : 0;
+    }
+    double want = nodes + p->est_copies + trips;
+    if (fabs(p->est_total - want) > 1e-9 * (1 + want)) {
+        fprintf(stderr, "  total %.9f ms, nodes %.9f + copies %.9f + round trips %.9f = %.9f\n", p->est_total, nodes,
+                p->est_copies, trips, want);
+        return 0;
+    }
+    return 1;
+}
+
+/* A calibration file with cpu's threaded and fused times of the Conv,
+ * BatchNormalization and Relu of fused_part (keys from plan p). */
+static void write_calibration(const tdm_plan *p, const char *path)
+{
+    static const char *names[] = {"cbr_conv", "cbr_bn", "cbr_relu"};
+    static const double threaded[] = {2.0, 0.5, 0.25}, fused[] = {1.0, 0, 0};
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(1);
+    }
+    fprintf(f, "{\"tandem_calibration\": 1, \"nodes\": {");
+    for (int k = 0; k < 3; k++) {
+        char key[128];
+        tdm_err e;
+        if (plan_node_signature(&e, &p->descs[node_named(p, names[k])], key, sizeof key, NULL) != TDM_OK)
+            exit(1);
+        fprintf(f, "%s\"%s\": {\"op\": \"x\", \"devices\": {\"cpu\": {\"supported\": true, \"ms\": 9, "
+                "\"threaded_ms\": %g, \"fused_ms\": %g}}}", k ? ", " : "", key, threaded[k], fused[k]);
+    }
+    fprintf(f, "}}\n");
+    fclose(f);
+}
+
+/* A cpu partition of a mixed plan is priced as it runs, fused (the rescue
+ * off, which would fold the BatchNormalization for the NPU): the Conv
+ * as the Winograd Conv (the cpu device's fused estimate, or its fused_ms),
+ * the BatchNormalization folded into it and the Relu in its epilogue at 0;
+ * the estimate's fusion is the executor's; the total is nodes + copies +
+ * round trips. */
+static void case_fused_estimate(void)
+{
+    tdm_model *m = load("fused_part");
+    char spec[1100], cal[1100];
+    snprintf(spec, sizeof spec, "vnpu:%s,cpu", test_profile);
+    tdm_session_options *o = opts(spec, "op");
+    tdm_session_options_set_rescue(o, TDM_RESCUE_OFF); /* no conv-bn rewrite for the NPU */
+    tdm_session_options_add_pin(o, "cbr_conv=cpu");
+    tdm_session_options_add_pin(o, "cbr_relu=cpu");
+    tdm_plan *p = plan_of(m, o);
+    int cpu = (int)p->devs->n - 1, conv = node_named(p, "cbr_conv"), bn = node_named(p, "cbr_bn"),
+        relu = node_named(p, "cbr_relu"), n_fused = 0;
+    const dev_instance *cd = &p->devs->items[cpu];
+    CHECK(p->nodes[conv].device == cpu && p->nodes[bn].device == cpu && p->nodes[relu].device == cpu &&
+              p->nodes[node_named(p, "pre_mul")].device == 0 && p->nodes[node_named(p, "post_add")].device == 0,
+          "npu, cpu x 3, npu");
+    CHECK(p->nodes[bn].fused && p->nodes[bn].est_ms == 0, "the BatchNormalization folded: %g ms", p->nodes[bn].est_ms);
+    CHECK(p->nodes[relu].fused && p->nodes[relu].est_ms == 0, "the Relu fused: %g ms", p->nodes[relu].est_ms);
+    double unfused = cd->dev.iface->estimate_ms(cd->dev.ctx, &p->descs[conv], NULL);
+    double wino = cd->ext->estimate_fused_ms(cd->dev.ctx, &p->descs[conv], NULL);
+    CHECK(!p->nodes[conv].fused && p->nodes[conv].est_ms == wino && wino < unfused,
+          "the Conv at its Winograd estimate: %g ms (fused estimate %g, unfused %g)", p->nodes[conv].est_ms, wino,
+          unfused);
+    CHECK(dev_conv_winograd_tile(&p->descs[conv]) == 4, "F(4x4, 3x3) for 16 -> 16 channels at 12x12");
+    CHECK(p->est_copies > 0 && total_is_sum(p), "copies %g ms; total %g", p->est_copies, p->est_total);
+    CHECK(fusion_agrees(p, &n_fused) && n_fused == 2, "the executor fuses the same %d nodes", n_fused);
+    /* with --no-fusion the same partition is priced unfused */
+    tdm_session_options_set_fusion(o, TDM_FUSION_OFF);
+    tdm_plan *q = plan_of(m, o);
+    CHECK(!q->nodes[bn].fused && q->nodes[bn].est_ms > 0 && q->nodes[conv].est_ms == unfused, "unfused: bn %g, conv %g",
+          q->nodes[bn].est_ms, q->nodes[conv].est_ms);
+    tdm_plan_destroy(q);
+    tdm_session_options_set_fusion(o, TDM_FUSION_ON);
+
+    /* calibrated: cpu's fused_ms for what runs, 0 for what fuses away */
+    snprintf(cal, sizeof cal, "%s/fused_part.cal.json", models_dir);
+    write_calibration(p, cal);
+    tdm_plan_destroy(p);
+    tdm_session_options_set_calibration(o, cal);
+    p = plan_of(m, o);
+    CHECK(p->nodes[conv].est_ms == 1.0 && p->nodes[bn].est_ms == 0 && p->nodes[relu].est_ms == 0,
+          "calibrated: conv %g (fused_ms 1), bn %g, relu %g", p->nodes[conv].est_ms, p->nodes[bn].est_ms,
+          p->nodes[relu].est_ms);
+    CHECK(total_is_sum(p) && fusion_agrees(p, &n_fused) && n_fused == 2, "calibrated total and fusion");
+    tdm_plan_destroy(p);
+    tdm_session_options_destroy(o);
+    /* the Conv on the NPU: the BatchNormalization heads the cpu partition,
+     * not folded there (the all-cpu session folded it: its fused_ms 0 does
+     * not apply), so it costs its threaded_ms; the Relu still fuses */
+    o = opts(spec, "op");
+    tdm_session_options_set_rescue(o, TDM_RESCUE_OFF);
+    tdm_session_options_add_pin(o, "cbr_relu=cpu");
+    tdm_session_options_set_calibration(o, cal);
+    p = plan_of(m, o);
+    CHECK(p->nodes[conv].device == 0 && !p->nodes[bn].fused && p->nodes[bn].est_ms == 0.5 && p->nodes[relu].fused &&
+              p->nodes[relu].est_ms == 0,
+          "conv on the NPU: bn %g (threaded_ms 0.5), relu %g", p->nodes[bn].est_ms, p->nodes[relu].est_ms);
+    CHECK(total_is_sum(p) && fusion_agrees(p, &n_fused) && n_fused == 1, "fusion: %d", n_fused);
+    tdm_plan_destroy(p);
+    tdm_session_options_destroy(o);
+    /* the Conv's output also read on the NPU after the partition: the Relu
+     * runs (the value escapes the partition; all on cpu it fuses) */
+    tdm_model *me = load("fused_escape");
+    o = opts(spec, "op");
+    tdm_session_options_add_pin(o, "cbr_conv=cpu");
+    tdm_session_options_add_pin(o, "cbr_relu=cpu");
+    p = plan_of(me, o);
+    relu = node_named(p, "cbr_relu");
+    CHECK(p->nodes[relu].device == cpu && !p->nodes[relu].fused && p->nodes[relu].est_ms > 0 &&
+              fusion_agrees(p, &n_fused) && n_fused == 0 && total_is_sum(p),
+          "escape: relu %g ms, %d fused", p->nodes[relu].est_ms, n_fused);
+    tdm_plan_destroy(p);
+    tdm_session_options_destroy(o);
+    o = opts("cpu", "op");
+    p = plan_of(me, o);
+    CHECK(p->nodes[relu].fused && fusion_agrees(p, &n_fused) && n_fused == 2, "escape, all cpu: %d fused", n_fused);
+    tdm_plan_destroy(p);
+    tdm_session_options_destroy(o);
+    tdm_model_destroy(me);
+    /* all on cpu: the whole graph's fusion */
+    o = opts("cpu", "op");
+    tdm_session_options_set_calibration(o, cal);
+    p = plan_of(m, o);
+    CHECK(p->nodes[conv].est_ms == 1.0 && p->nodes[bn].est_ms == 0 && p->nodes[relu].est_ms == 0 &&
+              fusion_agrees(p, &n_fused) && n_fused == 3 && total_is_sum(p),
+          "all cpu: conv %g, %d fused (BN, Relu, post_add)", p->nodes[conv].est_ms, n_fused);
+    tdm_plan_destroy(p);
+    tdm_session_options_destroy(o);
+    tdm_model_destroy(m);
+}
+
+/* The estimates' fusion is the executor's on the plans of the synthetic
+ * models and of the models in TDM_FUSE_MODELS (paths, ':'-separated), for
+ * op, subgraph and graph on edge-npu and rk3588 and all on cpu. */
+static void case_fused_agree(void)
+{
+    const char *models[] = {"ok", "island", "three_ln", "diamond", "split", "mixed", "fused_part"};
+    const char *grans[] = {"op", "subgraph", "graph"}, *devs[] = {"vnpu:edge-npu,cpu", "vnpu:rk3588,cpu"};
+    char list[4096];
+    snprintf(list, sizeof list, "%s", getenv("TDM_FUSE_MODELS") ? getenv("TDM_FUSE_MODELS") : "");
+    size_t n_syn = sizeof models / sizeof *models;
+    char *save = NULL, *next = strtok_r(list, ":", &save);
+    for (size_t k = 0; k < n_syn || next; k++) {
+        tdm_model *m = NULL;
+        const char *name = k < n_syn ? models[k] : next;
+        if (k < n_syn)
+            m = load(models[k]);
+        else if (tdm_model_load(ctx, next, &m) != TDM_OK) {
+            CHECK(0, "cannot load %s: %s", next, tdm_ctx_error(ctx));
+            break;
+        }
+        int total = 0;
+        for (int di = 0; di < 3; di++)
+            for (int gi = 0; gi < (di < 2 ? 3 : 1); gi++) {
+                tdm_session_options *o = opts(di < 2 ? devs[di] : "cpu", grans[gi]);
+                tdm_plan *p = plan_of(m, o);
+                int n_fused;
+                CHECK(fusion_agrees(p, &n_fused), "%s (%s, %s)", name, di < 2 ? devs[di] : "cpu", grans[gi]);
+                total += n_fused;
+                tdm_plan_destroy(p);
+                tdm_session_options_destroy(o);
+            }
+        printf("%s: %d nodes fused over its 7 plans, as the executor fuses them\n", name, total);
+        tdm_model_destroy(m);
+        if (k >= n_syn)
+            next = strtok_r(NULL, ":", &save);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 5) {
@@ -867,6 +1099,10 @@ int main(int argc, char **argv)
         case_threads();
     else if (strcmp(c, "cpu_default") == 0)
         case_cpu_default();
+    else if (strcmp(c, "fused_estimate") == 0)
+        case_fused_estimate();
+    else if (strcmp(c, "fused_agree") == 0)
+        case_fused_agree();
     else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

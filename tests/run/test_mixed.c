@@ -26,7 +26,7 @@
 
 #include "core/err.h"
 #include "plan/plan.h"
-#include "run/fuse.h"
+#include "graph/fuse.h"
 #include "run/hexec.h"
 #include "run/hpart.h"
 

@@ -1,4 +1,4 @@
-/* Elementwise fusion (run/fuse.h) and the buffer arena (core/arena.h):
+/* Elementwise fusion (graph/fuse.h) and the buffer arena (core/arena.h):
  * on small graphs built by hand, the pass fuses what it should (counted),
  * and sessions with fusion on compute what sessions with fusion off do
  * (within a few float ulps); observers see every node; the arena reuses
@@ -11,7 +11,7 @@
 #include "graph/model.h"
 #include "ops/nn.h"
 #include "ops/op.h"
-#include "run/fuse.h"
+#include "graph/fuse.h"
 
 #include <math.h>
 #include <stdio.h>

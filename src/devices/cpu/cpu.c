@@ -3,7 +3,12 @@
  * has unlimited memory in host buffers, and runs nodes through the
  * executor's host path (ext.run_host = the op's run hook). Its public run()
  * returns TDM_E_UNSUPPORTED: nodes placed on cpu never go through it.
- * Its estimates are a rough model (CPU_GFLOPS, CPU_GBPS), labelled modeled. */
+ * Its estimates are a rough model (CPU_GFLOPS, CPU_GBPS), labelled modeled;
+ * as a fused program runs a node (ext.estimate_fused_ms), a convolution the
+ * kernel runs by Winograd takes 1/CPU_WINO43 (F(4x4, 3x3)) or 1/CPU_WINO23
+ * (F(2x2, 3x3)) of the direct time: measured, not the multiplies' 4x and
+ * 2.25x (README "Speed": 1.5-2.5x the im2col path on the models' shapes,
+ * `test_perf_wino bench`; the transforms and their memory traffic). */
 #include "devices/device_internal.h"
 #include "core/mem.h"
 
@@ -12,6 +17,8 @@
 
 #define CPU_GFLOPS 20.0 /* modeled sustained throughput */
 #define CPU_GBPS 10.0   /* modeled memory bandwidth */
+#define CPU_WINO43 2.0  /* Winograd F(4x4, 3x3) against im2col, the middle of the measured range */
+#define CPU_WINO23 1.5  /* F(2x2, 3x3), a little over half F(4x4)'s multiply saving */
 
 static const char *cpu_name(void *ctx)
 {
@@ -81,12 +88,28 @@ static tdm_status cpu_run(void *ctx, const tdm_node_desc *node, const tdm_device
     return TDM_E_UNSUPPORTED;
 }
 
+/* The model; fused: as a fused program runs the node (Winograd). */
+static double cpu_model_ms(const tdm_node_desc *node, int fused, int *modeled)
+{
+    if (modeled)
+        *modeled = 1;
+    double f = dev_node_flops(node);
+    int m = fused ? dev_conv_winograd_tile(node) : 0;
+    if (m > 0)
+        f /= m == 4 ? CPU_WINO43 : CPU_WINO23;
+    return f / (CPU_GFLOPS * 1e6) + dev_node_bytes(node) / (CPU_GBPS * 1e6);
+}
+
 static double cpu_estimate_ms(void *ctx, const tdm_node_desc *node, int *modeled)
 {
     (void)ctx;
-    if (modeled)
-        *modeled = 1;
-    return dev_node_flops(node) / (CPU_GFLOPS * 1e6) + dev_node_bytes(node) / (CPU_GBPS * 1e6);
+    return cpu_model_ms(node, 0, modeled);
+}
+
+static double cpu_estimate_fused_ms(void *ctx, const tdm_node_desc *node, int *modeled)
+{
+    (void)ctx;
+    return cpu_model_ms(node, 1, modeled);
 }
 
 static double cpu_copy_ms(void *ctx, size_t bytes, int to_device, int *modeled)
@@ -143,6 +166,7 @@ static const dev_ext cpu_ext = {
     .reserve = cpu_reserve,
     .release = cpu_release,
     .precision = TDM_FLOAT,
+    .estimate_fused_ms = cpu_estimate_fused_ms,
 };
 
 tdm_status dev_cpu_open(tdm_err *e, dev_instance *out)

@@ -11,7 +11,7 @@
 #include "graph/graph.h"
 #include "graph/model.h"
 #include "ops/op.h"
-#include "run/fuse.h"
+#include "graph/fuse.h"
 
 #include <math.h>
 #include <stdio.h>

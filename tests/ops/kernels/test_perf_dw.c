@@ -14,7 +14,7 @@
 #include "core/pool.h"
 #include "ops/elementwise.h"
 #include "ops/nn.h"
-#include "run/fuse.h"
+#include "graph/fuse.h"
 
 #include <math.h>
 #include <stdio.h>

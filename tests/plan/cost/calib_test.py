@@ -11,6 +11,12 @@ cost_calib.py TANDEM WORKDIR CACHE CASE
             overflows is refused (PRECISION) on both without a hand pin, and
             `tandem run --granularity auto --calibration` matches the cpu
             outputs (cosine >= 0.999).
+  fused     Relu(x) -> Conv -> Relu -> Conv -> Relu: the two Relus after
+            the Convs share an entry and are fused away in the all-cpu
+            session, so its fused_ms is 0 (the mean over the entry's nodes
+            the fusion does not swallow) and its threaded_ms is not; the
+            first Relu runs (fused_ms > 0); planned all on cpu with the
+            file the fused Relus cost 0 and the total is the nodes' sum.
 """
 import json
 import os
@@ -111,6 +117,41 @@ if case == "chain":
         if (len(got) != differs or differs == 0) if want_all else got:
             print("FAIL")
             sys.exit(1)
+    print("ok")
+elif case == "fused":
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(3)
+    w = lambda *s: numpy_helper.from_array((rng.standard_normal(s) * 0.1).astype(np.float32))
+    w1, w2 = w(16, 16, 3, 3), w(16, 16, 3, 3)
+    w1.name, w2.name = "w1", "w2"
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r_in"),
+             helper.make_node("Conv", ["a", "w1"], ["c1"], name="c1"),
+             helper.make_node("Relu", ["c1"], ["r1"], name="r1"),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], name="c2", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c2"], ["y"], name="r2")]
+    g = helper.make_graph(nodes, "fused", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 14, 14])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 12, 12])], [w1, w2])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    model, cal = os.path.join(work, "fused.onnx"), os.path.join(work, "fused.calib.json")
+    onnx.save(m, model)
+    sh([tandem, "calibrate", model, "--devices", "vnpu:edge-npu", "--random", "--out", cal, "--repeat", "3"])
+    by = {n: v["devices"]["cpu"] for v in json.load(open(cal))["nodes"].values() for n in v["names"]}
+    print({n: (by[n]["fused_ms"], by[n]["threaded_ms"]) for n in ("r_in", "r1", "r2")})
+    if not (by["r1"]["fused_ms"] == 0 and by["r2"]["fused_ms"] == 0 and by["r1"]["threaded_ms"] > 0):
+        print("FAIL: the fused Relus' entry has fused_ms", by["r1"]["fused_ms"])
+        sys.exit(1)
+    if not by["r_in"]["fused_ms"] > 0:
+        print("FAIL: the Relu that runs has fused_ms", by["r_in"]["fused_ms"])
+        sys.exit(1)
+    led = json.loads(sh([tandem, "plan", model, "--devices", "cpu", "--calibration", cal, "--json"]).stdout)
+    est = {n["name"]: n for n in led["nodes"]}
+    total = led["summary"]["estimated_ms"]["total"]
+    if not (est["r1"]["estimated_ms"] == 0 and est["r2"]["estimated_ms"] == 0 and est["r1"].get("fused")
+            and not est["r_in"].get("fused") and abs(total - sum(n["estimated_ms"] for n in led["nodes"])) < 1e-5):
+        print("FAIL: plan", est, total)
+        sys.exit(1)
     print("ok")
 elif case == "ppocr_det":
     model = os.path.join(cache, "models", "ppocr_det.onnx")

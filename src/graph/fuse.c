@@ -1,6 +1,6 @@
 /* Elementwise fusion (fuse.h): the pass that finds the chains and compiles
  * their register programs (interpreted by ops/fuse_prog.c). */
-#include "run/fuse.h"
+#include "graph/fuse.h"
 #include "core/mem.h"
 #include "core/tensor.h"
 #include "ops/elementwise.h"
@@ -553,6 +553,12 @@ static int grow_chain(fuse_build *b, int head, fuse_chain *out)
 
 tdm_status fuse_plan_build(tdm_err *e, const gr_graph *g, fuse_plan **out)
 {
+    return fuse_plan_build_in(e, g, g->order, g->order ? g->n_nodes : 0, NULL, 1, out);
+}
+
+tdm_status fuse_plan_build_in(tdm_err *e, const gr_graph *g, const int *order, int n_order,
+                              const unsigned char *escapes, int fold, fuse_plan **out)
+{
     *out = NULL;
     int N = g->n_nodes, V = g->n_values;
     fuse_build b;
@@ -573,15 +579,21 @@ tdm_status fuse_plan_build(tdm_err *e, const gr_graph *g, fuse_plan **out)
         goto nomem;
     for (int n = 0; n < N; n++)
         fp->head_of[n] = -1;
-    if (!g->order || N == 0) {
+    if (!order || n_order <= 0) {
         *out = fp;
         goto done;
     }
-    for (int p = 0; p < N; p++)
-        b.pos[g->order[p]] = p;
+    /* nodes outside order[] are another program's: position -1 (their
+     * values are ready before any head), no consumers, never heads */
+    for (int n = 0; n < N; n++)
+        b.pos[n] = -1;
+    for (int p = 0; p < n_order; p++)
+        b.pos[order[p]] = p;
+    for (int v = 0; escapes && v < V; v++)
+        b.esc[v] = escapes[v] != 0;
     /* consumers, distinct per node */
-    for (int n = 0; n < N; n++) {
-        const gr_node *node = &g->nodes[n];
+    for (int p = 0; p < n_order; p++) {
+        const gr_node *node = &g->nodes[order[p]];
         for (int i = 0; i < node->n_inputs; i++) {
             int v = node->inputs[i], dup = 0;
             for (int j = 0; j < i && !dup; j++)
@@ -605,7 +617,8 @@ tdm_status fuse_plan_build(tdm_err *e, const gr_graph *g, fuse_plan **out)
         mem_free(fill);
         goto nomem;
     }
-    for (int n = 0; n < N; n++) {
+    for (int p = 0; p < n_order; p++) {
+        int n = order[p];
         const gr_node *node = &g->nodes[n];
         for (int i = 0; i < node->n_inputs; i++) {
             int v = node->inputs[i], dup = 0;
@@ -617,15 +630,15 @@ tdm_status fuse_plan_build(tdm_err *e, const gr_graph *g, fuse_plan **out)
     }
     mem_free(fill);
     size_t cap = 0;
-    for (int p = 0; p < N; p++) {
-        int n = g->order[p];
+    for (int p = 0; p < n_order; p++) {
+        int n = order[p];
         fuse_chain c;
         if (!grow_chain(&b, n, &c))
             continue;
         if (mem_grow((void **)&fp->chains, &cap, (size_t)fp->n_chains + 1, sizeof *fp->chains))
             goto nomem;
         c.fold_w = c.fold_b = NULL;
-        if (c.bn >= 0 && bn_fold(g, n, c.bn, &c)) {
+        if (c.bn >= 0 && fold && bn_fold(g, n, c.bn, &c)) {
             tdm_tensor_destroy(c.fold_w);
             goto nomem;
         }

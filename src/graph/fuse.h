@@ -43,6 +43,19 @@ typedef struct fuse_chain fuse_chain;
 /* Builds the fusion of g (its main graph; subgraphs are not fused).
  * Never fails for lack of a fusable node: *out then has no chain. */
 tdm_status fuse_plan_build(tdm_err *e, const gr_graph *g, fuse_plan **out);
+/* The same pass over the nodes order[0 .. n_order) of g only, run in that
+ * order as one program (a cpu partition of a plan, which run/hpart.c runs
+ * as a graph of its own, fuse_plan_build on it): the other nodes' values
+ * are inputs to it, escapes[v] (may be NULL) marks the values read after
+ * it, which no chain may swallow, as graph outputs are. fuse_plan_build(g)
+ * is fuse_plan_build_in(g, g->order, all, NULL, 1); on a partition it
+ * makes the decisions fuse_plan_build makes on the partition's graph (the
+ * planner prices cpu partitions by them, tests/plan checks the two agree).
+ * fold 0: BatchNormalizations are still marked folded but their weights
+ * are not computed (fuse_chain_inputs then gives NULL: a plan to price,
+ * not to run). Indices are g's. */
+tdm_status fuse_plan_build_in(tdm_err *e, const gr_graph *g, const int *order, int n_order,
+                              const unsigned char *escapes, int fold, fuse_plan **out);
 void fuse_plan_free(fuse_plan *fp);
 
 /* Whether the plans built after the call fold BatchNormalizations into
