@@ -108,7 +108,9 @@ elif mode == "opencl":
         check(all("fused_ms" in x and "threaded_ms" in x for x in cpu), f"{m}: cpu entries without fused/threaded times")
         check("round_trip_ms" in dev and dev["round_trip_ms"] >= 0, f"{m}: no round_trip_ms for opencl: {dev}")
         check(f.get("cpu_session", {}).get("fused_run_ms", 0) > 0, f"{m}: no cpu_session figures")
-        cp = dev["copy"]
+        # the planner reads the copy figures clamped at 0 (plan/calib.c): a
+        # per-byte slope fitted under load can come out negative
+        cp = {k: max(0.0, v) if isinstance(v, (int, float)) else v for k, v in dev["copy"].items()}
         c = candidates(m, "opencl,cpu", ["--calibration", cal])
         worst = max(worst, regret_checks(f"{m} on opencl (calibrated)", c))
         # greedy's copies from the file's figures
