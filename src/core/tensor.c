@@ -236,7 +236,7 @@ tdm_status tensor_view(tdm_err *e, const tdm_tensor *src, tdm_tensor **out)
     t->n_items = t->cap_items = 0;
     atomic_init(&t->aux, NULL); /* the cache stays with the owner */
     t->borrowed = 1;
-    t->map = NULL; /* the owner's reference covers the view */
+    t->map = file_map_ref(src->map); /* its own reference: a view may drop the pages too */
     *out = t;
     return TDM_OK;
 }
@@ -294,9 +294,7 @@ tdm_status tensor_share(tdm_err *e, const tdm_tensor *src, tdm_tensor **out)
             (*out)->immutable = src->immutable;
         return st;
     }
-    if ((st = tensor_view(e, src, out)) == TDM_OK)
-        (*out)->map = file_map_ref(src->map);
-    return st;
+    return tensor_view(e, src, out);
 }
 
 void tensor_drop_pages(const tdm_tensor *t)

@@ -102,7 +102,8 @@ tdm_status tensor_alloc(tdm_err *e, tdm_tensor *t, tdm_dtype dtype, int rank, co
 /* A map (TDM_KIND_MAP) of 1-D keys (int64 or string) and 1-D values of the
  * same length; takes ownership of both, also on failure. */
 tdm_status tensor_map_new(tdm_err *e, tdm_tensor *keys, tdm_tensor *values, tdm_tensor **out);
-/* A tensor that borrows data owned by someone else. */
+/* A tensor that borrows data owned by someone else (data in a file
+ * mapping: the view holds a reference to it too). */
 tdm_status tensor_view(tdm_err *e, const tdm_tensor *src, tdm_tensor **out);
 tdm_status tensor_clone(tdm_err *e, const tdm_tensor *src, tdm_tensor **out);
 /* A copy of a constant (an initializer's): when src's data lie in a file

@@ -5,9 +5,11 @@
 - `tandem run` (1 and 2 threads) peaks at most 1.15 x the weight bytes + the
   activation peak (RSS: the weights are mapped, packed once, and the pages of
   a packed original are dropped);
-- `tandem info` and `tandem plan` read none of the external data (strace
+- `tandem info` and `tandem plan` (also for vnpu:server-npu,cpu) read none of the external data (strace
   counts read/pread64 bytes on the data file) and their peak RSS is under a
   tenth of the weight bytes (the mapping is never touched);
+- so does `tandem run --devices vnpu:server-npu,cpu` (the precision guard's
+  cpu fp32 reference and probe on the first run);
 - with ORT_PYTHON (onnxruntime's venv python), `tandem run` peaks below
   onnxruntime's own peak for the same run (its VmHWM net of the
   interpreter's after importing numpy and onnxruntime).
@@ -62,16 +64,18 @@ def main():
           f"weights {weights / MIB:.1f} MiB, activation peak {act / MIB:.3f} MiB")
     bound = 1.15 * weights + act
 
-    for case in ("info", "plan"):
-        st, rss, err = run_peak([tandem, case, model])
+    cases = {"info": ["info", model], "plan": ["plan", model],
+             "plan --devices vnpu:server-npu,cpu": ["plan", model, "--devices", "vnpu:server-npu,cpu"]}
+    for case, args in cases.items():
+        st, rss, err = run_peak([tandem] + args)
         check(st == 0 and rss < weights / 10,
               f"{case}: exit {st}, peak RSS {rss / MIB:.1f} MiB (under {weights / 10 / MIB:.1f}){' ' + err.strip() if st else ''}")
     if shutil.which("strace"):
         work = os.environ.get("TMPDIR", "/tmp")
-        for case in ("info", "plan"):
-            log = os.path.join(work, f"weights_memory.{os.getpid()}.{case}.strace")
+        for k, (case, args) in enumerate(cases.items()):
+            log = os.path.join(work, f"weights_memory.{os.getpid()}.{k}.strace")
             r = subprocess.run(["strace", "-f", "-y", "-o", log, "-e", "trace=read,pread64,preadv,preadv2",
-                                tandem, case, model], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                tandem] + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             nread = 0
             name = os.path.basename(data) + ">"
             for line in open(log):
@@ -90,6 +94,14 @@ def main():
         check(st == 0 and rss <= bound,
               f"run --threads {threads}: exit {st}, peak RSS {rss / MIB:.1f} MiB "
               f"({rss / weights:.3f}x the weights; bound {bound / MIB:.1f}){' ' + err.strip() if st else ''}")
+    # A mixed plan under the precision guard: the MatMuls on an fp16 vnpu,
+    # checked against the cpu fp32 reference (which packs the weights) on
+    # the first run; the probe reads every weight for its ranges, and none
+    # may stay resident beside the packed forms.
+    st, rss, err = run_peak([tandem, "run", model, "--random", "--devices", "vnpu:server-npu,cpu"])
+    check(st == 0 and rss <= bound,
+          f"run --devices vnpu:server-npu,cpu (guarded): exit {st}, peak RSS {rss / MIB:.1f} MiB "
+          f"({rss / weights:.3f}x the weights; bound {bound / MIB:.1f}){' ' + err.strip() if st else ''}")
 
     if ort_py:
         code = (
