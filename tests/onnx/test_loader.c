@@ -418,6 +418,29 @@ static int ramp(const tdm_tensor *t, size_t n, float k)
     return 1;
 }
 
+/* Resident KiB of the mapping that holds p (/proc/self/smaps), -1 when
+ * none is found. */
+static long resident_kib(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in = 0;
+    long kib = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ' ') && line[0] != 'R') {
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+            continue;
+        }
+        if (in && sscanf(line, "Rss: %ld kB", &kib) == 1)
+            break;
+    }
+    fclose(f);
+    return kib;
+}
+
 /* External data and raw_data of 4 KiB or more, aligned for their type,
  * stay in a read-only mapping of the file (tdm_tensor.map); the rest is
  * read. Values are the file's either way, also after the pages have been
@@ -451,7 +474,11 @@ static void t_mapped(void)
             continue;
         CHECK(!!t->map == want[i].mapped, "mapped: %s %s", name,
               want[i].mapped ? "is in a mapping" : "is read (not mapped)");
+        long before = t->map ? resident_kib(t->data) : 0;
         tensor_drop_pages(t);
+        if (t->map && t->nbytes >= 8192) /* a page wholly inside it, at least */
+            CHECK(before > 0 && resident_kib(t->data) < before, "mapped: %s: %ld KiB resident, fewer after the drop",
+                  name, before);
         CHECK(ramp(t, want[i].n, want[i].k), "mapped: %s reads back after its pages were dropped", name);
     }
     tdm_err e;
