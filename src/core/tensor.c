@@ -299,8 +299,18 @@ tdm_status tensor_share(tdm_err *e, const tdm_tensor *src, tdm_tensor **out)
 
 void tensor_drop_pages(const tdm_tensor *t)
 {
-    if (t && t->map && t->kind == TDM_KIND_TENSOR)
-        file_drop_pages(t->data, t->nbytes, 1);
+    if (t)
+        tensor_drop_span(t, t->data, t->nbytes);
+}
+
+void tensor_drop_span(const tdm_tensor *t, const void *p, size_t len)
+{
+    if (!t || !t->map || t->kind != TDM_KIND_TENSOR || !t->data || !p)
+        return;
+    uintptr_t lo = (uintptr_t)t->data, a = (uintptr_t)p;
+    if (a < lo || a - lo > t->nbytes || len > t->nbytes - (a - lo))
+        return; /* not inside t's data: never drop anything else */
+    file_drop_pages(p, len, 1);
 }
 
 const char *tensor_str(const tdm_tensor *t, size_t i)

@@ -114,6 +114,9 @@ tdm_status tensor_share(tdm_err *e, const tdm_tensor *src, tdm_tensor **out);
  * form, tensor_aux): when they lie in a file mapping, their pages are
  * dropped (a later read pages them in again from the file); else nothing. */
 void tensor_drop_pages(const tdm_tensor *t);
+/* The same for p[0, len) only, when it lies inside t's data (t may be
+ * NULL: nothing is done). */
+void tensor_drop_span(const tdm_tensor *t, const void *p, size_t len);
 /* Releases data and items, leaving an empty shell (kind TENSOR, rank 0). */
 void tensor_reset(tdm_tensor *t);
 /* Element as double / int64 / writes from double / int64 (numeric and bool types). */
