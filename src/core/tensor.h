@@ -27,6 +27,8 @@ struct tdm_tensor {
                                  * TENSOR_PRESET: a buffer the executor supplies */
     int immutable;              /* data never changes while the tensor lives, as an
                                  * initializer's: kernels may cache derived forms (tensor_aux) */
+    struct file_map *map;       /* data lies in this read-only file mapping (core/file.h;
+                                 * borrowed is set): one reference, dropped with the tensor */
     /* sequence: its items; map (TDM_KIND_MAP): items[0] the keys, items[1]
      * the values (n_items 2, dtype the values') */
     struct tdm_tensor **items;
@@ -100,9 +102,21 @@ tdm_status tensor_alloc(tdm_err *e, tdm_tensor *t, tdm_dtype dtype, int rank, co
 /* A map (TDM_KIND_MAP) of 1-D keys (int64 or string) and 1-D values of the
  * same length; takes ownership of both, also on failure. */
 tdm_status tensor_map_new(tdm_err *e, tdm_tensor *keys, tdm_tensor *values, tdm_tensor **out);
-/* A tensor that borrows data owned by someone else. */
+/* A tensor that borrows data owned by someone else (data in a file
+ * mapping: the view holds a reference to it too). */
 tdm_status tensor_view(tdm_err *e, const tdm_tensor *src, tdm_tensor **out);
 tdm_status tensor_clone(tdm_err *e, const tdm_tensor *src, tdm_tensor **out);
+/* A copy of a constant (an initializer's): when src's data lie in a file
+ * mapping the copy shares them (one more reference; nothing is read),
+ * else a clone. immutable is kept. Never for a value that may be written. */
+tdm_status tensor_share(tdm_err *e, const tdm_tensor *src, tdm_tensor **out);
+/* t's data are no longer needed in memory (a kernel has cached a derived
+ * form, tensor_aux): when they lie in a file mapping, their pages are
+ * dropped (a later read pages them in again from the file); else nothing. */
+void tensor_drop_pages(const tdm_tensor *t);
+/* The same for p[0, len) only, when it lies inside t's data (t may be
+ * NULL: nothing is done). */
+void tensor_drop_span(const tdm_tensor *t, const void *p, size_t len);
 /* Releases data and items, leaving an empty shell (kind TENSOR, rank 0). */
 void tensor_reset(tdm_tensor *t);
 /* Element as double / int64 / writes from double / int64 (numeric and bool types). */

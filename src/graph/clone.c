@@ -30,16 +30,11 @@ static int remap_type(gr_model *dst, gr_type *t)
 }
 
 /* A copy of a constant; immutable is kept (kernels may cache derived forms
- * of an initializer's data). */
+ * of an initializer's data), data in a file mapping are shared. */
 static tdm_status clone_tensor(tdm_err *e, const tdm_tensor *src, tdm_tensor **out)
 {
     *out = NULL;
-    if (!src)
-        return TDM_OK;
-    tdm_status st = tensor_clone(e, src, out);
-    if (st == TDM_OK)
-        (*out)->immutable = src->immutable;
-    return st;
+    return src ? tensor_share(e, src, out) : TDM_OK;
 }
 
 static tdm_status clone_graph(tdm_err *e, const gr_graph *src, gr_model *dm, gr_graph *parent, gr_graph **out);

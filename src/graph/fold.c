@@ -188,6 +188,10 @@ static tdm_status fold_node(tdm_err *e, gr_graph *g, int ni, int *done)
             out[i] = c;
         }
     }
+    /* the inputs' pages in a file mapping were read once: the folded
+     * value is what stays (issue 20 item 5) */
+    for (int i = 0; i < n->n_inputs; i++)
+        tensor_drop_pages(in[i]);
     if ((st = commit(e, g, ni, out)) == TDM_OK)
         *done = 1;
 done:

@@ -454,6 +454,7 @@ static int bn_fold(const gr_graph *g, int n, int bn, fuse_chain *c)
             fw[o * per + k] = (float)(wd[o * per + k] * a);
         fb[o] = (float)((cb ? ((const float *)cb->data)[o] * a : 0.0) + off);
     }
+    tensor_drop_pages(w); /* the folded copy is what runs */
     c->bn = bn;
     return 0;
 }

@@ -47,22 +47,9 @@ void onnx_file_release(const uint8_t *data, size_t size, int mapped)
 
 void onnx_file_drop(const uint8_t *data, size_t size, size_t off, size_t len)
 {
-#ifdef MADV_DONTNEED
-    long ps = sysconf(_SC_PAGESIZE);
-    if (ps <= 0 || !data || len == 0 || off >= size)
+    if (!data || off >= size)
         return;
-    uintptr_t base = (uintptr_t)data;
-    uintptr_t lo = (base + off) & ~((uintptr_t)ps - 1);
-    uintptr_t hi = base + off + (len < size - off ? len : size - off);
-    /* the pages hold file bytes only (the mapping is never written), so a
-     * later read of a neighbouring field simply faults them back in */
-    madvise((void *)lo, hi - lo, MADV_DONTNEED);
-#else
-    (void)data;
-    (void)size;
-    (void)off;
-    (void)len;
-#endif
+    file_drop_pages(data + off, len < size - off ? len : size - off, 0);
 }
 
 int onnx_file_open(const char *path) { return open(path, O_RDONLY); }

@@ -62,7 +62,22 @@ typedef struct onnx_ctx {
     const char *dir;    /* folder external data resolves in; NULL: refused */
     char *rdir;         /* realpath(dir), computed on first use */
     gr_model *m;        /* for interning dimension symbols (may be NULL) */
+    /* raw_data of the TensorProto being converted that lies in a file
+     * mapping (its raw_data.data is then NULL, raw_data.len its length):
+     * taken as the tensor's data in place (load.c, take_initializer) */
+    file_map *raw_map;
+    const uint8_t *raw_at;
 } onnx_ctx;
+
+/* Bytes below which a tensor is read rather than mapped (a mapping costs a
+ * page and a system call). */
+#define ONNX_MAP_MIN_BYTES ((size_t)4096)
+/* 1 when len bytes at `at` (an address, or a file offset: a mapping keeps
+ * the offset's place in its page), in the file's (little-endian) order,
+ * can be the data of a tensor of element type dt as they are: a host that
+ * stores little-endian, one value per element (not int4 and the like),
+ * aligned for the type, at least ONNX_MAP_MIN_BYTES. */
+int onnx_can_map(int dt, uint64_t at, size_t len);
 
 void onnx_ctx_free(onnx_ctx *c);
 

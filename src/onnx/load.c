@@ -3,8 +3,11 @@
  * The model is not unpacked in one piece: protobuf-c copies every `bytes`
  * field, which would hold the weights twice. The ModelProto and its main
  * GraphProto are walked on the wire (after onnx_pb_check has vetted the
- * framing and nesting). Each initializer is unpacked on its own, its
- * raw_data read with pread() straight into the buffer the tensor keeps;
+ * framing and nesting). Each initializer is unpacked on its own; its
+ * raw_data stays in the file's mapping when onnx_can_map allows (paged in
+ * only when a kernel reads it, dropped again once a kernel has packed it:
+ * core/file.h file_map), else is read with pread() straight into the
+ * buffer the tensor keeps;
  * each main-graph node (Constant nodes hold weights too) is unpacked on its
  * own and freed once converted; the file's pages are dropped as they are
  * consumed. The rest of both messages is unpacked from small copies. Peak
@@ -46,6 +49,8 @@ typedef struct load_state {
     const uint8_t *data;
     size_t size;
     int mapped;
+    file_map *map;      /* the model file's mapping, when mapped: raw data
+                         * that onnx_can_map allows stay in it */
     int fd;             /* the file, for pread() of raw data; -1 if none */
     pre_init *inits;
     size_t n_inits, cap_inits;
@@ -652,7 +657,14 @@ static tdm_status take_initializer(load_state *s, size_t off, size_t len, size_t
         return err_set(c->e, TDM_E_MODEL,
                        "%s is not an ONNX model (protobuf decoding failed in initializer #%zu at byte %zu)", c->fname,
                        index, off);
-    if (has_raw) {
+    if (has_raw && s->map && tp->has_data_type && onnx_can_map(tp->data_type, raw.data, raw.len)) {
+        /* in place in the mapping: paged in when a kernel reads it */
+        tp->has_raw_data = 1;
+        tp->raw_data.len = raw.len;
+        tp->raw_data.data = NULL;
+        c->raw_map = s->map;
+        c->raw_at = s->data + raw.data;
+    } else if (has_raw) {
         tp->has_raw_data = 1;
         tp->raw_data.len = raw.len;
         tp->raw_data.data = raw.len ? copy_payload(s, raw.data, raw.len) : NULL;
@@ -668,7 +680,10 @@ static tdm_status take_initializer(load_state *s, size_t off, size_t len, size_t
     snprintf(what, sizeof what, "initializer '%.64s'", tp->name ? tp->name : "");
     tdm_tensor *t = NULL;
     char *name = NULL;
-    if ((st = onnx_tensor_from_proto(c, tp, what, &t)) != TDM_OK)
+    st = onnx_tensor_from_proto(c, tp, what, &t);
+    c->raw_map = NULL;
+    c->raw_at = NULL;
+    if (st != TDM_OK)
         goto done;
     if (!tp->name || !*tp->name) {
         st = err_set(c->e, TDM_E_MODEL, "%s: initializer #%zu of the main graph has no name", c->fname, index);
@@ -868,12 +883,21 @@ tdm_status onnx_load_file(tdm_err *e, const char *path, gr_model **out)
     }
     s.c.dir = dir;
     s.fd = -1;
-    tdm_status st = onnx_file_read(e, &file_model, path, &s.data, &s.size, &s.mapped);
-    if (st == TDM_OK && s.mapped)
+    file_data fd;
+    tdm_status st = file_load(e, &file_model, path, &fd);
+    s.data = fd.data;
+    s.size = fd.size;
+    s.mapped = fd.mapped;
+    if (st == TDM_OK && s.mapped) {
         s.fd = onnx_file_open(path);
+        if (!(s.map = file_map_adopt(&fd)))
+            st = err_set(e, TDM_E_NOMEM, "out of memory");
+    }
     if (st == TDM_OK)
         st = load_buffer(&s, out);
-    onnx_file_release(s.data, s.size, s.mapped);
+    /* the tensors that stay in the mapping hold their references */
+    file_map_unref(s.map);
+    file_release(&fd);
     onnx_file_close(s.fd);
     state_free(&s);
     if (st != TDM_OK) {

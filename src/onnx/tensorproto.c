@@ -76,13 +76,26 @@ static int has_dotdot(const char *p)
     return 0;
 }
 
-/* Reads need bytes of external data for tp into *out (mem_alloc'd). */
+int onnx_can_map(int dt, uint64_t at, size_t len)
+{
+    if (!dtype_valid(dt) || dt == TDM_STRING || dtype_packed_bits((tdm_dtype)dt) || !host_is_le() ||
+        len < ONNX_MAP_MIN_BYTES)
+        return 0;
+    size_t a = tdm_dtype_size((tdm_dtype)dt);
+    if (dt == TDM_COMPLEX64 || dt == TDM_COMPLEX128)
+        a /= 2; /* two floats (doubles) */
+    return a && at % a == 0;
+}
+
+/* The need bytes of external data for tp: mapped (*map set, *out inside
+ * it) when onnx_can_map allows, else read into *out (mem_alloc'd). */
 static tdm_status read_external(onnx_ctx *c, const Onnx__TensorProto *tp, const tdm_tensor *t, const char *what,
-                                size_t need, void **out)
+                                size_t need, void **out, file_map **map)
 {
     tdm_err *e = c->e;
     const char *loc = NULL, *off_s = NULL, *len_s = NULL;
     *out = NULL;
+    *map = NULL;
     if (!c->dir)
         return err_set(e, TDM_E_UNSUPPORTED,
                        "%s: %s uses external data, which a model read from memory cannot have", c->fname, what);
@@ -166,6 +179,24 @@ static tdm_status read_external(onnx_ctx *c, const Onnx__TensorProto *tp, const 
         return err_set(e, TDM_E_MODEL, "%s: %s has %llu bytes of external data, its dims %s of %s need %zu", c->fname,
                        what, (unsigned long long)len, shape_str(t->rank, t->dims, shp, sizeof shp),
                        tdm_dtype_name(t->dtype), need);
+    }
+    /* Mapped when it can be: only the pages a kernel reads become
+     * resident, and they can be dropped again (tensor_drop_pages). The
+     * offset's alignment within a page is the data's. */
+    if (onnx_can_map(t->dtype, off, need)) {
+        const uint8_t *at;
+        file_map *m;
+        if (file_map_range(fd, off, need, &m, &at)) {
+            close(fd);
+            return err_set(e, TDM_E_NOMEM, "%s: out of memory mapping %zu bytes of external data for %s", c->fname,
+                           need, what);
+        }
+        if (m) {
+            close(fd);
+            *map = m;
+            *out = (void *)(uintptr_t)at;
+            return TDM_OK;
+        }
     }
     uint8_t *buf = mem_alloc(need);
     if (!buf) {
@@ -373,8 +404,13 @@ tdm_status onnx_tensor_from_proto(onnx_ctx *c, Onnx__TensorProto *tp, const char
         st = strings_from_proto(c, tp, t, what);
     } else if (tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
         void *buf;
-        st = read_external(c, tp, t, what, fbytes, &buf);
-        if (st == TDM_OK) {
+        file_map *map;
+        st = read_external(c, tp, t, what, fbytes, &buf, &map);
+        if (st == TDM_OK && map) {
+            t->data = buf; /* in place: host order, one value per element */
+            t->map = map;
+            t->borrowed = 1;
+        } else if (st == TDM_OK) {
             if (dtype_packed_bits(dt)) {
                 uint8_t *d = mem_alloc(count);
                 if (!d) {
@@ -389,6 +425,17 @@ tdm_status onnx_tensor_from_proto(onnx_ctx *c, Onnx__TensorProto *tp, const char
                 tensor_swap_le(buf, dt, count);
                 t->data = buf;
             }
+        }
+    } else if (tp->has_raw_data && c->raw_at) {
+        /* raw_data in the model file's mapping (onnx_can_map held) */
+        if (tp->raw_data.len != fbytes) {
+            st = err_set(e, TDM_E_MODEL, "%s: %s has %zu bytes of raw_data, its dims %s of %s need %zu", c->fname, what,
+                         tp->raw_data.len, shape_str(rank, t->dims, shp, sizeof shp), tdm_dtype_name(dt), fbytes);
+        } else {
+            t->data = (void *)(uintptr_t)c->raw_at;
+            t->map = file_map_ref(c->raw_map);
+            t->borrowed = 1;
+            st = TDM_OK;
         }
     } else if (tp->has_raw_data) {
         if (tp->raw_data.len != fbytes) {

@@ -78,6 +78,10 @@ void op_sgemm_pack_a(const op_gemm *g, float *dst);
 /* Likewise op(B), all N columns (g->b, ldb, trans_b, n, k). */
 size_t op_sgemm_pack_b_floats(const op_gemm *g);
 void op_sgemm_pack_b(const op_gemm *g, float *dst);
+/* The same, K block by K block: after each, done (may be NULL) is given
+ * the rows of B just packed (not for trans_b) and arg. */
+void op_sgemm_pack_b_rows(const op_gemm *g, float *dst, void (*done)(void *arg, const float *rows, size_t floats),
+                          void *arg);
 
 /* The packed form of constant input `input` of ctx's node (a graph
  * initializer, see tensor_aux): found under key, or made by fill(arg, dst)

@@ -225,42 +225,48 @@ static void pack_a_panel(const op_gemm *g, size_t kc, size_t mr_w, size_t mpad, 
     }
 }
 
+/* K block [p0, p0 + kc) of panel q of a chunk of op(B). */
+static void pack_b_block(const op_gemm *g, op_gemm_layout lay, size_t j0, size_t ncols, size_t npad, size_t q,
+                         size_t p0, float *dst)
+{
+    const size_t nr_w = lay.nr, kc = lay.kc;
+    size_t c0 = q * nr_w, cols = ncols - c0 < nr_w ? ncols - c0 : nr_w;
+    size_t kcb = g->k - p0 < kc ? g->k - p0 : kc;
+    float *d = dst + p0 * npad + q * kcb * nr_w;
+    if (!g->trans_b) {
+        const float *src = g->b + p0 * g->ldb + j0 + c0;
+        if (cols == nr_w) {
+            for (size_t p = 0; p < kcb; p++)
+                memcpy(d + p * nr_w, src + p * g->ldb, nr_w * sizeof *d);
+            return;
+        }
+        for (size_t p = 0; p < kcb; p++) {
+            const float *sp = src + p * g->ldb;
+            float *dp = d + p * nr_w;
+            size_t j = 0;
+            for (; j < cols; j++)
+                dp[j] = sp[j];
+            for (; j < nr_w; j++)
+                dp[j] = 0.0f;
+        }
+    } else {
+        const float *src = g->b + (j0 + c0) * g->ldb + p0;
+        for (size_t j = 0; j < cols; j++)
+            for (size_t p = 0; p < kcb; p++)
+                d[p * nr_w + j] = src[j * g->ldb + p];
+        for (size_t j = cols; j < nr_w; j++)
+            for (size_t p = 0; p < kcb; p++)
+                d[p * nr_w + j] = 0.0f;
+    }
+}
+
 /* Panel q of a chunk of op(B) (an op_gemm_pack_fn; arg is the op_gemm). */
 static void pack_b_plain(const void *arg, op_gemm_layout lay, size_t j0, size_t ncols, size_t npad, size_t q,
                          float *dst)
 {
     const op_gemm *g = arg;
-    const size_t nr_w = lay.nr, kc = lay.kc;
-    size_t c0 = q * nr_w, cols = ncols - c0 < nr_w ? ncols - c0 : nr_w;
-    for (size_t p0 = 0; p0 < g->k; p0 += kc) {
-        size_t kcb = g->k - p0 < kc ? g->k - p0 : kc;
-        float *d = dst + p0 * npad + q * kcb * nr_w;
-        if (!g->trans_b) {
-            const float *src = g->b + p0 * g->ldb + j0 + c0;
-            if (cols == nr_w) {
-                for (size_t p = 0; p < kcb; p++)
-                    memcpy(d + p * nr_w, src + p * g->ldb, nr_w * sizeof *d);
-                continue;
-            }
-            for (size_t p = 0; p < kcb; p++) {
-                const float *sp = src + p * g->ldb;
-                float *dp = d + p * nr_w;
-                size_t j = 0;
-                for (; j < cols; j++)
-                    dp[j] = sp[j];
-                for (; j < nr_w; j++)
-                    dp[j] = 0.0f;
-            }
-        } else {
-            const float *src = g->b + (j0 + c0) * g->ldb + p0;
-            for (size_t j = 0; j < cols; j++)
-                for (size_t p = 0; p < kcb; p++)
-                    d[p * nr_w + j] = src[j * g->ldb + p];
-            for (size_t j = cols; j < nr_w; j++)
-                for (size_t p = 0; p < kcb; p++)
-                    d[p * nr_w + j] = 0.0f;
-        }
-    }
+    for (size_t p0 = 0; p0 < g->k; p0 += lay.kc)
+        pack_b_block(g, lay, j0, ncols, npad, q, p0, dst);
 }
 
 size_t op_sgemm_pack_a_floats(const op_gemm *g)
@@ -285,12 +291,20 @@ size_t op_sgemm_pack_b_floats(const op_gemm *g)
     return mem_mul(npad, g->k, &n) ? 0 : n;
 }
 
-void op_sgemm_pack_b(const op_gemm *g, float *dst)
+void op_sgemm_pack_b(const op_gemm *g, float *dst) { op_sgemm_pack_b_rows(g, dst, NULL, NULL); }
+
+void op_sgemm_pack_b_rows(const op_gemm *g, float *dst, void (*done)(void *arg, const float *rows, size_t floats),
+                          void *arg)
 {
     op_gemm_layout lay = op_sgemm_layout(g->k);
     size_t npad = (g->n + lay.nr - 1) / lay.nr * lay.nr;
-    for (size_t q = 0; q < npad / lay.nr; q++)
-        pack_b_plain(g, lay, 0, g->n, npad, q, dst);
+    for (size_t p0 = 0; p0 < g->k; p0 += lay.kc) {
+        for (size_t q = 0; q < npad / lay.nr; q++)
+            pack_b_block(g, lay, 0, g->n, npad, q, p0, dst);
+        size_t kcb = g->k - p0 < lay.kc ? g->k - p0 : lay.kc;
+        if (done && !g->trans_b) /* rows p0 .. p0 + kcb of B are packed */
+            done(arg, g->b + p0 * g->ldb, kcb * g->ldb);
+    }
 }
 
 /* ---- the parallel driver ---- */
@@ -961,7 +975,25 @@ static void mm_offsets(const mm_shape *s, size_t i, size_t *oa, size_t *ob)
     *ob = (size_t)op_bcast_offset(i, s->nb, s->bdims, s->sb) * s->k * s->n;
 }
 
-static void fill_b(const void *arg, float *dst) { op_sgemm_pack_b(arg, dst); }
+/* B and the tensor it is the data of. */
+typedef struct fill_b_arg {
+    const op_gemm *g;
+    const tdm_tensor *t;
+} fill_b_arg;
+
+/* Rows of B packed: their pages in a file mapping go (issue 20 item 5:
+ * the original is not resident beside its packed form, even while it is
+ * being packed). */
+static void rows_packed(void *arg, const float *rows, size_t floats)
+{
+    tensor_drop_span(((const fill_b_arg *)arg)->t, rows, floats * sizeof *rows);
+}
+
+static void fill_b(const void *arg, float *dst)
+{
+    const fill_b_arg *f = arg;
+    op_sgemm_pack_b_rows(f->g, dst, rows_packed, (void *)(uintptr_t)f);
+}
 
 /* g's B packed once when it is the node's constant input `input` and the
  * product packs it at all (M > 1); NULL otherwise. */
@@ -974,7 +1006,8 @@ static const float *cached_b(const op_ctx *ctx, int input, const op_gemm *g)
         return NULL;
     op_gemm_layout lay = op_sgemm_layout(g->k);
     uint64_t kv[] = {0x47656d6du /* "Gemm" */, lay.kc, lay.mr, lay.nr, (uint64_t)g->trans_b, g->k, g->n, g->ldb};
-    return op_nn_packed_const(ctx, input, op_nn_pack_key(kv, sizeof kv / sizeof kv[0]), floats, fill_b, g);
+    fill_b_arg fa = {g, input < ctx->n_in ? ctx->in[input] : NULL};
+    return op_nn_packed_const(ctx, input, op_nn_pack_key(kv, sizeof kv / sizeof kv[0]), floats, fill_b, &fa);
 }
 
 /* C = fuse(A B) (row-major, contiguous) on `threads` threads; C starts at

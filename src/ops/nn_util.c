@@ -57,7 +57,11 @@ const float *op_nn_packed_const(const op_ctx *ctx, int input, uint64_t key, size
     p->raw = raw;
     p->data = (float *)((char *)raw + (64 - (uintptr_t)raw % 64) % 64);
     fill(arg, p->data);
-    return ((packed_aux *)tensor_aux_attach(t, &p->h))->data;
+    const float *r = ((packed_aux *)tensor_aux_attach(t, &p->h))->data;
+    /* the original is resident once, packed: its pages in a file mapping
+     * are dropped (anything that reads it later pages it in again) */
+    tensor_drop_pages(t);
+    return r;
 }
 
 const tdm_tensor *op_nn_in(const op_ctx *ctx, int i)

@@ -85,7 +85,7 @@ const char *calib_dtype_name(tdm_dtype dt)
     }
 }
 
-static void sb_tensor(sbuf *b, const tdm_tensor_desc *t)
+static void sb_tensor(sbuf *b, const tdm_tensor_desc *t, int contents)
 {
     sb_add(b, "%s", calib_dtype_name(t->dtype));
     if (t->rank < 0) {
@@ -96,7 +96,7 @@ static void sb_tensor(sbuf *b, const tdm_tensor_desc *t)
             sb_add(b, d ? ",%lld" : "%lld", (long long)t->dims[d]);
         sb_add(b, "]");
     }
-    if (t->data && t->rank >= 0 && t->dtype != TDM_STRING) {
+    if (contents && t->data && t->rank >= 0 && t->dtype != TDM_STRING) {
         size_t n = tdm_dtype_size(t->dtype);
         int ok = n > 0;
         for (int d = 0; ok && d < t->rank; d++)
@@ -106,7 +106,8 @@ static void sb_tensor(sbuf *b, const tdm_tensor_desc *t)
     }
 }
 
-tdm_status plan_node_signature(tdm_err *e, const tdm_node_desc *d, char *key, size_t key_size, char **readable)
+tdm_status plan_node_signature(tdm_err *e, const tdm_node_desc *d, int contents, char *key, size_t key_size,
+                               char **readable)
 {
     sbuf b;
     memset(&b, 0, sizeof b);
@@ -139,7 +140,7 @@ tdm_status plan_node_signature(tdm_err *e, const tdm_node_desc *d, char *key, si
             break;
         case TDM_ATTR_TENSOR:
             if (at->t)
-                sb_tensor(&b, at->t);
+                sb_tensor(&b, at->t, contents);
             break;
         default:
             sb_add(&b, "<%d>", (int)at->type);
@@ -149,7 +150,7 @@ tdm_status plan_node_signature(tdm_err *e, const tdm_node_desc *d, char *key, si
     sb_add(&b, ")");
     for (int i = 0; i < d->n_inputs; i++) {
         sb_add(&b, " ");
-        sb_tensor(&b, &d->inputs[i]);
+        sb_tensor(&b, &d->inputs[i], contents);
     }
     sb_add(&b, " ->");
     for (int i = 0; i < d->n_outputs; i++)

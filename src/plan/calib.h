@@ -62,8 +62,12 @@
 #include "plan/plan.h"
 
 /* The node signature: *key "OP:16hex" (key_size >= 96) and, when readable
- * is not NULL, the readable signature text (mem_alloc'ed). */
-tdm_status plan_node_signature(tdm_err *e, const tdm_node_desc *d, char *key, size_t key_size, char **readable);
+ * is not NULL, the readable signature text (mem_alloc'ed). contents: 1
+ * hashes the bytes of constant inputs into it (the calibration file's
+ * keys); 0 leaves them out, reading no weight (the guard's probe keys its
+ * entries by node name: issue 20 item 5). */
+tdm_status plan_node_signature(tdm_err *e, const tdm_node_desc *d, int contents, char *key, size_t key_size,
+                               char **readable);
 
 /* The figures of a tensor against its reference: max |diff|, RMSE, cosine;
  * non-finite values where the reference is finite give cosine 0 and max_abs

@@ -508,7 +508,7 @@ static tdm_status load_calib_costs(pstate *s)
         char key[128];
         double ms;
         s->fused[n] = -1;
-        if ((st = plan_node_signature(s->e, &p->descs[n], key, sizeof key, NULL)) != TDM_OK) {
+        if ((st = plan_node_signature(s->e, &p->descs[n], 1, key, sizeof key, NULL)) != TDM_OK) {
             calib_free(c);
             return st;
         }

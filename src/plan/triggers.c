@@ -54,7 +54,7 @@ static tdm_status apply_calib(pstate *s, calib_data *cd, int probe, unsigned cha
     for (int n = 0; n < N; n++) {
         char key[128];
         int any = 0;
-        if ((st = plan_node_signature(s->e, &p->descs[n], key, sizeof key, NULL)) != TDM_OK)
+        if ((st = plan_node_signature(s->e, &p->descs[n], !probe, key, sizeof key, NULL)) != TDM_OK)
             goto done;
         if (probe) /* the probe's entries are keyed by node name */
             snprintf(key, sizeof key, "#%.120s", s->g->nodes[n].name);

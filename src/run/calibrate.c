@@ -499,7 +499,7 @@ static tdm_status calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *con
         char *readable = NULL;
         if (fn)
             fn(user, (size_t)pos, (size_t)N, node->name);
-        if ((st = plan_node_signature(e, &p->descs[n], key, sizeof key, &readable)) != TDM_OK)
+        if ((st = plan_node_signature(e, &p->descs[n], !probe, key, sizeof key, &readable)) != TDM_OK)
             goto done;
         if (probe) /* one model's figures: by node, not merged by signature */
             snprintf(key, sizeof key, "#%.120s", node->name);
@@ -534,8 +534,12 @@ static tdm_status calibrate(tdm_err *e, const tdm_plan *p, const tdm_tensor *con
             double in_max = 0, out_max = 0;
             size_t nz = 0, f16 = 0, fbf = 0;
             for (int i = 0; i < node->n_inputs; i++)
-                if (node->inputs[i] >= 0)
+                if (node->inputs[i] >= 0) {
                     range_of(vals[cpu][node->inputs[i]], &in_max, NULL, NULL, NULL);
+                    /* a weight in a file mapping is read once here: not
+                     * kept resident beside its packed form (issue 20 item 5) */
+                    tensor_drop_pages(vals[cpu][node->inputs[i]]);
+                }
             for (int k = 0; k < node->n_outputs; k++)
                 range_of(out[k], &out_max, &nz, &f16, &fbf);
             range_entry(entry, in_max, out_max, nz ? (double)f16 / (double)nz : 0, nz ? (double)fbf / (double)nz : 0);

@@ -301,6 +301,43 @@ def external(out):
     case("bad_offset", [ext_tensor("w1", 1, [2, 3], "weights.bin", "-4", 24)])
     case("no_location", [ext_tensor("w1", 1, [2, 3], None, 0, 24)])
 
+    # Mapped in place (issue 20 item 5): tensors of at least 4 KiB aligned
+    # for their type stay in a mapping of the file; the others are read.
+    # big: page-aligned; odd: 4-byte aligned inside a page; skew: 2 bytes
+    # off a float's alignment (read); small: under 4 KiB (read). inline:
+    # a 4 KiB+ raw_data inside the model file, wherever it falls.
+    d = os.path.join(base, "mapped")
+    os.makedirs(d, exist_ok=True)
+    vals = lambda n, k: (np.arange(n, dtype=np.float32) * np.float32(0.5) + np.float32(k))
+    big, odd, skew, small = vals(4096, 1), vals(2048, 2), vals(1500, 3), vals(4, 4)
+    lay = bytearray(4096)
+    at = {}
+    for name, v in (("big", big), ("odd", odd), ("skew", skew), ("small", small)):
+        pad = {"big": (-len(lay)) % 4096, "odd": 4, "skew": 2, "small": 0}[name]
+        lay += b"\1" * pad
+        at[name] = len(lay)
+        lay += v.tobytes()
+    with open(os.path.join(d, "weights.bin"), "wb") as f:
+        f.write(bytes(lay))
+    ts = [ext_tensor(n, 1, [len(v)], "weights.bin", at[n], v.nbytes)
+          for n, v in (("big", big), ("odd", odd), ("skew", skew), ("small", small))]
+    # inline: raw_data 4-byte aligned in the file (mapped); inline_skew: 2
+    # bytes off (read). The graph's name and the second name move them.
+    r1, r2 = vals(2048, 5).tobytes(), vals(1200, -1000).tobytes()
+    for p in range(64):
+        m = model(identity_graph(ts + [tensor("inline", 1, [2048], raw=r1),
+                                       tensor("inline_skew" + "x" * (p % 4), 1, [1200], raw=r2)],
+                                 name="g" + "p" * (p // 4)))
+        b = m.SerializeToString()
+        if b.find(r1) % 4 == 0 and b.find(r2) % 4 == 2:
+            break
+    else:
+        raise SystemExit("gen_models: no layout puts inline raw_data where the test wants it")
+    with open(os.path.join(d, "model.onnx"), "wb") as f:
+        f.write(b)
+    with open(os.path.join(d, "skew_name.txt"), "w") as f:
+        f.write("inline_skew" + "x" * (p % 4))
+
 
 # ---------------------------------------------------------------- malformed models
 

@@ -8,6 +8,7 @@
  * DATADIR is where gen_models.py wrote its files. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/mem.h"
+#include "graph/model.h"
 #include "onnx/onnx.h"
 
 #include <errno.h>
@@ -406,6 +407,94 @@ static void t_features(void)
 
 /* ------------------------------------------------------------------ external */
 
+/* 1 when t holds n floats i * 0.5 + k (gen_models.py, external "mapped"). */
+static int ramp(const tdm_tensor *t, size_t n, float k)
+{
+    if (!t || t->dtype != TDM_FLOAT || t->count != n)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (((const float *)t->data)[i] != (float)i * 0.5f + k)
+            return 0;
+    return 1;
+}
+
+/* Resident KiB of the mapping that holds p (/proc/self/smaps), -1 when
+ * none is found. */
+static long resident_kib(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in = 0;
+    long kib = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ' ') && line[0] != 'R') {
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+            continue;
+        }
+        if (in && sscanf(line, "Rss: %ld kB", &kib) == 1)
+            break;
+    }
+    fclose(f);
+    return kib;
+}
+
+/* External data and raw_data of 4 KiB or more, aligned for their type,
+ * stay in a read-only mapping of the file (tdm_tensor.map); the rest is
+ * read. Values are the file's either way, also after the pages have been
+ * dropped (tensor_drop_pages) and in a clone of the model, which shares the
+ * mapping. */
+static void t_mapped(void)
+{
+    gr_model *m = load_ok(path_of("ext/mapped/model.onnx"));
+    if (!m)
+        return;
+    static const struct {
+        const char *name;
+        size_t n;
+        float k;
+        int mapped; /* -1: either (raw_data falls where the file puts it) */
+    } want[] = {{"big", 4096, 1, 1},    {"odd", 2048, 2, 1},    {"skew", 1500, 3, 0},
+                {"small", 4, 4, 0},     {"inline", 2048, 5, 1}, {NULL, 1200, -1000, 0}};
+    char skew_name[32] = "";
+    FILE *f = fopen(path_of("ext/mapped/skew_name.txt"), "r");
+    if (f) {
+        if (!fgets(skew_name, sizeof skew_name, f))
+            skew_name[0] = 0;
+        fclose(f);
+    }
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const char *name = want[i].name ? want[i].name : skew_name;
+        const gr_value *v = value(m->main, name);
+        const tdm_tensor *t = v ? v->init : NULL;
+        CHECK(ramp(t, want[i].n, want[i].k), "mapped: '%s' holds the file's values", name);
+        if (!t)
+            continue;
+        CHECK(!!t->map == want[i].mapped, "mapped: %s %s", name,
+              want[i].mapped ? "is in a mapping" : "is read (not mapped)");
+        long before = t->map ? resident_kib(t->data) : 0;
+        tensor_drop_pages(t);
+        if (t->map && t->nbytes >= 8192) /* a page wholly inside it, at least */
+            CHECK(before > 0 && resident_kib(t->data) < before, "mapped: %s: %ld KiB resident, fewer after the drop",
+                  name, before);
+        CHECK(ramp(t, want[i].n, want[i].k), "mapped: %s reads back after its pages were dropped", name);
+    }
+    tdm_err e;
+    err_clear(&e);
+    gr_model *c = NULL;
+    CHECK(gr_model_clone(&e, m, &c) == TDM_OK, "mapped: clone");
+    gr_model_free(m); /* the clone's tensors keep the mappings */
+    if (c) {
+        const gr_value *v = value(c->main, "big");
+        CHECK(v && v->init && v->init->map && ramp(v->init, 4096, 1), "mapped: the clone shares big's mapping");
+        v = value(c->main, "skew");
+        CHECK(v && v->init && !v->init->map && ramp(v->init, 1500, 3), "mapped: the clone copies skew");
+        gr_model_free(c);
+    }
+}
+
 static void t_external(void)
 {
     gr_model *m = load_ok(path_of("ext/ok/model.onnx"));
@@ -424,6 +513,7 @@ static void t_external(void)
     }
     m = load_ok(path_of("ext/symlink_in/model.onnx"));
     gr_model_free(m);
+    t_mapped();
     EXPECT_FAIL("ext/absolute/model.onnx", TDM_E_MODEL, "absolute path");
     EXPECT_FAIL("ext/dotdot/model.onnx", TDM_E_MODEL, "leaves the model's folder");
     EXPECT_FAIL("ext/dotdot_inner/model.onnx", TDM_E_MODEL, "leaves the model's folder");

@@ -505,6 +505,10 @@ static tdm_status vnpu_run_host(void *ctx, op_ctx *op)
             if ((st = tensor_new(op->err, TDM_FLOAT, op->in[i]->rank, op->in[i]->dims, &owned[i])) != TDM_OK)
                 goto done;
             vnpu_round_f32(owned[i]->data, op->in[i]->data, op->in[i]->count, c->precision);
+            /* a weight in a file mapping is rounded afresh each run: its
+             * pages need not stay resident beside the copy (and beside a
+             * packed form the cpu reference made: issue 20 item 5) */
+            tensor_drop_pages(op->in[i]);
         } else {
             if ((st = tensor_clone(op->err, op->in[i], &owned[i])) != TDM_OK)
                 goto done;
