@@ -905,7 +905,7 @@ static void write_calibration(const tdm_plan *p, const char *path)
     for (int k = 0; k < 3; k++) {
         char key[128];
         tdm_err e;
-        if (plan_node_signature(&e, &p->descs[node_named(p, names[k])], key, sizeof key, NULL) != TDM_OK)
+        if (plan_node_signature(&e, &p->descs[node_named(p, names[k])], 1, key, sizeof key, NULL) != TDM_OK)
             exit(1);
         fprintf(f, "%s\"%s\": {\"op\": \"x\", \"devices\": {\"cpu\": {\"supported\": true, \"ms\": 9, "
                 "\"threaded_ms\": %g, \"fused_ms\": %g}}}", k ? ", " : "", key, threaded[k], fused[k]);
