@@ -76,9 +76,20 @@ static int has_dotdot(const char *p)
     return 0;
 }
 
+/* TANDEM_MMAP=0 in the environment: every weight is read into memory at
+ * load, none stays mapped. A mapped file that is truncated or rewritten in
+ * place while a model using it is loaded changes the weights or raises
+ * SIGBUS on the next read; a service that replaces model files in place
+ * (rather than by rename) sets this. */
+static int mmap_allowed(void)
+{
+    const char *v = getenv("TANDEM_MMAP");
+    return !(v && strcmp(v, "0") == 0);
+}
+
 int onnx_can_map(int dt, uint64_t at, size_t len)
 {
-    if (!dtype_valid(dt) || dt == TDM_STRING || dtype_packed_bits((tdm_dtype)dt) || !host_is_le() ||
+    if (!mmap_allowed() || !dtype_valid(dt) || dt == TDM_STRING || dtype_packed_bits((tdm_dtype)dt) || !host_is_le() ||
         len < ONNX_MAP_MIN_BYTES)
         return 0;
     size_t a = tdm_dtype_size((tdm_dtype)dt);

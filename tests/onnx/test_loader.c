@@ -495,6 +495,28 @@ static void t_mapped(void)
     }
 }
 
+/* TANDEM_MMAP=0: the same file, every tensor read into memory. */
+static void t_mapped_off(void)
+{
+    setenv("TANDEM_MMAP", "0", 1);
+    gr_model *m = load_ok(path_of("ext/mapped/model.onnx"));
+    unsetenv("TANDEM_MMAP");
+    if (!m)
+        return;
+    static const struct {
+        const char *name;
+        size_t n;
+        float k;
+    } want[] = {{"big", 4096, 1}, {"odd", 2048, 2}, {"inline", 2048, 5}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const gr_value *v = value(m->main, want[i].name);
+        const tdm_tensor *t = v ? v->init : NULL;
+        CHECK(t && !t->map && ramp(t, want[i].n, want[i].k), "TANDEM_MMAP=0: %s is read, not mapped, with the file's values",
+              want[i].name);
+    }
+    gr_model_free(m);
+}
+
 static void t_external(void)
 {
     gr_model *m = load_ok(path_of("ext/ok/model.onnx"));
@@ -514,6 +536,7 @@ static void t_external(void)
     m = load_ok(path_of("ext/symlink_in/model.onnx"));
     gr_model_free(m);
     t_mapped();
+    t_mapped_off();
     EXPECT_FAIL("ext/absolute/model.onnx", TDM_E_MODEL, "absolute path");
     EXPECT_FAIL("ext/dotdot/model.onnx", TDM_E_MODEL, "leaves the model's folder");
     EXPECT_FAIL("ext/dotdot_inner/model.onnx", TDM_E_MODEL, "leaves the model's folder");
