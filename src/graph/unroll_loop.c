@@ -184,7 +184,8 @@ done:
 
 /* M copies of Loop n's body (of s) into g (rules in unroll_loop.h);
  * conds (trips entries, or NULL) receives each copy's condition output's
- * name. */
+ * name: a probe, the copies' results left unread (the Loop, copied too,
+ * makes its outputs, so that a declared scan length holds). */
 static tdm_status unroll(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_node *n, int64_t trips, int64_t opset,
                          char **conds)
 {
@@ -247,6 +248,8 @@ static tdm_status unroll(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_no
         }
         gr_names_free(&m);
     }
+    if (conds)
+        goto done; /* a probe of the conditions: the Loop itself still makes its outputs */
     for (int j = 0; j < n_carried && j < n->n_outputs; j++) {
         if (n->outputs[j] < 0)
             continue;
@@ -276,7 +279,8 @@ done:
 }
 
 /* s's main graph with the Loops whose trips[n] > 0 unrolled, as a raw
- * model; conds[n] (or NULL) receives Loop n's condition names. */
+ * model; conds[n] (or NULL) receives Loop n's condition names (a probe:
+ * the copies beside the Loop). */
 static tdm_status unrolled_model(tdm_err *e, const tdm_model *src, const int64_t *trips, char ***conds,
                                  gr_model **out)
 {
@@ -285,9 +289,11 @@ static tdm_status unrolled_model(tdm_err *e, const tdm_model *src, const int64_t
     tdm_status st = gr_rebuild_begin(e, src->gm, out, &g);
     for (int k = 0; !st && k < s->n_nodes; k++) {
         int n = s->order ? s->order[k] : k;
-        st = trips[n] > 0 ? unroll(e, g, s, &s->nodes[n], trips[n], gr_opset_version(src->gm, ""),
-                                   conds ? conds[n] : NULL)
+        char **probe = conds ? conds[n] : NULL;
+        st = trips[n] > 0 ? unroll(e, g, s, &s->nodes[n], trips[n], gr_opset_version(src->gm, ""), probe)
                           : gr_rw_copy_node(e, g, s, &s->nodes[n], NULL, NULL);
+        if (!st && trips[n] > 0 && probe)
+            st = gr_rw_copy_node(e, g, s, &s->nodes[n], NULL, NULL);
     }
     if (!st)
         st = gr_rebuild_end(e, s, g);
@@ -369,35 +375,28 @@ tdm_status gr_unroll_loops(tdm_err *e, const tdm_model *m, int64_t max_trips, gr
                 (st = model_build(e, gm, m->gm->path ? m->gm->path : "unroll", &out->model)) != TDM_OK))
         goto fail;
     if (computed_any) {
-        /* each copy's condition after folding: stop at the first false, or leave the Loop alone */
-        int changed = 0;
+        /* each copy's condition in the probe: stop at the first false, or leave the Loop alone; then the
+         * model again without the probe */
+        int left = 0;
         for (int n = 0, k = 0; n < s->n_nodes; n++) {
             if (strcmp(s->nodes[n].op_type, "Loop") != 0 || *s->nodes[n].domain)
                 continue;
             gr_unrolled *r = &out->loops[k++];
             char buf[160];
-            if (!conds[n])
-                continue;
-            int64_t runs = runs_of(out->model->gm->main, conds[n], trips[n], buf, sizeof buf);
-            if (runs == trips[n])
-                continue;
-            changed = 1;
-            trips[n] = runs > 0 ? runs : 0;
-            r->runs = runs > 0 ? runs : 0;
-            r->n_nodes = runs > 0 ? (int)runs * body_of(&s->nodes[n])->n_nodes + (s->nodes[n].n_inputs - 2) : 0;
-            if (runs < 0 && !(r->why = mem_strdup(buf)))
-                goto nomem;
+            if (conds[n]) {
+                int64_t runs = runs_of(out->model->gm->main, conds[n], trips[n], buf, sizeof buf);
+                trips[n] = r->runs = runs > 0 ? runs : 0;
+                r->n_nodes = runs > 0 ? (int)runs * body_of(&s->nodes[n])->n_nodes + (s->nodes[n].n_inputs - 2) : 0;
+                if (runs < 0 && !(r->why = mem_strdup(buf)))
+                    goto nomem;
+            }
+            left |= trips[n] > 0;
         }
-        if (changed) {
-            int left = 0;
-            tdm_model_destroy(out->model);
-            out->model = NULL;
-            for (int n = 0; n < s->n_nodes; n++)
-                left |= trips[n] > 0;
-            if (left && ((st = unrolled_model(e, m, trips, NULL, &gm)) != TDM_OK ||
-                         (st = model_build(e, gm, m->gm->path ? m->gm->path : "unroll", &out->model)) != TDM_OK))
-                goto fail;
-        }
+        tdm_model_destroy(out->model);
+        out->model = NULL;
+        if (left && ((st = unrolled_model(e, m, trips, NULL, &gm)) != TDM_OK ||
+                     (st = model_build(e, gm, m->gm->path ? m->gm->path : "unroll", &out->model)) != TDM_OK))
+            goto fail;
     }
     free_conds(conds, s->n_nodes, first);
     mem_free(trips);

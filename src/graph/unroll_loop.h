@@ -8,7 +8,8 @@
  *                input is empty or a constant true, whose body's condition
  *                output is its condition input (also through Identity), a
  *                constant true, or computed by the body and a constant in
- *                each copy once the model with M copies is folded (e.g.
+ *                each copy once a probe (the model with M copies beside
+ *                the Loop, which still makes the outputs) is folded (e.g.
  *                i < 3 of the iteration number): then the copies stop at
  *                the first whose condition is false (it runs, the next do
  *                not) and the model is built again with that many; whose

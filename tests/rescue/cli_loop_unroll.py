@@ -133,7 +133,7 @@ for k, w in zip(("out", "ys"), want_s):
 
 # a computed condition: cond = i < 2 of M = 6 (its iteration number against a constant), a scan output of x * 2:
 # folding makes each copy's condition a constant, the copies stop after iteration 2 (3 run, as onnxruntime's)
-def cond_model(path, on_x):
+def cond_model(path, on_x, scan_len=None):
     f = TensorProto.FLOAT
     cond = ([helper.make_node("ReduceSum", ["x_out"], ["s"], name="sum", keepdims=0),
              helper.make_node("Less", ["s", "limit"], ["cond_out"], name="less")] if on_x else
@@ -153,7 +153,7 @@ def cond_model(path, on_x):
                            helper.make_node("Relu", ["xs"], ["out"], name="relu")], "loop_cond",
                           [helper.make_tensor_value_info("x", f, [2, 3])],
                           [helper.make_tensor_value_info("out", f, [2, 3]),
-                           helper.make_tensor_value_info("ys", f, [None, 2, 3])], inits)
+                           helper.make_tensor_value_info("ys", f, [scan_len, 2, 3])], inits)
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), path)
 
 
@@ -183,6 +183,16 @@ for name, dev in (("cond_cpu", "cpu"), ("cond_dev", "vnpu:%s,cpu" % UNROLL)):
         got = np.load(p) if os.path.exists(p) else None
         check(got is not None and got.shape == w.shape and np.array_equal(got, w),
               "computed condition on %s: %s equals onnxruntime's %s" % (dev, k, list(w.shape)))
+# the scan output declared [3, 2, 3]: the probe (6 copies beside the Loop) does not contradict it
+decl = os.path.join(WORK, "loop_cond_decl.onnx")
+cond_model(decl, False, 3)
+text = tandem(["plan", decl, "--devices", "vnpu:%s,cpu" % UNROLL, "--nodes"]).stdout
+check("RESCUED loop-unroll (3 of 6 iterations" in text, "a scan output declared with 3 rows: unrolled to 3")
+d = os.path.join(WORK, "cond_decl")
+tandem(["run", decl, "--devices", "vnpu:%s,cpu" % UNROLL, "--output-dir", d, "--overwrite"] + xin)
+p = os.path.join(d, "ys.npy")
+got = np.load(p) if os.path.exists(p) else None
+check(got is not None and np.array_equal(got, want_c[1]), "declared [3, 2, 3]: ys equals onnxruntime's")
 led = json.loads(tandem(["plan", condx, "--devices", "vnpu:%s,cpu" % UNROLL, "--json"]).stdout or "{}")
 ent = attempts(led)
 check(len(ent) == 1 and not ent[0]["kept"] and "not a constant at plan time in iteration 0" in ent[0].get("why", "")
