@@ -10,7 +10,7 @@
 #include "graph/rewrite.h"
 
 #define RWB_NAME 200
-#define RWB_TMPS 48
+#define RWB_TMPS 80
 
 typedef struct rwb {
     gr_rw *r;

@@ -624,7 +624,7 @@ static const gr_rw_rule rules[] = {
     {"gather-scalar", "Gather", GR_RW_DECOMPOSE, gr_rw_rule_gather_scalar,
      "Gather with a one-element index, then Squeeze of the gathered axis", GR_RW_WHEN_SHAPE},
     {"einsum", "Einsum", GR_RW_DECOMPOSE, gr_rw_rule_einsum,
-     "two-operand contractions as Transpose, Reshape, MatMul, Reshape, Transpose", GR_RW_WHEN_OP},
+     "1 to 4 operands as Transpose, Reshape, Slice (diagonals), ReduceSum, MatMul, pairwise from the left", GR_RW_WHEN_OP},
     {"conv-bn", "BatchNormalization", GR_RW_FUSE, gr_rw_rule_conv_bn,
      "Conv or ConvTranspose + BatchNormalization as one Conv with folded weights and bias", GR_RW_WHEN_OP},
     {"cast-insert", "*", GR_RW_DTYPE, gr_rw_rule_cast_insert,

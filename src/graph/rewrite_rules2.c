@@ -1,5 +1,5 @@
 /* More rewrite rules (rewrite_build.h; the table is in rewrite_rules.c):
- * a Gather with a scalar index, two-operand Einsum contractions, Conv or
+ * a Gather with a scalar index, Einsum (contractions, sums, diagonals), Conv or
  * ConvTranspose followed by BatchNormalization, and int64 → int32 Cast
  * insertion where a range proof exists. */
 #include "graph/rewrite_build.h"
@@ -99,53 +99,67 @@ int gr_rw_rule_gather_scalar(const gr_graph *g, int node, gr_rw *r)
 
 /* ---- einsum ---- */
 
-#define EIN_MAX 12
+#define EIN_MAX 12 /* labels in one term */
+#define EIN_OPS 4  /* operands */
 
 typedef struct ein_term {
     char l[EIN_MAX + 1];
     int n;
 } ein_term;
 
-/* Parses "ab,bc->ac" (or the implicit "ab,bc") into two operands and the
- * output: NULL, or the sentence why not. */
-static const char *ein_parse(const char *eq, ein_term *t)
+static int ein_letter(int c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* Parses "ab,bc->ac" (or the implicit "ab,bc") of n_ops operands into
+ * t[0..n_ops-1] and the output t[n_ops]; a label may repeat within an
+ * operand (a diagonal), not within the output. NULL, or the sentence why
+ * not. */
+static const char *ein_parse(const char *eq, int n_ops, ein_term *t)
 {
     int k = 0, arrow = 0;
-    memset(t, 0, 3 * sizeof *t);
+    memset(t, 0, (size_t)(n_ops + 1) * sizeof *t);
     for (const char *p = eq; *p; p++) {
         if (*p == ' ')
             continue;
         if (*p == '.')
             return "an ellipsis that is not '...'";
         if (*p == ',') {
-            if (arrow || ++k > 1)
-                return "only two operands are handled";
+            if (arrow || ++k >= n_ops)
+                return "the equation has more terms than the node has inputs";
             continue;
         }
         if (*p == '-' && p[1] == '>') {
-            if (arrow || k != 1)
-                return "the equation is not of the form 'A,B->C'";
+            if (arrow || k != n_ops - 1)
+                return "the equation has fewer terms than the node has inputs";
             arrow = 1;
-            k = 2;
+            k = n_ops;
             p++;
             continue;
         }
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')))
+        if (!ein_letter(*p))
             return "a label is not a letter";
         if (t[k].n >= EIN_MAX)
-            return "an operand has too many labels";
-        if (strchr(t[k].l, *p))
-            return "a label repeats within one term (a diagonal or a trace)";
+            return "a term has too many labels";
+        if (k == n_ops && strchr(t[k].l, *p))
+            return "a label repeats in the output";
         t[k].l[t[k].n++] = *p;
     }
-    if (k < 1)
-        return "only two operands are handled";
+    if (k < n_ops - 1)
+        return "the equation has fewer terms than the node has inputs";
     if (!arrow) {
-        /* implicit output: the labels used once, in alphabetical order */
+        /* implicit output: the labels used once in all terms, in alphabetical order */
         for (int c = 'A'; c <= 'z'; c++) {
-            int uses = (strchr(t[0].l, c) && c) + (strchr(t[1].l, c) && c);
-            if (uses == 1 && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')))
-                t[2].l[t[2].n++] = (char)c;
+            int uses = 0;
+            for (int i = 0; i < n_ops && ein_letter(c); i++)
+                for (int j = 0; j < t[i].n; j++)
+                    uses += t[i].l[j] == c;
+            if (uses != 1)
+                continue;
+            if (t[n_ops].n >= EIN_MAX)
+                return "the output has too many labels";
+            t[n_ops].l[t[n_ops].n++] = (char)c;
         }
     }
     return NULL;
@@ -157,25 +171,86 @@ static int pos(const ein_term *t, char c)
     return p && c ? (int)(p - t->l) : -1;
 }
 
-/* The size of label c from either operand's static type, or -1. */
-static int64_t ein_dim(const ein_term *t, const gr_type *at, const gr_type *bt, char c)
+/* eq with each "..." written as labels (unused capitals) into out, from
+ * the operands' ranks (-1 unknown), numpy's way: the ellipses are
+ * right-aligned, so the last dimensions of a shorter one share labels
+ * with a longer one's; the output's "..." (or, in the implicit form, the
+ * front of the output) takes them all. NULL, or the sentence why not. */
+static const char *ein_expand(const char *eq, int n_ops, const int *rank, char *out, size_t size)
 {
-    int i = pos(&t[0], c), j = pos(&t[1], c);
-    int64_t v = i >= 0 && at->rank == t[0].n ? at->dims[i].v : -1;
-    if (v < 0 && j >= 0 && bt->rank == t[1].n)
-        v = bt->dims[j].v;
-    return v;
+    char fresh[EIN_MAX + 1];
+    int nf = 0, term = 0, dots[EIN_OPS] = {0}, labels[EIN_OPS] = {0}, arrow = 0;
+    for (int c = 'A'; c <= 'Z' && nf < EIN_MAX; c++)
+        if (!strchr(eq, c))
+            fresh[nf++] = (char)c;
+    for (const char *p = eq; *p; p++) {
+        if (arrow)
+            continue;
+        if (*p == ',') {
+            if (++term >= n_ops)
+                return "the equation has more terms than the node has inputs";
+        } else if (*p == '-' && p[1] == '>') {
+            arrow = 1;
+        } else if (*p == '.' && strncmp(p, "...", 3) == 0) {
+            dots[term] = 1;
+            p += 2;
+        } else if (*p != ' ') {
+            labels[term]++;
+        }
+    }
+    int k[EIN_OPS], most = 0;
+    for (int i = 0; i < n_ops; i++) {
+        k[i] = 0;
+        if (!dots[i])
+            continue;
+        if (rank[i] < 0)
+            return "an ellipsis over an operand of unknown rank is not handled";
+        k[i] = rank[i] - labels[i];
+        if (k[i] < 0 || k[i] > nf)
+            return "an ellipsis does not fit the operand's rank";
+        most = k[i] > most ? k[i] : most;
+    }
+    size_t n = 0;
+    int in_out = 0;
+    term = 0;
+    for (const char *p = eq; *p; p++) {
+        if (n + 2 * EIN_MAX + 8 >= size)
+            return "the equation is too long";
+        if (*p == ',')
+            term++;
+        if (*p == '>')
+            in_out = 1;
+        if (*p == '.' && strncmp(p, "...", 3) == 0) {
+            for (int j = in_out ? 0 : most - k[term]; j < most; j++)
+                out[n++] = fresh[j];
+            p += 2;
+            continue;
+        }
+        out[n++] = *p;
+    }
+    if (!arrow && most) {
+        /* implicit output: the ellipsis' labels, then the labels used once, sorted */
+        out[n++] = '-';
+        out[n++] = '>';
+        for (int j = 0; j < most; j++)
+            out[n++] = fresh[j];
+        for (int c = 'A'; c <= 'z' && n + 1 < size; c++) {
+            const char *f = c ? strchr(eq, c) : NULL;
+            if (ein_letter(c) && f && !strchr(f + 1, c))
+                out[n++] = (char)c;
+        }
+    }
+    out[n] = '\0';
+    return NULL;
 }
 
-/* perm: the positions in term t of the labels of x, then y, then z. */
-static void ein_perm(const ein_term *t, int64_t *perm, const char *x, const char *y, const char *z)
-{
-    const char *groups[3] = {x, y, z};
-    int k = 0;
-    for (int i = 0; i < 3; i++)
-        for (const char *c = groups[i]; *c; c++)
-            perm[k++] = pos(t, *c);
-}
+/* A value of the rewrite with one axis per label (distinct once its
+ * diagonals are taken) and the axes' sizes (-1 unknown). */
+typedef struct ein_val {
+    const char *name;
+    ein_term t;
+    int64_t d[EIN_MAX];
+} ein_val;
 
 /* x permuted by perm (n axes) unless it is the identity. */
 static const char *ein_transpose(rwb *b, const char *x, int n, const int64_t *perm)
@@ -192,18 +267,123 @@ static const char *ein_transpose(rwb *b, const char *x, int n, const int64_t *pe
     return out;
 }
 
-/* The product of the sizes of labels ls (n of them), or -1 when one is
- * unknown; 1 for none. */
-static int64_t ein_prod(const ein_term *t, const gr_type *at, const gr_type *bt, const char *ls, int n)
+/* v with its axes in the order of labels ls (a permutation of v's). */
+static void ein_order(rwb *b, ein_val *v, const char *ls)
+{
+    int64_t perm[EIN_MAX];
+    ein_val w = *v;
+    for (int k = 0; k < v->t.n; k++) {
+        perm[k] = pos(&v->t, ls[k]);
+        w.t.l[k] = ls[k];
+        w.d[k] = v->d[perm[k]];
+    }
+    w.name = ein_transpose(b, v->name, v->t.n, perm);
+    *v = w;
+}
+
+/* v with one axis for each label it repeats (its diagonal): the two axes
+ * of a repeated label moved last (Transpose), merged (Reshape) and every
+ * (n+1)-th element of the n·n taken (Slice, exact for any value). 0, or
+ * -1 when a repeated label's size is not known. */
+static int ein_diagonal(rwb *b, ein_val *v)
+{
+    for (;;) {
+        int p = -1, q = -1, r = v->t.n, k = 0;
+        for (int i = 0; i < r && q < 0; i++)
+            for (int j = i + 1; j < r && q < 0; j++)
+                if (v->t.l[i] == v->t.l[j])
+                    p = i, q = j;
+        if (q < 0)
+            return 0;
+        int64_t n = v->d[p] >= 0 ? v->d[p] : v->d[q];
+        if (n < 0)
+            return -1;
+        int64_t perm[EIN_MAX], shape[EIN_MAX];
+        ein_val w;
+        memset(&w, 0, sizeof w);
+        for (int i = 0; i < r; i++)
+            if (i != p && i != q) {
+                perm[k] = i;
+                shape[k] = 0; /* copied from the input */
+                w.t.l[k] = v->t.l[i];
+                w.d[k++] = v->d[i];
+            }
+        perm[k] = p;
+        perm[k + 1] = q;
+        const char *x = ein_transpose(b, v->name, r, perm), *flat = rwb_tmp(b);
+        shape[k] = n * n;
+        rwb_op(b, "Reshape", 2, x, rwb_ints(b, k + 1, shape), flat);
+        int64_t start = 0, end = n * n, axis = k, step = n + 1;
+        const char *in[5] = {flat, rwb_ints(b, 1, &start), rwb_ints(b, 1, &end), rwb_ints(b, 1, &axis),
+                             rwb_ints(b, 1, &step)};
+        w.name = rwb_tmp(b);
+        if (!gr_rw_node_add(b->r, "Slice", 5, in, 1, &w.name))
+            b->fail = 1;
+        w.t.l[k] = v->t.l[p];
+        w.d[k] = n;
+        w.t.n = k + 1;
+        *v = w;
+    }
+}
+
+/* v without the axes of the labels not in needed: ReduceSum over them,
+ * keepdims 0 (axes an input from opset 13, an attribute before). */
+static void ein_sum(rwb *b, ein_val *v, const char *needed)
+{
+    int64_t axes[EIN_MAX];
+    int na = 0;
+    ein_val w;
+    memset(&w, 0, sizeof w);
+    for (int i = 0; i < v->t.n; i++) {
+        if (strchr(needed, v->t.l[i])) {
+            w.t.l[w.t.n] = v->t.l[i];
+            w.d[w.t.n++] = v->d[i];
+        } else {
+            axes[na++] = i;
+        }
+    }
+    if (!na)
+        return;
+    w.name = rwb_tmp(b);
+    gr_rw_node *n;
+    if (b->opset >= 13)
+        n = rwb_op(b, "ReduceSum", 2, v->name, rwb_ints(b, na, axes), w.name);
+    else if ((n = rwb_op(b, "ReduceSum", 1, v->name, NULL, w.name)) != NULL)
+        gr_rw_attr_ints(n, "axes", na, axes);
+    if (n)
+        gr_rw_attr_int(n, "keepdims", 0);
+    *v = w;
+}
+
+/* The size of label c from A (else B), or -1. */
+static int64_t ein_dim(const ein_val *A, const ein_val *B, char c)
+{
+    int i = pos(&A->t, c), j = pos(&B->t, c);
+    int64_t v = i >= 0 ? A->d[i] : -1;
+    return v < 0 && j >= 0 ? B->d[j] : v;
+}
+
+/* The product of the sizes of labels ls, or -1 when one is unknown; 1 for none. */
+static int64_t ein_prod(const ein_val *A, const ein_val *B, const char *ls)
 {
     int64_t p = 1;
-    for (int k = 0; k < n; k++) {
-        int64_t d = ein_dim(t, at, bt, ls[k]);
+    for (; *ls; ls++) {
+        int64_t d = ein_dim(A, B, *ls);
         if (d < 0)
             return -1;
         p *= d;
     }
     return p;
+}
+
+/* perm: the positions in v of the labels of x, then y, then z. */
+static void ein_perm(const ein_val *v, int64_t *perm, const char *x, const char *y, const char *z)
+{
+    const char *groups[3] = {x, y, z};
+    int k = 0;
+    for (int i = 0; i < 3; i++)
+        for (const char *c = groups[i]; *c; c++)
+            perm[k++] = pos(&v->t, *c);
 }
 
 /* x as [batch (nb dims, copied), rows, cols]: a Reshape; shape has room
@@ -217,174 +397,175 @@ static const char *ein_matrix(rwb *b, const char *x, int64_t *shape, int nb, int
     return out;
 }
 
-/* eq with each "..." written as labels (unused capitals) into out, from
- * the operands' ranks (ra, rb; -1 unknown), numpy's way: the ellipses are
- * right-aligned, so the last dimensions of the shorter one share labels
- * with the longer one's; the output's "..." (or, in the implicit form, the
- * front of the output) takes them all. NULL, or the sentence why not. */
-static const char *ein_expand(const char *eq, int ra, int rb, char *out, size_t size)
+/* A·B contracted over the labels both have that needed lacks (each label
+ * of A or B is in the other or in needed): A as [batch, fa, con], B as
+ * [batch, con, fb] (Transpose, and Reshape when a group is not one label),
+ * MatMul, Reshape back; *res has the labels batch, fa, fb in needed's
+ * order. NULL, or the sentence why not. */
+static const char *ein_pair(rwb *b, const ein_val *A, const ein_val *B, const char *needed, ein_val *res)
 {
-    char fresh[EIN_MAX + 1];
-    int nf = 0, term = 0, dots[2] = {-1, -1}, labels[2] = {0, 0}, arrow = 0;
-    for (int c = 'A'; c <= 'Z' && nf < EIN_MAX; c++)
-        if (!strchr(eq, c))
-            fresh[nf++] = (char)c;
-    for (const char *p = eq; *p; p++) {
-        if (*p == ',')
-            term = 1;
-        else if (*p == '-' && p[1] == '>')
-            arrow = 1, term = 2;
-        else if (term < 2 && *p == '.' && strncmp(p, "...", 3) == 0)
-            dots[term] = 1, p += 2;
-        else if (term < 2 && *p != ' ')
-            labels[term]++;
+    ein_val o, *out = &o; /* res may be A */
+    char batch[EIN_MAX + 1] = "", fa[EIN_MAX + 1] = "", fb[EIN_MAX + 1] = "", con[EIN_MAX + 1] = "";
+    int nb = 0, nfa = 0, nfb = 0, nc = 0;
+    for (const char *p = needed; *p; p++) {
+        int ia = pos(&A->t, *p), ib = pos(&B->t, *p);
+        if (ia >= 0 && ib >= 0)
+            batch[nb++] = *p;
+        else if (ia >= 0)
+            fa[nfa++] = *p;
+        else if (ib >= 0)
+            fb[nfb++] = *p;
     }
-    int k[2], most = 0;
-    for (int i = 0; i < 2; i++) {
-        int rank = i ? rb : ra;
-        if (dots[i] < 0) {
-            k[i] = 0;
-            continue;
-        }
-        if (rank < 0)
-            return "an ellipsis over an operand of unknown rank is not handled";
-        k[i] = rank - labels[i];
-        if (k[i] < 0 || k[i] > nf)
-            return "an ellipsis does not fit the operand's rank";
-        most = k[i] > most ? k[i] : most;
+    for (int k = 0; k < A->t.n; k++)
+        if (!strchr(needed, A->t.l[k]))
+            con[nc++] = A->t.l[k];
+    if (nb + nfa + nc != A->t.n || nb + nfb + nc != B->t.n || nb + nfa + nfb > EIN_MAX)
+        return "a label is in neither the other operand nor the result";
+    int64_t pa[EIN_MAX], pb[EIN_MAX];
+    ein_perm(A, pa, batch, fa, con);
+    ein_perm(B, pb, batch, con, fb);
+    /* the merged group sizes a Reshape needs (-1: at most one unknown per shape) */
+    int64_t sfa = ein_prod(A, B, fa), sfb = ein_prod(A, B, fb), sc = ein_prod(A, B, con);
+    int reshape_a = nfa != 1 || nc != 1, reshape_b = nfb != 1 || nc != 1, reshape_out = nfa != 1 || nfb != 1;
+    if ((reshape_a && sfa < 0 && sc < 0) || (reshape_b && sfb < 0 && sc < 0))
+        return "the sizes of the labels it merges are not known";
+    int64_t shape[EIN_MAX + 2];
+    const char *a = ein_transpose(b, A->name, A->t.n, pa);
+    const char *bb = ein_transpose(b, B->name, B->t.n, pb);
+    for (int k = 0; k < nb; k++)
+        shape[k] = 0; /* copied from the input */
+    if (reshape_a)
+        a = ein_matrix(b, a, shape, nb, sfa, sc);
+    if (reshape_b)
+        bb = ein_matrix(b, bb, shape, nb, sc, sfb);
+    memset(out, 0, sizeof *out);
+    for (int k = 0; k < nb; k++) {
+        /* a batch label's size: the larger where both are known (MatMul broadcasts a 1) */
+        int64_t x = A->d[pos(&A->t, batch[k])], y = B->d[pos(&B->t, batch[k])];
+        out->d[k] = x < 0 ? (y > 1 ? y : -1) : y < 0 ? (x > 1 ? x : -1) : (x > y ? x : y);
     }
-    size_t n = 0;
-    term = 0;
-    for (const char *p = eq; *p; p++) {
-        if (n + 2 * EIN_MAX + 8 >= size)
-            return "the equation is too long";
-        if (*p == ',' || *p == '>')
-            term++;
-        if (*p == '.' && strncmp(p, "...", 3) == 0) {
-            int from = term < 2 ? most - k[term] : 0;
-            for (int j = from; j < most; j++)
-                out[n++] = fresh[j];
-            p += 2;
-            continue;
-        }
-        out[n++] = *p;
+    int unknown = 0;
+    for (int k = 0; k < nfa + nfb; k++) {
+        out->d[nb + k] = ein_dim(A, B, k < nfa ? fa[k] : fb[k - nfa]);
+        unknown += out->d[nb + k] < 0;
     }
-    if (!arrow && most) {
-        /* implicit output: the ellipsis' labels, then the labels used once, sorted */
-        out[n++] = '-';
-        out[n++] = '>';
-        for (int j = 0; j < most; j++)
-            out[n++] = fresh[j];
-        for (int c = 'A'; c <= 'z' && n + 1 < size; c++) {
-            const char *f = c ? strchr(eq, c) : NULL;
-            if (((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) && f && !strchr(f + 1, c))
-                out[n++] = (char)c;
-        }
+    snprintf(out->t.l, sizeof out->t.l, "%s%s%s", batch, fa, fb);
+    out->t.n = nb + nfa + nfb;
+    const char *m = rwb_tmp(b);
+    rwb_op(b, "MatMul", 2, a, bb, m);
+    if (reshape_out) {
+        if (unknown > 1)
+            return "the sizes of the labels it splits are not known";
+        for (int k = 0; k < nfa + nfb; k++)
+            shape[nb + k] = out->d[nb + k];
+        const char *x = rwb_tmp(b);
+        rwb_op(b, "Reshape", 2, m, rwb_ints(b, out->t.n, shape), x);
+        m = x;
     }
-    out[n] = '\0';
+    out->name = m;
+    *res = o;
     return NULL;
 }
 
-/* Einsum(A, B) of two operands with every label in at least two of A, B
- * and the output: A as [batch, free_A, contracted], B as [batch,
- * contracted, free_B] (Transpose, and Reshape when a group is not one
- * label), MatMul, Reshape back and Transpose to the output's order. */
+/* Names x the node's output out: the last node's output renamed when it
+ * made x, else an Identity (an operand that is already the result). */
+static void ein_finish(rwb *b, const char *x, const char *out)
+{
+    gr_rw *r = b->r;
+    gr_rw_node *last = r->n_nodes ? &r->nodes[r->n_nodes - 1] : NULL;
+    if (last && strcmp(last->out[0], x) == 0) {
+        char *s = mem_strdup(out);
+        if (!s) {
+            b->fail = 1;
+            return;
+        }
+        mem_free(last->out[0]);
+        last->out[0] = s;
+        return;
+    }
+    rwb_op(b, "Identity", 1, x, NULL, out);
+}
+
+/* Appends the labels of ls not yet in set (size EIN_OPS * EIN_MAX + 1). */
+static void ein_union(char *set, const char *ls)
+{
+    size_t n = strlen(set);
+    for (; *ls; ls++)
+        if (!strchr(set, *ls))
+            set[n++] = *ls, set[n] = '\0';
+}
+
+/* Einsum of 1 to 4 operands into Transpose, Reshape, Slice, ReduceSum and
+ * MatMul: each operand's diagonals taken (ein_diagonal), then the
+ * operands contracted pairwise from the left (ein_pair), each first summed
+ * over the labels that neither the other, a later operand nor the output
+ * has (ein_sum); one operand is summed and transposed. */
 int gr_rw_rule_einsum(const gr_graph *g, int node, gr_rw *r)
 {
     rwb b;
     rwb_init(&b, r, g, node);
-    ein_term t[3];
+    ein_term t[EIN_OPS + 1];
+    ein_val v[EIN_OPS];
+    int n_ops = b.n->n_inputs, rank[EIN_OPS], n_diag = 0;
     const char *eq = gr_attr_str(b.n, "equation", NULL), *why;
     if (!eq)
         return refuse(r, "%s has no equation", b.n->name);
-    if (b.n->n_inputs != 2)
-        return refuse(r, "'%.120s': only two operands are handled", eq);
-    const gr_type *at = rwb_in_type(&b, 0), *bt = rwb_in_type(&b, 1);
+    if (n_ops < 1 || n_ops > EIN_OPS)
+        return refuse(r, "'%.120s': only 1 to 4 operands are handled", eq);
+    for (int i = 0; i < n_ops; i++)
+        rank[i] = rwb_in_type(&b, i)->rank;
     char full[256];
-    if ((why = ein_expand(eq, at->rank, bt->rank, full, sizeof full)) != NULL ||
-        (why = ein_parse(full, t)) != NULL) {
+    if ((why = ein_expand(eq, n_ops, rank, full, sizeof full)) != NULL || (why = ein_parse(full, n_ops, t)) != NULL) {
         snprintf(r->why, sizeof r->why, "'%.100s': %s", eq, why);
         return 0;
     }
-    if ((at->rank >= 0 && at->rank != t[0].n) || (bt->rank >= 0 && bt->rank != t[1].n))
-        return refuse(r, "'%.120s': the operands' ranks do not match the equation", eq);
-    char batch[EIN_MAX + 1] = "", fa[EIN_MAX + 1] = "", fb[EIN_MAX + 1] = "", con[EIN_MAX + 1] = "";
-    int nb = 0, nfa = 0, nfb = 0, nc = 0;
-    for (int k = 0; k < t[2].n; k++) {
-        char c = t[2].l[k];
-        int ia = pos(&t[0], c), ib = pos(&t[1], c);
-        if (ia < 0 && ib < 0)
-            return refuse(r, "'%.120s': an output label is in no operand", eq);
-        if (ia >= 0 && ib >= 0)
-            batch[nb++] = c;
-        else if (ia >= 0)
-            fa[nfa++] = c;
-        else
-            fb[nfb++] = c;
-    }
-    for (int k = 0; k < t[0].n; k++) {
-        char c = t[0].l[k];
-        if (pos(&t[2], c) >= 0)
-            continue;
-        if (pos(&t[1], c) < 0)
-            return refuse(r, "'%.120s': a label is summed within one operand", eq);
-        con[nc++] = c;
-    }
-    for (int k = 0; k < t[1].n; k++)
-        if (pos(&t[2], t[1].l[k]) < 0 && pos(&t[0], t[1].l[k]) < 0)
-            return refuse(r, "'%.120s': a label is summed within one operand", eq);
-    /* A as [batch, fa, con], B as [batch, con, fb] */
-    int64_t pa[EIN_MAX], pb[EIN_MAX];
-    ein_perm(&t[0], pa, batch, fa, con);
-    ein_perm(&t[1], pb, batch, con, fb);
-    /* the merged group sizes a Reshape needs (-1: at most one unknown per shape) */
-    int64_t sfa = ein_prod(t, at, bt, fa, nfa), sfb = ein_prod(t, at, bt, fb, nfb), sc = ein_prod(t, at, bt, con, nc);
-    int reshape_a = nfa != 1 || nc != 1, reshape_b = nfb != 1 || nc != 1, reshape_out = nfa != 1 || nfb != 1;
-    if ((reshape_a && sfa < 0 && sc < 0) || (reshape_b && sfb < 0 && sc < 0))
-        return refuse(r, "'%.120s': the sizes of the labels it merges are not known", eq);
-    int64_t shape[EIN_MAX + 2];
-    const char *a = ein_transpose(&b, rwb_in_name(&b, 0), t[0].n, pa);
-    const char *bb = ein_transpose(&b, rwb_in_name(&b, 1), t[1].n, pb);
-    for (int k = 0; k < nb; k++)
-        shape[k] = 0; /* copied from the input */
-    if (reshape_a)
-        a = ein_matrix(&b, a, shape, nb, sfa, sc);
-    if (reshape_b)
-        bb = ein_matrix(&b, bb, shape, nb, sc, sfb);
-    /* [batch, fa, fb] in the output's order */
-    int64_t po[EIN_MAX];
-    char mid[EIN_MAX + 1] = "";
-    int nm = 0, id = 1;
-    for (int k = 0; k < nb; k++)
-        mid[nm++] = batch[k];
-    for (int k = 0; k < nfa; k++)
-        mid[nm++] = fa[k];
-    for (int k = 0; k < nfb; k++)
-        mid[nm++] = fb[k];
-    for (int k = 0; k < t[2].n; k++) {
-        po[k] = (int64_t)(strchr(mid, t[2].l[k]) - mid);
-        id &= po[k] == k;
-    }
-    const char *out = rwb_out_name(&b, 0);
-    const char *m = reshape_out || !id ? rwb_tmp(&b) : out;
-    rwb_op(&b, "MatMul", 2, a, bb, m);
-    if (reshape_out) {
-        int unknown = 0;
-        for (int k = 0; k < nfa + nfb; k++) {
-            shape[nb + k] = ein_dim(t, at, bt, k < nfa ? fa[k] : fb[k - nfa]);
-            unknown += shape[nb + k] < 0;
+    const ein_term *ot = &t[n_ops];
+    for (int i = 0; i < n_ops; i++) {
+        const gr_type *ty = rwb_in_type(&b, i);
+        if (ty->rank >= 0 && ty->rank != t[i].n)
+            return refuse(r, "'%.120s': the operands' ranks do not match the equation", eq);
+        v[i].name = rwb_in_name(&b, i);
+        v[i].t = t[i];
+        for (int k = 0; k < t[i].n; k++) {
+            v[i].d[k] = ty->rank >= 0 ? ty->dims[k].v : -1;
+            n_diag += pos(&t[i], t[i].l[k]) != k;
         }
-        if (unknown > 1)
-            return refuse(r, "'%.120s': the sizes of the labels it splits are not known", eq);
-        const char *x = id ? out : rwb_tmp(&b);
-        rwb_op(&b, "Reshape", 2, m, rwb_ints(&b, nb + nfa + nfb, shape), x);
-        m = x;
     }
-    if (!id) {
-        gr_rw_node *n = rwb_op(&b, "Transpose", 1, m, NULL, out);
-        if (n)
-            gr_rw_attr_ints(n, "perm", t[2].n, po);
+    for (int k = 0; k < ot->n; k++) {
+        int found = 0;
+        for (int i = 0; i < n_ops; i++)
+            found |= pos(&t[i], ot->l[k]) >= 0;
+        if (!found)
+            return refuse(r, "'%.120s': an output label is in no operand", eq);
     }
+    /* the intermediate names it may need (ein_diagonal 8 each, ein_sum 2, ein_pair 9, the last Transpose 1) */
+    if (8 * n_diag + 2 * (2 * n_ops - 1) + 9 * (n_ops - 1) + 1 > RWB_TMPS)
+        return refuse(r, "'%.120s': too many diagonals and operands for one rewrite", eq);
+    for (int i = 0; i < n_ops; i++)
+        if (ein_diagonal(&b, &v[i]) < 0)
+            return refuse(r, "'%.120s': the size of a repeated label (a diagonal) is not known", eq);
+    ein_val acc = v[0];
+    if (n_ops == 1)
+        ein_sum(&b, &acc, ot->l);
+    for (int k = 1; k < n_ops; k++) {
+        /* what the rest needs: the output and the later operands' labels */
+        char needed[EIN_OPS * EIN_MAX + 1], with[EIN_OPS * EIN_MAX + 1];
+        snprintf(needed, sizeof needed, "%s", ot->l);
+        for (int j = k + 1; j < n_ops; j++)
+            ein_union(needed, v[j].t.l);
+        snprintf(with, sizeof with, "%s", needed);
+        ein_union(with, v[k].t.l);
+        ein_sum(&b, &acc, with);
+        snprintf(with, sizeof with, "%s", needed);
+        ein_union(with, acc.t.l);
+        ein_sum(&b, &v[k], with);
+        if ((why = ein_pair(&b, &acc, &v[k], needed, &acc)) != NULL) {
+            snprintf(r->why, sizeof r->why, "'%.100s': %s", eq, why);
+            return 0;
+        }
+    }
+    ein_order(&b, &acc, ot->l);
+    ein_finish(&b, acc.name, rwb_out_name(&b, 0));
     return rwb_done(&b);
 }
 

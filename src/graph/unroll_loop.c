@@ -58,13 +58,16 @@ static int same_static(const gr_type *a, const gr_type *b)
     return 1;
 }
 
-/* Why Loop node n of s cannot be unrolled (NULL: it can; *trips set). */
-static const char *why_not(const gr_graph *s, const gr_node *n, int64_t max_trips, int64_t *trips, char *buf,
-                           size_t cap)
+/* Why Loop node n of s cannot be unrolled (NULL: it can; *trips set;
+ * *computed set when its body computes its condition: each copy's must
+ * then fold to a constant). */
+static const char *why_not(const gr_graph *s, const gr_node *n, int64_t max_trips, int64_t *trips, int *computed,
+                           char *buf, size_t cap)
 {
     const gr_graph *b = body_of(n);
     double v;
     *trips = -1;
+    *computed = 0;
     if (!b)
         return "it has no body";
     int n_carried = n->n_inputs - 2;
@@ -94,8 +97,7 @@ static const char *why_not(const gr_graph *s, const gr_node *n, int64_t max_trip
         int ov = gr_value_find(s, b->values[co].name);
         co_true = const_scalar(s, ov, &v) && v != 0;
     }
-    if (!co_true)
-        return "its body computes its condition (it may stop early)";
+    *computed = !co_true;
     for (int k = 0; k < b->n_nodes; k++)
         for (int a = 0; a < b->nodes[k].n_attrs; a++)
             if (b->nodes[k].attrs[a].type == GA_GRAPH || b->nodes[k].attrs[a].type == GA_GRAPHS)
@@ -180,8 +182,12 @@ done:
     return st;
 }
 
-/* M copies of Loop n's body (of s) into g (rules in unroll_loop.h). */
-static tdm_status unroll(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_node *n, int64_t trips, int64_t opset)
+/* M copies of Loop n's body (of s) into g (rules in unroll_loop.h);
+ * conds (trips entries, or NULL) receives each copy's condition output's
+ * name: a probe, the copies' results left unread (the Loop, copied too,
+ * makes its outputs, so that a declared scan length holds). */
+static tdm_status unroll(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_node *n, int64_t trips, int64_t opset,
+                         char **conds)
 {
     const gr_graph *b = body_of(n);
     int n_carried = n->n_inputs - 2, n_scan = b->n_outputs - 1 - n_carried;
@@ -231,6 +237,9 @@ static tdm_status unroll(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_no
             if ((st = gr_rw_copy_node(e, g, b, x, name, &map)) != TDM_OK)
                 goto done;
         }
+        int bc = b->outputs[0];
+        if (conds && !conds[i] && !(conds[i] = mem_strdup(m.to[bc] ? m.to[bc] : b->values[bc].name)))
+            goto nomem;
         for (int j = 0; j < n_carried + n_scan; j++) {
             int bv = b->outputs[1 + j];
             char **to = j < n_carried ? &cur[j] : &scan[(size_t)(j - n_carried) * (size_t)trips + (size_t)i];
@@ -239,6 +248,8 @@ static tdm_status unroll(tdm_err *e, gr_graph *g, const gr_graph *s, const gr_no
         }
         gr_names_free(&m);
     }
+    if (conds)
+        goto done; /* a probe of the conditions: the Loop itself still makes its outputs */
     for (int j = 0; j < n_carried && j < n->n_outputs; j++) {
         if (n->outputs[j] < 0)
             continue;
@@ -267,16 +278,22 @@ done:
     return st;
 }
 
-/* s's main graph with the Loops whose trips[n] > 0 unrolled, as a raw model. */
-static tdm_status unrolled_model(tdm_err *e, const tdm_model *src, const int64_t *trips, gr_model **out)
+/* s's main graph with the Loops whose trips[n] > 0 unrolled, as a raw
+ * model; conds[n] (or NULL) receives Loop n's condition names (a probe:
+ * the copies beside the Loop). */
+static tdm_status unrolled_model(tdm_err *e, const tdm_model *src, const int64_t *trips, char ***conds,
+                                 gr_model **out)
 {
     const gr_graph *s = src->gm->main;
     gr_graph *g;
     tdm_status st = gr_rebuild_begin(e, src->gm, out, &g);
     for (int k = 0; !st && k < s->n_nodes; k++) {
         int n = s->order ? s->order[k] : k;
-        st = trips[n] > 0 ? unroll(e, g, s, &s->nodes[n], trips[n], gr_opset_version(src->gm, ""))
+        char **probe = conds ? conds[n] : NULL;
+        st = trips[n] > 0 ? unroll(e, g, s, &s->nodes[n], trips[n], gr_opset_version(src->gm, ""), probe)
                           : gr_rw_copy_node(e, g, s, &s->nodes[n], NULL, NULL);
+        if (!st && trips[n] > 0 && probe)
+            st = gr_rw_copy_node(e, g, s, &s->nodes[n], NULL, NULL);
     }
     if (!st)
         st = gr_rebuild_end(e, s, g);
@@ -287,19 +304,53 @@ static tdm_status unrolled_model(tdm_err *e, const tdm_model *src, const int64_t
     return st;
 }
 
+/* How many copies of a Loop with a computed condition run, from the model
+ * built with all M (g): up to the first whose condition folded to false,
+ * or M; -1 (why in buf) when one before it is not a constant. */
+static int64_t runs_of(const gr_graph *g, char **conds, int64_t trips, char *buf, size_t cap)
+{
+    for (int64_t i = 0; i < trips; i++) {
+        int v = gr_value_find(g, conds[i]);
+        double c;
+        if (!const_scalar(g, v, &c)) {
+            snprintf(buf, cap,
+                     "its body computes its condition and it is not a constant at plan time in iteration %lld",
+                     (long long)i);
+            return -1;
+        }
+        if (c == 0)
+            return i + 1;
+    }
+    return trips;
+}
+
+static void free_conds(char ***conds, int n_nodes, const int64_t *trips)
+{
+    for (int n = 0; conds && n < n_nodes; n++) {
+        for (int64_t i = 0; conds[n] && i < trips[n]; i++)
+            mem_free(conds[n][i]);
+        mem_free(conds[n]);
+    }
+    mem_free(conds);
+}
+
 tdm_status gr_unroll_loops(tdm_err *e, const tdm_model *m, int64_t max_trips, gr_unroll *out)
 {
     const gr_graph *s = m->gm->main;
-    int64_t *trips = NULL;
+    int64_t *trips = NULL, *first = NULL;
+    char ***conds = NULL;
     gr_model *gm = NULL;
     tdm_status st = TDM_OK;
-    int any = 0;
+    int any = 0, computed_any = 0;
     memset(out, 0, sizeof *out);
-    if (!(trips = mem_calloc((size_t)s->n_nodes + 1, sizeof *trips)))
+    if (!(trips = mem_calloc((size_t)s->n_nodes + 1, sizeof *trips)) ||
+        !(first = mem_calloc((size_t)s->n_nodes + 1, sizeof *first)) ||
+        !(conds = mem_calloc((size_t)s->n_nodes + 1, sizeof *conds)))
         goto nomem;
     for (int n = 0; n < s->n_nodes; n++) {
         const gr_node *x = &s->nodes[n];
         char buf[160];
+        int computed = 0;
         if (strcmp(x->op_type, "Loop") != 0 || *x->domain)
             continue;
         gr_unrolled *grown = mem_realloc(out->loops, ((size_t)out->n_loops + 1) * sizeof *grown);
@@ -308,24 +359,55 @@ tdm_status gr_unroll_loops(tdm_err *e, const tdm_model *m, int64_t max_trips, gr
         out->loops = grown;
         gr_unrolled *r = &out->loops[out->n_loops++];
         memset(r, 0, sizeof *r);
-        const char *why = why_not(s, x, max_trips, &r->trips, buf, sizeof buf);
+        const char *why = why_not(s, x, max_trips, &r->trips, &computed, buf, sizeof buf);
         if (!(r->node = mem_strdup(x->name)) || (why && !(r->why = mem_strdup(why))))
             goto nomem;
         if (!why) {
-            trips[n] = r->trips;
+            trips[n] = first[n] = r->runs = r->trips;
             r->n_nodes = (int)r->trips * body_of(x)->n_nodes + (x->n_inputs - 2);
+            if (computed && !(conds[n] = mem_calloc((size_t)r->trips + 1, sizeof *conds[n])))
+                goto nomem;
+            computed_any |= computed;
             any = 1;
         }
     }
-    if (any && ((st = unrolled_model(e, m, trips, &gm)) != TDM_OK ||
+    if (any && ((st = unrolled_model(e, m, trips, conds, &gm)) != TDM_OK ||
                 (st = model_build(e, gm, m->gm->path ? m->gm->path : "unroll", &out->model)) != TDM_OK))
         goto fail;
+    if (computed_any) {
+        /* each copy's condition in the probe: stop at the first false, or leave the Loop alone; then the
+         * model again without the probe */
+        int left = 0;
+        for (int n = 0, k = 0; n < s->n_nodes; n++) {
+            if (strcmp(s->nodes[n].op_type, "Loop") != 0 || *s->nodes[n].domain)
+                continue;
+            gr_unrolled *r = &out->loops[k++];
+            char buf[160];
+            if (conds[n]) {
+                int64_t runs = runs_of(out->model->gm->main, conds[n], trips[n], buf, sizeof buf);
+                trips[n] = r->runs = runs > 0 ? runs : 0;
+                r->n_nodes = runs > 0 ? (int)runs * body_of(&s->nodes[n])->n_nodes + (s->nodes[n].n_inputs - 2) : 0;
+                if (runs < 0 && !(r->why = mem_strdup(buf)))
+                    goto nomem;
+            }
+            left |= trips[n] > 0;
+        }
+        tdm_model_destroy(out->model);
+        out->model = NULL;
+        if (left && ((st = unrolled_model(e, m, trips, NULL, &gm)) != TDM_OK ||
+                     (st = model_build(e, gm, m->gm->path ? m->gm->path : "unroll", &out->model)) != TDM_OK))
+            goto fail;
+    }
+    free_conds(conds, s->n_nodes, first);
     mem_free(trips);
+    mem_free(first);
     return TDM_OK;
 nomem:
     st = err_set(e, TDM_E_NOMEM, "out of memory");
 fail:
+    free_conds(conds, s ? s->n_nodes : 0, first);
     mem_free(trips);
+    mem_free(first);
     gr_unroll_free(out);
     return st;
 }

@@ -6,13 +6,19 @@
  *                is a constant (an initializer, a folded Constant or a
  *                bound input) with 1 <= M <= max_trips, whose condition
  *                input is empty or a constant true, whose body's condition
- *                output is its condition input (also through Identity) or
- *                a constant true, whose
+ *                output is its condition input (also through Identity), a
+ *                constant true, or computed by the body and a constant in
+ *                each copy once a probe (the model with M copies beside
+ *                the Loop, which still makes the outputs) is folded (e.g.
+ *                i < 3 of the iteration number): then the copies stop at
+ *                the first whose condition is false (it runs, the next do
+ *                not) and the model is built again with that many; whose
  *                carried values keep their (static) shapes (the Loop's
  *                output types equal its initial values', or the body's
  *                carried inputs and outputs have their types), without
  *                subgraphs in its body. Any other Loop
- *                is left alone with one sentence saying why.
+ *                is left alone with one sentence saying why (a computed
+ *                condition that does not fold: the first such iteration).
  *   the copies   iteration i's nodes are the body's, named
  *                "<Loop>/unroll/<i>/<node>"; its values
  *                "<Loop>/unroll/<i>/<name>"; the iteration number a
@@ -34,6 +40,7 @@
 typedef struct gr_unrolled {
     char *node;                /* the Loop's name */
     int64_t trips;             /* M, or -1 when not a constant */
+    int64_t runs;              /* the copies made: M, or fewer when the condition folds to false earlier */
     int n_nodes;               /* nodes the copies brought (unrolled) */
     char *why;                 /* NULL: unrolled; else why not (one sentence) */
 } gr_unrolled;

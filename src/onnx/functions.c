@@ -18,7 +18,20 @@
  *   nesting      a copied node that calls a function is expanded in turn,
  *                at most FN_MAX_DEPTH deep; a function that calls itself
  *                (directly or through others) is refused with a sentence.
- *                A body node holding a subgraph is refused.
+ *   subgraphs    a body node's subgraph (If branches, a Loop or Scan body)
+ *                is copied with every name in it renamed as the body's
+ *                are: its own values (inputs, initializers, node outputs)
+ *                "<call>/fn/<name>", so two calls' copies never share a
+ *                name and none shadows the caller's; its references to
+ *                the body's values (outer scope) what those became — a
+ *                formal input the call's actual value, a formal output the
+ *                call's output. A function body sees nothing but its
+ *                inputs, so no name in it can mean the caller's scope:
+ *                the renaming is total. Attribute references in the
+ *                subgraph's nodes are resolved too; calls in it are
+ *                expanded when the subgraph is loaded. A sparse
+ *                initializer in such a subgraph is refused; quantization
+ *                annotations are not copied.
  *   record       every call of the main graph expanded is listed in
  *                gr_model.fn_calls (the planner shows them as
  *                "function-inline" attempts); calls inside subgraphs are not.
@@ -111,13 +124,6 @@ static const Onnx__AttributeProto *resolve(const Onnx__FunctionProto *f, const O
     return NULL;
 }
 
-static void free_strs(char **s, size_t n)
-{
-    for (size_t k = 0; s && k < n; k++)
-        mem_free(s[k]);
-    mem_free(s);
-}
-
 /* An owned copy of view (packed, then unpacked); NULL on out of memory. */
 static Onnx__NodeProto *owned_copy(const Onnx__NodeProto *view)
 {
@@ -132,71 +138,181 @@ static Onnx__NodeProto *owned_copy(const Onnx__NodeProto *view)
     return np;
 }
 
+/* Temporaries a view of a body node holds (freed once it is packed). */
+typedef struct fn_tmp {
+    void **p;
+    size_t n, cap;
+} fn_tmp;
+
+/* p kept in t (freed with it); NULL when p is NULL or on out of memory. */
+static void *keep(fn_tmp *t, void *p)
+{
+    if (p && mem_grow((void **)&t->p, &t->cap, t->n + 1, sizeof *t->p)) {
+        mem_free(p);
+        return NULL;
+    }
+    if (p)
+        t->p[t->n++] = p;
+    return p;
+}
+
+static void tmp_free(fn_tmp *t)
+{
+    for (size_t k = 0; k < t->n; k++)
+        mem_free(t->p[k]);
+    mem_free(t->p);
+    memset(t, 0, sizeof *t);
+}
+
+/* What a view of a body node is made for: the function, the call, its
+ * name, the temporaries. */
+typedef struct fn_view {
+    onnx_ctx *c;
+    const Onnx__FunctionProto *f;
+    const Onnx__NodeProto *call;
+    const char *prefix;
+    fn_tmp t;
+} fn_view;
+
+static Onnx__NodeProto *view_node(fn_view *v, const Onnx__NodeProto *bn, size_t index, int top, tdm_status *st);
+
+/* names[0, n) through actual() (kept in v->t); NULL on out of memory. */
+static char **view_names(fn_view *v, char *const *names, size_t n)
+{
+    char **out = keep(&v->t, mem_calloc(n + 1, sizeof *out));
+    for (size_t k = 0; out && k < n; k++)
+        if (!(out[k] = keep(&v->t, actual(v->f, v->call, v->prefix, names[k]))))
+            return NULL;
+    return out;
+}
+
+static Onnx__ValueInfoProto **view_infos(fn_view *v, Onnx__ValueInfoProto *const *vi, size_t n)
+{
+    Onnx__ValueInfoProto **out = keep(&v->t, mem_calloc(n + 1, sizeof *out));
+    for (size_t k = 0; out && k < n; k++) {
+        if (!(out[k] = keep(&v->t, mem_alloc(sizeof *out[k]))))
+            return NULL;
+        *out[k] = *vi[k];
+        if (!(out[k]->name = keep(&v->t, actual(v->f, v->call, v->prefix, vi[k]->name))))
+            return NULL;
+    }
+    return out;
+}
+
+/* A view of subgraph g of a body node: every name in it through actual()
+ * — its own values (inputs, initializers, node outputs) get the call's
+ * prefix as the body's do, and its references to the body's values (outer
+ * scope) become what those became: a formal input the call's actual
+ * input, a formal output the call's output. Nodes in it viewed in turn. */
+static Onnx__GraphProto *view_graph(fn_view *v, const Onnx__GraphProto *g, tdm_status *st)
+{
+    Onnx__GraphProto *out = keep(&v->t, mem_alloc(sizeof *out));
+    if (!out)
+        return NULL;
+    *out = *g;
+    if (g->n_sparse_initializer) {
+        *st = err_set(v->c->e, TDM_E_UNSUPPORTED,
+                      "%s: function '%.64s' holds a subgraph with a sparse initializer; it is not inlined",
+                      v->c->fname, v->f->name);
+        return NULL;
+    }
+    out->n_quantization_annotation = 0; /* annotations name values; not carried into the copy */
+    out->quantization_annotation = NULL;
+    if (!(out->node = keep(&v->t, mem_calloc(g->n_node + 1, sizeof *out->node))) ||
+        !(out->input = view_infos(v, g->input, g->n_input)) || !(out->output = view_infos(v, g->output, g->n_output)) ||
+        !(out->value_info = view_infos(v, g->value_info, g->n_value_info)) ||
+        !(out->initializer = keep(&v->t, mem_calloc(g->n_initializer + 1, sizeof *out->initializer))))
+        return NULL;
+    for (size_t k = 0; k < g->n_initializer; k++) {
+        if (!(out->initializer[k] = keep(&v->t, mem_alloc(sizeof *out->initializer[k]))))
+            return NULL;
+        *out->initializer[k] = *g->initializer[k];
+        if (!(out->initializer[k]->name = keep(&v->t, actual(v->f, v->call, v->prefix, g->initializer[k]->name))))
+            return NULL;
+    }
+    for (size_t k = 0; k < g->n_node; k++)
+        if (!(out->node[k] = view_node(v, g->node[k], k, 0, st)))
+            return NULL;
+    return out;
+}
+
+/* A view of body node bn (of the body itself: top, or of one of its
+ * subgraphs) for the call: named "<call>/fn/<node>" (an unnamed node of
+ * the body "<call>/fn/<Op>_<index>", of a subgraph left unnamed), values
+ * through actual(), attribute references resolved, subgraphs viewed.
+ * NULL with *st set (out of memory, or a refusal). */
+static Onnx__NodeProto *view_node(fn_view *v, const Onnx__NodeProto *bn, size_t index, int top, tdm_status *st)
+{
+    Onnx__NodeProto *view = keep(&v->t, mem_alloc(sizeof *view));
+    size_t len = strlen(v->prefix) + (bn->name ? strlen(bn->name) : 0) + (bn->op_type ? strlen(bn->op_type) : 0) + 32;
+    char *name = keep(&v->t, mem_alloc(len));
+    Onnx__AttributeProto *attrs = keep(&v->t, mem_calloc(bn->n_attribute + 1, sizeof *attrs));
+    Onnx__AttributeProto **ap = keep(&v->t, mem_calloc(bn->n_attribute + 1, sizeof *ap));
+    *st = TDM_OK;
+    if (!view || !name || !attrs || !ap)
+        goto nomem;
+    *view = *bn;
+    if (bn->name && *bn->name)
+        snprintf(name, len, "%s/fn/%s", v->prefix, bn->name);
+    else if (top)
+        snprintf(name, len, "%s/fn/%s_%zu", v->prefix, bn->op_type ? bn->op_type : "node", index);
+    else
+        name[0] = '\0';
+    if (!(view->input = view_names(v, bn->input, bn->n_input)) ||
+        !(view->output = view_names(v, bn->output, bn->n_output)))
+        goto nomem;
+    size_t na = 0;
+    for (size_t k = 0; k < bn->n_attribute; k++) {
+        const Onnx__AttributeProto *a = bn->attribute[k];
+        if (a->ref_attr_name && *a->ref_attr_name) {
+            const Onnx__AttributeProto *r = resolve(v->f, v->call, a->ref_attr_name);
+            if (!r)
+                continue; /* not given and no default: the attribute is absent */
+            attrs[na] = *r;
+            attrs[na].name = a->name;
+            attrs[na].ref_attr_name = NULL;
+        } else {
+            attrs[na] = *a;
+        }
+        if (attrs[na].g && !(attrs[na].g = view_graph(v, attrs[na].g, st)))
+            goto fail;
+        if (attrs[na].n_graphs) {
+            Onnx__GraphProto **gs = keep(&v->t, mem_calloc(attrs[na].n_graphs + 1, sizeof *gs));
+            if (!gs)
+                goto nomem;
+            for (size_t j = 0; j < attrs[na].n_graphs; j++)
+                if (!(gs[j] = view_graph(v, attrs[na].graphs[j], st)))
+                    goto fail;
+            attrs[na].graphs = gs;
+        }
+        ap[na] = &attrs[na];
+        na++;
+    }
+    view->name = name;
+    view->attribute = ap;
+    view->n_attribute = na;
+    return view;
+nomem:
+    *st = nomem(v->c);
+    return NULL;
+fail:
+    if (!*st)
+        *st = nomem(v->c);
+    return NULL;
+}
+
 /* Body node bn of f copied for call (named prefix): a new NodeProto (packed
  * from a view that borrows its strings, then unpacked: an owned copy). */
 static tdm_status copy_node(fn_state *s, const Onnx__FunctionProto *f, const Onnx__NodeProto *call,
                             const char *prefix, const Onnx__NodeProto *bn, size_t index, Onnx__NodeProto **out)
 {
-    onnx_ctx *c = s->c;
-    Onnx__NodeProto view = *bn;
-    char **in = mem_calloc(bn->n_input + 1, sizeof *in), **outs = mem_calloc(bn->n_output + 1, sizeof *outs);
-    Onnx__AttributeProto *attrs = mem_calloc(bn->n_attribute + 1, sizeof *attrs);
-    Onnx__AttributeProto **ap = mem_calloc(bn->n_attribute + 1, sizeof *ap);
-    char *name = NULL;
-    tdm_status st = TDM_OK;
-    size_t len = strlen(prefix) + (bn->name ? strlen(bn->name) : 0) + (bn->op_type ? strlen(bn->op_type) : 0) + 32;
+    fn_view v = {s->c, f, call, prefix, {0}};
+    tdm_status st;
+    Onnx__NodeProto *view = view_node(&v, bn, index, 1, &st);
     *out = NULL;
-    if (!in || !outs || !attrs || !ap || !(name = mem_alloc(len)))
-        goto nomem;
-    if (bn->name && *bn->name)
-        snprintf(name, len, "%s/fn/%s", prefix, bn->name);
-    else
-        snprintf(name, len, "%s/fn/%s_%zu", prefix, bn->op_type ? bn->op_type : "node", index);
-    for (size_t k = 0; k < bn->n_input; k++)
-        if (!(in[k] = actual(f, call, prefix, bn->input[k])))
-            goto nomem;
-    for (size_t k = 0; k < bn->n_output; k++)
-        if (!(outs[k] = actual(f, call, prefix, bn->output[k])))
-            goto nomem;
-    size_t na = 0;
-    for (size_t k = 0; k < bn->n_attribute; k++) {
-        const Onnx__AttributeProto *a = bn->attribute[k];
-        if (a->g || a->n_graphs) {
-            st = err_set(c->e, TDM_E_UNSUPPORTED,
-                         "%s: function '%.64s' holds a subgraph in node '%.64s' (attribute '%.64s'); "
-                         "functions with subgraphs are not inlined yet",
-                         c->fname, f->name, bn->name ? bn->name : "", a->name ? a->name : "");
-            goto done;
-        }
-        if (a->ref_attr_name && *a->ref_attr_name) {
-            const Onnx__AttributeProto *v = resolve(f, call, a->ref_attr_name);
-            if (!v)
-                continue; /* not given and no default: the attribute is absent */
-            attrs[na] = *v;
-            attrs[na].name = a->name;
-            attrs[na].ref_attr_name = NULL;
-            ap[na] = &attrs[na];
-        } else {
-            ap[na] = bn->attribute[k];
-        }
-        na++;
-    }
-    view.name = name;
-    view.input = in;
-    view.output = outs;
-    view.attribute = ap;
-    view.n_attribute = na;
-    if (!(*out = owned_copy(&view)))
-        goto nomem;
-    goto done;
-nomem:
-    st = nomem(c);
-done:
-    free_strs(in, bn->n_input);
-    free_strs(outs, bn->n_output);
-    mem_free(attrs);
-    mem_free(ap);
-    mem_free(name);
+    if (view && !(*out = owned_copy(view)))
+        st = nomem(s->c);
+    tmp_free(&v.t);
     return st;
 }
 

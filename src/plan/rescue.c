@@ -449,6 +449,9 @@ static tdm_status unroll_loops(tdm_err *e, tdm_plan *p, plan_rescue *r)
         char why[300];
         if (u->why)
             snprintf(why, sizeof why, "%s", u->why);
+        else if (u->runs < u->trips)
+            snprintf(why, sizeof why, "%lld of %lld iterations, its condition false after iteration %lld",
+                     (long long)u->runs, (long long)u->trips, (long long)u->runs - 1);
         else
             snprintf(why, sizeof why, "%lld iterations", (long long)u->trips);
         if (!x || !(x->node = plan_arena_strdup(&p->arena, u->node)) || !(x->why = plan_arena_strdup(&p->arena, why)))

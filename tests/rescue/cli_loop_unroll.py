@@ -131,6 +131,81 @@ for k, w in zip(("out", "ys"), want_s):
     check(got is not None and got.shape == w.shape and np.array_equal(got, w),
           "scan output: %s equals onnxruntime's %s" % (k, list(w.shape)))
 
+# a computed condition: cond = i < 2 of M = 6 (its iteration number against a constant), a scan output of x * 2:
+# folding makes each copy's condition a constant, the copies stop after iteration 2 (3 run, as onnxruntime's)
+def cond_model(path, on_x, scan_len=None):
+    f = TensorProto.FLOAT
+    cond = ([helper.make_node("ReduceSum", ["x_out"], ["s"], name="sum", keepdims=0),
+             helper.make_node("Less", ["s", "limit"], ["cond_out"], name="less")] if on_x else
+            [helper.make_node("Less", ["i", "two_i"], ["cond_out"], name="less")])
+    body = helper.make_graph([
+        helper.make_node("Mul", ["x_in", "two"], ["y"], name="mul"),
+        helper.make_node("Add", ["y", "one"], ["x_out"], name="add")] + cond,
+        "body", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("x_in", f, [2, 3])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x_out", f, [2, 3]), helper.make_tensor_value_info("y", f, [2, 3])])
+    inits = [numpy_helper.from_array(np.float32(2), "two"), numpy_helper.from_array(np.float32(1), "one"),
+             numpy_helper.from_array(np.int64(2), "two_i"), numpy_helper.from_array(np.float32(100), "limit"),
+             numpy_helper.from_array(np.int64(6), "m"), numpy_helper.from_array(np.bool_(True), "c0")]
+    g = helper.make_graph([helper.make_node("Loop", ["m", "c0", "x"], ["xs", "ys"], name="loop", body=body),
+                           helper.make_node("Relu", ["xs"], ["out"], name="relu")], "loop_cond",
+                          [helper.make_tensor_value_info("x", f, [2, 3])],
+                          [helper.make_tensor_value_info("out", f, [2, 3]),
+                           helper.make_tensor_value_info("ys", f, [scan_len, 2, 3])], inits)
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10), path)
+
+
+condm, condx = os.path.join(WORK, "loop_cond.onnx"), os.path.join(WORK, "loop_cond_x.onnx")
+cond_model(condm, False)
+cond_model(condx, True)
+want_c = ort.InferenceSession(condm, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+check(want_c[1].shape == (3, 2, 3), "onnxruntime: i < 2 of 6 runs 3 iterations (ys %s)" % list(want_c[1].shape))
+led = json.loads(tandem(["plan", condm, "--devices", "vnpu:%s,cpu" % UNROLL, "--json"]).stdout or "{}")
+ent = attempts(led)
+became = ent[0].get("became", []) if ent else []
+ops = sorted(b["op"] for b in became)
+check(len(ent) == 1 and ent[0]["kept"] and ops.count("Mul") == 3 and ops.count("Add") == 3 and
+      ops.count("Unsqueeze") == 3 and ops.count("Concat") == 1 and "Loop" not in [n["op"] for n in led.get("nodes", [])]
+,
+      "computed condition i < 2: unrolled to 3 of 6 iterations (%s)" % " ".join(ops))
+text = tandem(["plan", condm, "--devices", "vnpu:%s,cpu" % UNROLL, "--nodes"]).stdout
+check("RESCUED loop-unroll (3 of 6 iterations, its condition false after iteration 2)" in text,
+      "plan shows where the copies stop")
+check(all(n["device"] != "cpu" for n in led.get("nodes", [])),
+      "computed condition: all %d nodes on the device" % len(led.get("nodes", [])))
+for name, dev in (("cond_cpu", "cpu"), ("cond_dev", "vnpu:%s,cpu" % UNROLL)):
+    d = os.path.join(WORK, name)
+    tandem(["run", condm, "--devices", dev, "--output-dir", d, "--overwrite"] + xin)
+    for k, w in zip(("out", "ys"), want_c):
+        p = os.path.join(d, k + ".npy")
+        got = np.load(p) if os.path.exists(p) else None
+        check(got is not None and got.shape == w.shape and np.array_equal(got, w),
+              "computed condition on %s: %s equals onnxruntime's %s" % (dev, k, list(w.shape)))
+# the scan output declared [3, 2, 3]: the probe (6 copies beside the Loop) does not contradict it
+decl = os.path.join(WORK, "loop_cond_decl.onnx")
+cond_model(decl, False, 3)
+text = tandem(["plan", decl, "--devices", "vnpu:%s,cpu" % UNROLL, "--nodes"]).stdout
+check("RESCUED loop-unroll (3 of 6 iterations" in text, "a scan output declared with 3 rows: unrolled to 3")
+d = os.path.join(WORK, "cond_decl")
+tandem(["run", decl, "--devices", "vnpu:%s,cpu" % UNROLL, "--output-dir", d, "--overwrite"] + xin)
+p = os.path.join(d, "ys.npy")
+got = np.load(p) if os.path.exists(p) else None
+check(got is not None and np.array_equal(got, want_c[1]), "declared [3, 2, 3]: ys equals onnxruntime's")
+led = json.loads(tandem(["plan", condx, "--devices", "vnpu:%s,cpu" % UNROLL, "--json"]).stdout or "{}")
+ent = attempts(led)
+check(len(ent) == 1 and not ent[0]["kept"] and "not a constant at plan time in iteration 0" in ent[0].get("why", "")
+      and any(n["op"] == "Loop" for n in led.get("nodes", [])),
+      "a condition on the carried value is left alone: %s" % (ent[0].get("why") if ent else None))
+d = os.path.join(WORK, "cond_x")
+tandem(["run", condx, "--devices", "vnpu:%s,cpu" % UNROLL, "--output-dir", d, "--overwrite"] + xin)
+want_x = ort.InferenceSession(condx, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+p = os.path.join(d, "ys.npy")
+got = np.load(p) if os.path.exists(p) else None
+check(got is not None and got.shape == want_x[1].shape and np.array_equal(got, want_x[1]),
+      "the Loop left alone equals onnxruntime's (%s iterations)" % (list(want_x[1].shape)[:1]))
+
 # a bad "unroll_loops" is refused with its path
 prof = json.load(open(UNROLL))
 prof["unroll_loops"] = -1

@@ -47,6 +47,29 @@ def unary(name, op, t, shape, opset, **attrs):
          [vi("y", et, len(shape))], opset=opset)
 
 
+EINSUM_MORE = [
+    ("einsum_diag", "ii,ij->j", [[4, 4], [4, 5]], 13),
+    ("einsum_sum", "ij,jk->i", [[3, 4], [4, 5]], 13),
+    ("einsum_sum12", "bij,bjk->bk", [[2, 3, 4], [2, 4, 5]], 12),
+    ("einsum_sum_both", "ij,kl->ik", [[3, 4], [5, 2]], 13),
+    ("einsum_t", "ij->ji", [[3, 4]], 13),
+    ("einsum_r", "ij->i", [[3, 4]], 13),
+    ("einsum_bt", "bij->bji", [[2, 3, 4]], 13),
+    ("einsum_all", "ij->", [[3, 4]], 13),
+    ("einsum_same", "ij->ij", [[3, 4]], 13),
+    ("einsum_chain3", "ij,jk,kl->il", [[3, 4], [4, 5], [5, 2]], 13),
+    ("einsum_outer3", "bi,bj,bk->bijk", [[2, 3], [2, 4], [2, 2]], 13),
+    ("einsum_cycle3", "ab,bc,ca->", [[3, 4], [4, 5], [5, 3]], 13),
+    ("einsum_skip3", "ij,jk,ik->k", [[3, 4], [4, 5], [3, 5]], 12),
+    ("einsum_chain4", "ij,jk,kl,lm->im", [[3, 4], [4, 5], [5, 2], [2, 3]], 13),
+    ("einsum_diag1", "ii->i", [[4, 4]], 13),
+    ("einsum_bdiag", "bii->bi", [[2, 3, 3]], 13),
+    ("einsum_trace", "ii", [[4, 4]], 13),
+    ("einsum_diag_mid", "ibi->bi", [[3, 2, 3]], 13),
+    ("einsum_many", "ab,bc,cd,de,ef->af", [[2, 2]] * 5, 13),
+    ("einsum_diag_dyn", "ii->i", [["N", "N"]], 13),
+]
+
 for t in ("f32", "f16", "f64"):
     et, nt = T[t]
     # LayerNormalization over the last axis (scale, bias) and over axes 1.. (no bias)
@@ -110,10 +133,14 @@ for t in ("f32", "f16", "f64"):
          [vi("a", et, [2, 3, 4]), vi("b", et, [2, 4, 5])], [vi("y", et, 3)], opset=13)
     save(f"einsum_ellipsis2_{t}", [helper.make_node("Einsum", ["a", "b"], ["y"], name="n", equation="...ij,jk")],
          [vi("a", et, [2, 2, 3, 4]), vi("b", et, [4, 5])], [vi("y", et, 4)], opset=13)
-    save(f"einsum_diag_{t}", [helper.make_node("Einsum", ["a", "b"], ["y"], name="n", equation="ii,ij->j")],
-         [vi("a", et, [4, 4]), vi("b", et, [4, 5])], [vi("y", et, 1)], opset=13)
-    save(f"einsum_sum_{t}", [helper.make_node("Einsum", ["a", "b"], ["y"], name="n", equation="ij,jk->i")],
-         [vi("a", et, [3, 4]), vi("b", et, [4, 5])], [vi("y", et, 1)], opset=13)
+    # einsum beyond two operands of shared labels: a label summed in one operand (ReduceSum; axes an
+    # attribute at opset 12), one operand, three and four operands, diagonals (Slice with step n+1);
+    # einsum_many (5 operands) and einsum_diag_dyn (a diagonal of unknown size) are refused
+    for name, eq, shapes, opset in EINSUM_MORE:
+        ins = [chr(ord("a") + i) for i in range(len(shapes))]
+        out_rank = len(eq.split("->")[1]) if "->" in eq else sum(eq.count(c) == 1 for c in set(eq) if c.isalpha())
+        save(f"{name}_{t}", [helper.make_node("Einsum", ins, ["y"], name="n", equation=eq)],
+             [vi(x, et, sh) for x, sh in zip(ins, shapes)], [vi("y", et, out_rank)], opset=opset)
     # conv-bn: Conv (bias, pads) / depthwise Conv (no bias) / ConvTranspose (groups, stride 2) + BatchNormalization
     def bn(c):
         return [init("sc", (1 + 0.2 * rng.standard_normal(c)).astype(nt)), init("bb", (0.1 * rng.standard_normal(c)).astype(nt)),
