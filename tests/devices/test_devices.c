@@ -728,7 +728,7 @@ static float round_to(float x, tdm_dtype p)
 /* cpu(round(x)): node o on dev with the float inputs rounded to p. */
 static tdm_tensor *run_rounded(const dev_instance *dev, const onenode *o, int n_in, tdm_tensor **in, tdm_dtype p)
 {
-    tdm_tensor *rin[4];
+    tdm_tensor *rin[16];
     for (int i = 0; i < n_in; i++) {
         MUST(tensor_clone(&err, in[i], &rin[i]));
         if (rin[i]->dtype == TDM_FLOAT)
@@ -881,7 +881,8 @@ static tdm_tensor *check_exact(const dev_instance *npu, const dev_instance *cpu,
  * skips (they only move, select or compare their inputs) give
  * round(cpu(round(x))) bit for bit on the edge values; every float output
  * is marked; a marked input is taken as it is (a chain of two nodes
- * equals the chain of references); an unmarked one is rounded. */
+ * equals the chain of references); an unmarked one is rounded; nodes of
+ * 11 inputs (their input lists allocated) too. */
 static void held_for(const char *entry)
 {
     dev_instance npu, cpu;
@@ -908,6 +909,20 @@ static void held_for(const char *entry)
         tdm_tensor_destroy(check_exact(&npu, &cpu, &o, 2, x));
         tdm_tensor_destroy(x[0]);
         tdm_tensor_destroy(x[1]);
+        gr_model_free(o.m);
+    }
+
+    /* more inputs than the device keeps without an allocation (Sum and Max of 11) */
+    static const char *const many[] = {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"};
+    for (int v = 0; v < 2; v++) {
+        onenode o;
+        build(&o, v ? "Max" : "Sum", 11, many, 13);
+        tdm_tensor *x11[11];
+        for (int i = 0; i < 11; i++)
+            x11[i] = i % 2 ? edge_tensor(3, d, 300.0f) : rand_tensor(TDM_FLOAT, 3, d, 3.0f);
+        tdm_tensor_destroy(check_exact(&npu, &cpu, &o, 11, x11));
+        for (int i = 0; i < 11; i++)
+            tdm_tensor_destroy(x11[i]);
         gr_model_free(o.m);
     }
 
