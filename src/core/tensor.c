@@ -189,8 +189,10 @@ tdm_status tensor_alloc(tdm_err *e, tdm_tensor *t, tdm_dtype dtype, int rank, co
         for (int i = 0; same && i < rank; i++)
             same = t->dims[i] == dims[i];
         t->borrowed = 1;
-        if (same)
+        if (same) {
+            t->held = TDM_UNDEFINED;
             return TDM_OK;
+        }
     }
     void *data = dtype == TDM_STRING ? mem_calloc(count ? count : 1, sizeof(char *)) : arena_take(nbytes);
     if (!data)

@@ -29,6 +29,11 @@ struct tdm_tensor {
                                  * initializer's: kernels may cache derived forms (tensor_aux) */
     struct file_map *map;       /* data lies in this read-only file mapping (core/file.h;
                                  * borrowed is set): one reference, dropped with the tensor */
+    tdm_dtype held;             /* TDM_FLOAT16 / TDM_BFLOAT16: every element of this float32
+                                 * data is exactly representable in that type (the virtual NPU
+                                 * marks the outputs it rounded, so that a node there does not
+                                 * round them again); TDM_UNDEFINED: not known. Valid while the
+                                 * data does not change; tensor_alloc clears it. */
     /* sequence: its items; map (TDM_KIND_MAP): items[0] the keys, items[1]
      * the values (n_items 2, dtype the values') */
     struct tdm_tensor **items;

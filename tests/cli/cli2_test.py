@@ -8,8 +8,10 @@ compare       compare on opencl,cpu compares every node (a plugin device's
               (string outputs only) exits 4 with one sentence. Skipped (77)
               when opencl is not available here.
 emulated      bench and profile on a vnpu device label the measured times
-              emulated and show the plan's modeled figure beside them (text and
-              JSON); on cpu alone nothing is labelled
+              emulated and show the plan's modeled figure beside them as the
+              device's (text and JSON: bench's device_ms / emulation_ms,
+              profile's emulation_ms_per_run / device_ms_per_run); on cpu
+              alone nothing is labelled
 columns       two vnpu devices: plan --nodes and profile keep their device
               columns as wide as the longest device name
 wrap          error lines wrap at spaces only: a 250-digit node name in a
@@ -91,7 +93,8 @@ def case_emulated():
     so, _ = run(["bench", mix, "--devices", EDGE + ",cpu", "--iterations", "2", "--warmup", "0"], 0)
     lat = [l for l in so.splitlines() if l.startswith("latency ms")]
     check(len(lat) == 1 and lat[0].endswith("(emulated)"), "bench: latency labelled emulated: %s" % so)
-    m = re.search(r"^modeled ms  (\d+\.\d+)  \(the plan's estimate, vnpu:edge-npu modeled\)$", so, re.M)
+    m = re.search(r"^modeled ms  (\d+\.\d+)  \(the device's figure: the plan's estimate, vnpu:edge-npu modeled\)$",
+                  so, re.M)
     check(m is not None and float(m.group(1)) > 0, "bench: the modeled figure beside it: %s" % so)
     check(re.search(r"^emulated    on this host's cpu: vnpu:edge-npu; .*not the device's speed$", so, re.M)
           is not None, "bench: says the latency is not the device's: %s" % so)
@@ -102,12 +105,22 @@ def case_emulated():
         est = led["summary"]["estimated_ms"]["total"]
         check(j["emulated"] is True and abs(j["modeled_ms"] - est) <= 1e-6 * max(1, est),
               "bench --json: emulated, modeled_ms %r is the plan's %r" % (j.get("modeled_ms"), est))
+        # both figures by name: the device's (modeled) and the emulation's (the measured median)
+        check(j["device_ms"] == j["modeled_ms"] and j["device_ms_from"] == "modeled" and
+              j["emulation_ms"] == j["median_ms"],
+              "bench --json: device_ms is the modeled figure, emulation_ms the median: %s" % sj)
     except (ValueError, KeyError, TypeError) as e:
         check(False, "bench/plan --json: %s: %s %s" % (e, sj[:300], pj[:300]))
     so, _ = run(["bench", mix, "--devices", "cpu", "--iterations", "2", "--warmup", "0"], 0)
     check("emulated" not in so and "modeled" not in so, "bench on cpu: nothing emulated: %s" % so)
     sj, _ = run(["bench", mix, "--devices", "cpu", "--iterations", "2", "--warmup", "0", "--json"], 0)
     check('"emulated": false' in sj and '"modeled_ms": null' in sj, "bench --json on cpu: %s" % sj)
+    try:
+        j = json.loads(sj)
+        check(j["device_ms"] == j["median_ms"] and j["device_ms_from"] == "measured" and j["emulation_ms"] is None,
+              "bench --json on cpu: the device's figure is the measured one, no emulation: %s" % sj)
+    except (ValueError, KeyError, TypeError) as e:
+        check(False, "bench --json on cpu: %s: %s" % (e, sj[:300]))
     # a sweep: a modeled column
     so, _ = run(["bench", model("dyn", ["Relu", "Tanh"], dims=("n", 64)), "--devices", EDGE + ",cpu",
                  "--shape", "X=1x64", "--shape", "X=4x64", "--iterations", "1", "--warmup", "0"], 0)
@@ -120,14 +133,34 @@ def case_emulated():
     check(re.search(r"^vnpu:edge-npu\s+4\s+[\d.]+~\s", so, re.M) is not None and
           re.search(r"^cpu\s+0\s+[\d.]+\s", so, re.M) is not None, "profile: device rows: %s" % so)
     check("~ emulated: this host's time emulating the virtual device, not the device's speed" in so, so)
+    m = re.search(r"^vnpu:edge-npu: (\d+\.\d+) ms per run modeled \(the device's figure\), (\d+\.\d+) ms per run "
+                  r"emulation \(this host\)$", so, re.M)
+    check(m is not None and float(m.group(1)) > 0, "profile: the device's modeled figure and the emulation's: %s" % so)
     so, _ = run(["profile", mix, "--devices", "cpu", "--iterations", "1", "--warmup", "0"], 0)
-    check("emulated" not in so and "~" not in so, "profile on cpu: nothing emulated: %s" % so)
+    check("emulated" not in so and "~" not in so and "emulation" not in so, "profile on cpu: nothing emulated: %s" % so)
     sj, _ = run(["profile", mix, "--devices", EDGE + ",cpu", "--iterations", "1", "--warmup", "0", "--json"], 0)
     try:
-        d = {x["device"]: x["emulated"] for x in json.loads(sj)["device_totals"]}
+        j = json.loads(sj)
+        d = {x["device"]: x["emulated"] for x in j["device_totals"]}
         check(d == {EDGE: True, "cpu": False}, "profile --json: emulated per device: %r" % d)
+        t = {x["device"]: x for x in j["device_totals"]}
+        v, c = t[EDGE], t["cpu"]
+        check(v["emulation_ms_per_run"] == v["busy_ms_per_run"] and v["device_ms_per_run"] == v["modeled_ms_per_run"]
+              and v["device_ms_per_run"] > 0, "profile --json: vnpu: emulation = busy, device = modeled: %r" % v)
+        check(c["emulation_ms_per_run"] is None and c["device_ms_per_run"] == c["busy_ms_per_run"],
+              "profile --json: cpu: no emulation, its figure measured: %r" % c)
+        check(j["emulated"] is True and j["emulation_ms_per_run"] == v["busy_ms_per_run"] and
+              j["emulated_modeled_ms_per_run"] == v["modeled_ms_per_run"],
+              "profile --json: the run's two figures: %s" % sj[:400])
     except (ValueError, KeyError, TypeError) as e:
         check(False, "profile --json: %s: %s" % (e, sj[:300]))
+    sj, _ = run(["profile", mix, "--devices", "cpu", "--iterations", "1", "--warmup", "0", "--json"], 0)
+    try:
+        j = json.loads(sj)
+        check(j["emulated"] is False and j["emulation_ms_per_run"] is None and
+              j["emulated_modeled_ms_per_run"] is None, "profile --json on cpu: nothing emulated: %s" % sj[:400])
+    except (ValueError, KeyError, TypeError) as e:
+        check(False, "profile --json on cpu: %s: %s" % (e, sj[:300]))
 
 
 def case_columns():

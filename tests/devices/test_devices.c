@@ -725,21 +725,30 @@ static float round_to(float x, tdm_dtype p)
     return p == TDM_FLOAT16 ? fp16_to_f32(f32_to_fp16(x)) : p == TDM_BFLOAT16 ? bf16_to_f32(f32_to_bf16(x)) : x;
 }
 
-/* vnpu(x) == round(cpu(round(x))) bit for bit, differs from cpu(x), and
- * stays within the precision's relative error. */
-static void check_rounded(const dev_instance *npu, const dev_instance *cpu, const onenode *o, int n_in,
-                          tdm_tensor **in, double tol)
+/* cpu(round(x)): node o on dev with the float inputs rounded to p. */
+static tdm_tensor *run_rounded(const dev_instance *dev, const onenode *o, int n_in, tdm_tensor **in, tdm_dtype p)
 {
-    tdm_dtype p = npu->ext->precision;
-    tdm_tensor *rin[4];
+    tdm_tensor *rin[16];
     for (int i = 0; i < n_in; i++) {
         MUST(tensor_clone(&err, in[i], &rin[i]));
         if (rin[i]->dtype == TDM_FLOAT)
             for (size_t k = 0; k < rin[i]->count; k++)
                 ((float *)rin[i]->data)[k] = round_to(((float *)rin[i]->data)[k], p);
     }
+    tdm_tensor *y = run_dev(dev, o, n_in, (const tdm_tensor *const *)rin);
+    for (int i = 0; i < n_in; i++)
+        tdm_tensor_destroy(rin[i]);
+    return y;
+}
+
+/* vnpu(x) == round(cpu(round(x))) bit for bit, differs from cpu(x), and
+ * stays within the precision's relative error. */
+static void check_rounded(const dev_instance *npu, const dev_instance *cpu, const onenode *o, int n_in,
+                          tdm_tensor **in, double tol)
+{
+    tdm_dtype p = npu->ext->precision;
     tdm_tensor *y_npu = run_dev(npu, o, n_in, (const tdm_tensor *const *)in);
-    tdm_tensor *y_ref = run_dev(cpu, o, n_in, (const tdm_tensor *const *)rin);
+    tdm_tensor *y_ref = run_rounded(cpu, o, n_in, in, p);
     tdm_tensor *y_cpu = run_dev(cpu, o, n_in, (const tdm_tensor *const *)in);
     CHECK(y_npu->count == y_ref->count && y_npu->count > 0);
     size_t same = 0, differs = 0;
@@ -761,9 +770,6 @@ static void check_rounded(const dev_instance *npu, const dev_instance *cpu, cons
     CHECK(same == y_npu->count);
     CHECK(differs > 0);
     CHECK(max_rel < tol);
-    /* inputs are untouched */
-    for (int i = 0; i < n_in; i++)
-        tdm_tensor_destroy(rin[i]);
     tdm_tensor_destroy(y_npu);
     tdm_tensor_destroy(y_ref);
     tdm_tensor_destroy(y_cpu);
@@ -829,6 +835,155 @@ static int t_numerics_bf16(void)
     write_file("devices-bf16.json", text);
     numerics_for("vnpu:devices-bf16.json", 3e-2);
     remove("devices-bf16.json");
+    return 0;
+}
+
+/* Float inputs with the edge values: zeros of both signs, float and fp16
+ * subnormals, ties at fp16 and bf16, the largest fp16 and past it,
+ * infinities, a quiet and a signalling NaN; the rest random. */
+static tdm_tensor *edge_tensor(int rank, const int64_t *dims, float scale)
+{
+    static const uint32_t edges[] = {0x00000000, 0x80000000, 0x00000001, 0x807fffff, 0x33800000, 0x33000000,
+                                     0x387fc000, 0x3f801000, 0x3f803000, 0x3f808000, 0x3f818000, 0x477fe000,
+                                     0x477ff000, 0xc77ff000, 0x7f7fffff, 0x7f800000, 0xff800000, 0x7fc00000,
+                                     0x7f800001, 0xffa00001};
+    tdm_tensor *t = rand_tensor(TDM_FLOAT, rank, dims, scale);
+    for (size_t k = 0; k < sizeof edges / sizeof edges[0] && k * 3 < t->count; k++)
+        memcpy((float *)t->data + k * 3, &edges[k], sizeof(float));
+    return t;
+}
+
+/* vnpu(x) == round(cpu(round(x))) bit for bit, and its float output is
+ * marked held at the precision; returns the vnpu's output. */
+static tdm_tensor *check_exact(const dev_instance *npu, const dev_instance *cpu, const onenode *o, int n_in,
+                               tdm_tensor **in)
+{
+    tdm_dtype p = npu->ext->precision;
+    tdm_tensor *y_npu = run_dev(npu, o, n_in, (const tdm_tensor *const *)in);
+    tdm_tensor *y_ref = run_rounded(cpu, o, n_in, in, p);
+    size_t same = 0;
+    CHECK(y_npu->count == y_ref->count && y_npu->count > 0 && y_npu->dtype == TDM_FLOAT);
+    for (size_t k = 0; k < y_npu->count && k < y_ref->count; k++) {
+        float a = ((float *)y_npu->data)[k], want = round_to(((float *)y_ref->data)[k], p);
+        same += memcmp(&a, &want, sizeof a) == 0;
+    }
+    if (same != y_npu->count)
+        fprintf(stderr, "  %s %s: %zu/%zu equal round(cpu(round(x)))\n", npu->name, o->n->op_type, same,
+                y_npu->count);
+    CHECK(same == y_npu->count);
+    CHECK(y_npu->held == p);
+    CHECK(y_ref->held == TDM_UNDEFINED); /* the cpu marks nothing */
+    tdm_tensor_destroy(y_ref);
+    return y_npu;
+}
+
+/* The held mark (tdm_tensor.held): the ops whose output rounding the vnpu
+ * skips (they only move, select or compare their inputs) give
+ * round(cpu(round(x))) bit for bit on the edge values; every float output
+ * is marked; a marked input is taken as it is (a chain of two nodes
+ * equals the chain of references); an unmarked one is rounded; nodes of
+ * 11 inputs (their input lists allocated) too. */
+static void held_for(const char *entry)
+{
+    dev_instance npu, cpu;
+    open_dev(entry, &npu);
+    open_dev("cpu", &cpu);
+    tdm_dtype p = npu.ext->precision;
+    static const char *const unary[] = {"Relu", "Identity", "Transpose", "Flatten", "ReduceMax", "ReduceMin",
+                                        "Sigmoid", NULL};
+    static const char *const binary[] = {"Max", "Min", "Add", NULL};
+    int64_t d[] = {2, 3, 41};
+    const char *xin[] = {"x", "y"};
+    for (int u = 0; unary[u]; u++) {
+        onenode o;
+        build(&o, unary[u], 1, xin, 13);
+        tdm_tensor *x = edge_tensor(3, d, 70000.0f);
+        tdm_tensor_destroy(check_exact(&npu, &cpu, &o, 1, &x));
+        tdm_tensor_destroy(x);
+        gr_model_free(o.m);
+    }
+    for (int b = 0; binary[b]; b++) {
+        onenode o;
+        build(&o, binary[b], 2, xin, 13);
+        tdm_tensor *x[2] = {edge_tensor(3, d, 70000.0f), rand_tensor(TDM_FLOAT, 3, d, 3.0f)};
+        tdm_tensor_destroy(check_exact(&npu, &cpu, &o, 2, x));
+        tdm_tensor_destroy(x[0]);
+        tdm_tensor_destroy(x[1]);
+        gr_model_free(o.m);
+    }
+
+    /* more inputs than the device keeps without an allocation (Sum and Max of 11) */
+    static const char *const many[] = {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"};
+    for (int v = 0; v < 2; v++) {
+        onenode o;
+        build(&o, v ? "Max" : "Sum", 11, many, 13);
+        tdm_tensor *x11[11];
+        for (int i = 0; i < 11; i++)
+            x11[i] = i % 2 ? edge_tensor(3, d, 300.0f) : rand_tensor(TDM_FLOAT, 3, d, 3.0f);
+        tdm_tensor_destroy(check_exact(&npu, &cpu, &o, 11, x11));
+        for (int i = 0; i < 11; i++)
+            tdm_tensor_destroy(x11[i]);
+        gr_model_free(o.m);
+    }
+
+    /* a chain: Add's marked output into Sigmoid equals the references' chain */
+    onenode add, sig;
+    build(&add, "Add", 2, xin, 13);
+    build(&sig, "Sigmoid", 1, xin, 13);
+    tdm_tensor *x[2] = {edge_tensor(3, d, 8.0f), rand_tensor(TDM_FLOAT, 3, d, 3.0f)};
+    tdm_tensor *h = check_exact(&npu, &cpu, &add, 2, x);
+    tdm_tensor *y = check_exact(&npu, &cpu, &sig, 1, &h);
+    tdm_tensor *ref = run_dev(&cpu, &sig, 1, (const tdm_tensor *const *)&h);
+    size_t same = 0;
+    for (size_t k = 0; k < y->count; k++) {
+        float want = round_to(((float *)ref->data)[k], p);
+        same += memcmp((float *)y->data + k, &want, sizeof want) == 0;
+    }
+    CHECK(same == y->count);
+    tdm_tensor_destroy(y);
+    tdm_tensor_destroy(ref);
+
+    /* the mark is what decides: an unrounded input marked held is used as it is (Identity copies it) ... */
+    onenode id;
+    build(&id, "Identity", 1, xin, 13);
+    tdm_tensor *raw = rand_tensor(TDM_FLOAT, 3, d, 3.0f);
+    raw->held = p;
+    tdm_tensor *out = run_dev(&npu, &id, 1, (const tdm_tensor *const *)&raw);
+    CHECK(out->nbytes == raw->nbytes && memcmp(out->data, raw->data, raw->nbytes) == 0);
+    tdm_tensor_destroy(out);
+    /* ... and without the mark it is rounded */
+    raw->held = TDM_UNDEFINED;
+    out = run_dev(&npu, &id, 1, (const tdm_tensor *const *)&raw);
+    size_t rounded = 0, changed = 0;
+    for (size_t k = 0; k < out->count; k++) {
+        float v = ((float *)raw->data)[k], want = round_to(v, p);
+        rounded += memcmp((float *)out->data + k, &want, sizeof want) == 0;
+        changed += want != v;
+    }
+    CHECK(rounded == out->count && changed > 0);
+    CHECK(out->held == p);
+    tdm_tensor_destroy(out);
+    tdm_tensor_destroy(raw);
+
+    tdm_tensor_destroy(h);
+    tdm_tensor_destroy(x[0]);
+    tdm_tensor_destroy(x[1]);
+    gr_model_free(add.m);
+    gr_model_free(sig.m);
+    gr_model_free(id.m);
+    dev_instance_close(&npu);
+    dev_instance_close(&cpu);
+}
+
+static int t_numerics_held(void)
+{
+    held_for("vnpu:edge-npu");
+    write_file("devices-held-bf16.json",
+               "{\"name\": \"bf\", \"precision\": \"bf16\", \"memory_bytes\": 1048576, \"peak_tops\": 1,"
+               " \"launch_overhead_us\": 1, \"memory_bandwidth_gbps\": 1, \"host_bandwidth_gbps\": 1,"
+               " \"host_latency_us\": 1, \"ops\": {\"Add\": {}}}");
+    held_for("vnpu:devices-held-bf16.json");
+    remove("devices-held-bf16.json");
     return 0;
 }
 
@@ -1406,6 +1561,7 @@ static const struct {
     {"numerics.fp16", t_numerics_fp16},
     {"numerics.bf16", t_numerics_bf16},
     {"numerics.fp32", t_numerics_fp32},
+    {"numerics.held", t_numerics_held},
     {"estimate", t_estimate},
     {"desc", t_desc},
     {"list.open", t_list_open},

@@ -4,7 +4,8 @@
  * subnormals, ties to even at both precisions, overflow to infinity,
  * infinities, quiet and signalling NaNs with payloads), every fp16 value and
  * the midpoints between neighbours, and a million random bit patterns; at
- * lengths that leave a scalar tail. Also checks a few values against their
+ * lengths that leave a scalar tail. The same inputs for vnpu_round_same,
+ * which finds the first element rounding would change. Also checks a few values against their
  * known roundings, so a wrong scalar reference fails too. */
 #include "devices/vnpu/vnpu_round.h"
 #include "core/mem.h"
@@ -52,6 +53,56 @@ static void compare(const char *what, const float *src, size_t n, tdm_dtype prec
     mem_free(want);
 }
 
+/* vnpu_round_same (the check that lets a held input skip its copy): the
+ * vector and scalar answers agree with each other and with a plain
+ * element-by-element comparison, on src as given (most elements change)
+ * and on src rounded (none does) with one element put back at each of the
+ * first 40 positions and at a few far ones (it is found there). */
+static void same(const char *what, const float *src, size_t n, tdm_dtype prec)
+{
+    const char *pn = prec == TDM_FLOAT16 ? "fp16" : "bf16";
+    float *r = mem_alloc(n * sizeof *r + 1);
+    vnpu_round_f32_scalar(r, src, n, prec);
+    size_t want = n;
+    for (size_t i = 0; i < n && want == n; i++)
+        if (b_of(r[i]) != b_of(src[i]))
+            want = i;
+    size_t got = vnpu_round_same(src, n, prec), sc = vnpu_round_same_scalar(src, n, prec);
+    if (got != want || sc != want) {
+        printf("FAIL same %s %s: first changed element %zu, vector says %zu, scalar %zu\n", what, pn, want, got, sc);
+        fails++;
+    }
+    if (vnpu_round_same(r, n, prec) != n || vnpu_round_same_scalar(r, n, prec) != n) {
+        printf("FAIL same %s %s: a rounded array is not found unchanged\n", what, pn);
+        fails++;
+    }
+    size_t at[44];
+    size_t na = 0;
+    for (size_t k = 0; k < 40 && k < n; k++)
+        at[na++] = k;
+    if (n > 100) {
+        at[na++] = n / 2;
+        at[na++] = n - 9;
+        at[na++] = n - 8;
+        at[na++] = n - 1;
+    }
+    for (size_t j = 0; j < na; j++) {
+        size_t k = at[j];
+        if (b_of(r[k]) == b_of(src[k]))
+            continue; /* src[k] is held at prec already */
+        float keep = r[k];
+        r[k] = src[k];
+        size_t v = vnpu_round_same(r, n, prec), s1 = vnpu_round_same_scalar(r, n, prec);
+        if (v != k || s1 != k) {
+            printf("FAIL same %s %s: input 0x%08x at %zu of %zu found at %zu (vector) / %zu (scalar)\n", what, pn,
+                   b_of(src[k]), k, n, v, s1);
+            fails++;
+        }
+        r[k] = keep;
+    }
+    mem_free(r);
+}
+
 static void known(uint32_t in, tdm_dtype prec, uint32_t want)
 {
     float x = f_of(in), y;
@@ -82,6 +133,8 @@ int main(void)
         tdm_dtype prec = p ? TDM_BFLOAT16 : TDM_FLOAT16;
         compare("edges", v, n, prec);
         compare("edges, odd length", v, n - 5, prec);
+        same("edges", v, n, prec);
+        same("edges, odd length", v + 3, n - 5, prec);
     }
     mem_free(v);
 
@@ -96,6 +149,8 @@ int main(void)
     }
     compare("fp16 grid", v, n, TDM_FLOAT16);
     compare("fp16 grid", v, n, TDM_BFLOAT16);
+    same("fp16 grid", v, n, TDM_FLOAT16);
+    same("fp16 grid", v, n, TDM_BFLOAT16);
     mem_free(v);
 
     n = 1000003;
@@ -109,6 +164,10 @@ int main(void)
     }
     compare("random", v, n, TDM_FLOAT16);
     compare("random", v, n, TDM_BFLOAT16);
+    same("random", v, n, TDM_FLOAT16);
+    same("random", v, n, TDM_BFLOAT16);
+    for (size_t len = 0; len < 20; len++) /* short lengths: only the scalar tail, or one vector step */
+        same("random, short", v + 1, len, len % 2 ? TDM_FLOAT16 : TDM_BFLOAT16);
     mem_free(v);
 
     known(0x3f800000, TDM_FLOAT16, 0x3f800000); /* 1 */

@@ -76,8 +76,12 @@ void usage_bench(FILE *f)
           "  --json              print one JSON document on stdout: model, devices, threads,\n"
           "                      warmup, iterations, rounds, shape, median_ms, p90_ms, p99_ms,\n"
           "                      min_ms, mean_ms, max_ms, stddev_ms, throughput_per_s, batch,\n"
-          "                      items_per_s, peak_rss_bytes; with a sweep the top level holds\n"
-          "                      the first value and \"sweep\" lists every value's figures\n"
+          "                      items_per_s, emulated, modeled_ms, device_ms (the device's\n"
+          "                      figure: modeled when a vnpu is emulated, else the measured\n"
+          "                      median), device_ms_from (modeled|measured), emulation_ms (the\n"
+          "                      median when emulated, else null), peak_rss_bytes; with a sweep\n"
+          "                      the top level holds the first value and \"sweep\" lists every\n"
+          "                      value's figures\n"
           "  --paced             for a driver that alternates runtimes: after the warm-up print\n"
           "                      the line {\"event\": \"ready\"}, then before each round wait for a\n"
           "                      line on stdin and after it print {\"event\": \"round\", \"round\": K,\n"
@@ -487,14 +491,33 @@ static void json_devices(jw *w, const char *list)
 }
 
 /* "emulated": the vnpu devices whose times are this host emulating them
- * (the figures above are not theirs), "modeled_ms": the plan's estimate. */
+ * (the figures above are not theirs), "modeled_ms": the plan's estimate;
+ * both figures by name: "device_ms" the device's (modeled when emulated,
+ * else the measured median; "device_ms_from" says which) and
+ * "emulation_ms" the host's emulation (the median; null when nothing is
+ * emulated). */
 static void json_emulated(jw *w, const bench_config *c)
 {
+    int emu = c->emulated[0] != '\0';
     jw_key(w, "emulated");
-    jw_bool(w, c->emulated[0] != '\0');
+    jw_bool(w, emu);
     jw_key(w, "modeled_ms");
-    if (c->emulated[0] && c->modeled_ms >= 0)
+    if (emu && c->modeled_ms >= 0)
         jw_num(w, c->modeled_ms);
+    else
+        jw_null(w);
+    jw_key(w, "device_ms");
+    if (!emu)
+        jw_num(w, c->st.median);
+    else if (c->modeled_ms >= 0)
+        jw_num(w, c->modeled_ms);
+    else
+        jw_null(w);
+    jw_key(w, "device_ms_from");
+    jw_str(w, emu ? "modeled" : "measured");
+    jw_key(w, "emulation_ms");
+    if (emu)
+        jw_num(w, c->st.median);
     else
         jw_null(w);
 }
@@ -581,7 +604,8 @@ static void print_text(const bench_args *a, const tdm_model *m, const bench_conf
                s->p99, s->min, s->mean, s->max, cf[0].emulated[0] ? "  (emulated)" : "");
         if (cf[0].emulated[0]) {
             if (cf[0].modeled_ms >= 0)
-                printf("modeled ms  %.3f  (the plan's estimate, %s modeled)\n", cf[0].modeled_ms, cf[0].emulated);
+                printf("modeled ms  %.3f  (the device's figure: the plan's estimate, %s modeled)\n", cf[0].modeled_ms,
+                       cf[0].emulated);
             else
                 printf("modeled ms  unknown (a node of the plan has no estimate)\n");
             printf("emulated    on this host's cpu: %s; the latency above is the emulation's, not the device's "

@@ -618,7 +618,10 @@ void usage_profile(FILE *f)
           "and utilisation (busy / wall), the copies between devices (count, bytes, time), the\n"
           "fallback ratio (time on cpu of nodes that fell back from another device, over all\n"
           "node time) and the copy share (copy time over wall time). Times of a vnpu are\n"
-          "measured host emulation; the figures marked 'modeled' come from its profile.\n"
+          "measured host emulation; the figures marked 'modeled' come from its profile,\n"
+          "and a line per vnpu gives both: its modeled ms per run (the device's figure) and\n"
+          "the emulation's (--json: emulation_ms_per_run and device_ms_per_run per device,\n"
+          "emulation_ms_per_run and emulated_modeled_ms_per_run for the run).\n"
           "Inputs not given are fixed-seed random.\n"
           "\n"
           "  --warmup N               untimed runs first (default 10)\n"
@@ -789,6 +792,29 @@ static void prof_json(const prof_args *a, const diag_collector *c, const size_t 
         jw_null(&w);
     jw_key(&w, "copy_share");
     jw_num(&w, c->wall_ns ? (double)c->copy_ns / (double)c->wall_ns : 0);
+    /* the emulated devices' two figures: the host's time emulating them and
+     * their modeled time (the device's figure) for the same nodes */
+    double emu_ms = 0, emu_modeled = 0;
+    int any_emu = 0, all_modeled = 1;
+    for (size_t d = 0; d < c->n_devs; d++)
+        if (is_emulated(c->plan, d) && c->devs[d].nodes) {
+            any_emu = 1;
+            emu_ms += (double)c->devs[d].ns / 1e6 / it;
+            emu_modeled += c->devs[d].modeled_ms / it;
+            all_modeled &= c->devs[d].modeled;
+        }
+    jw_key(&w, "emulated");
+    jw_bool(&w, any_emu);
+    jw_key(&w, "emulation_ms_per_run");
+    if (any_emu)
+        jw_num(&w, emu_ms);
+    else
+        jw_null(&w);
+    jw_key(&w, "emulated_modeled_ms_per_run");
+    if (any_emu && all_modeled)
+        jw_num(&w, emu_modeled);
+    else
+        jw_null(&w);
     if (prof_guard.active && prof_guard.extra_ms >= 0) {
         jw_key(&w, "guard_first_run_extra_ms");
         jw_num(&w, prof_guard.extra_ms);
@@ -854,6 +880,18 @@ static void prof_json(const prof_args *a, const diag_collector *c, const size_t 
         jw_bool(&w, x->modeled);
         jw_key(&w, "emulated"); /* busy time is this host emulating the device */
         jw_bool(&w, is_emulated(c->plan, d));
+        jw_key(&w, "emulation_ms_per_run"); /* busy time, by its name, when emulated */
+        if (is_emulated(c->plan, d))
+            jw_num(&w, (double)x->ns / 1e6 / it);
+        else
+            jw_null(&w);
+        jw_key(&w, "device_ms_per_run"); /* the device's figure: modeled when emulated, else measured */
+        if (!is_emulated(c->plan, d))
+            jw_num(&w, (double)x->ns / 1e6 / it);
+        else if (x->modeled)
+            jw_num(&w, x->modeled_ms / it);
+        else
+            jw_null(&w);
         jw_obj_end(&w);
     }
     jw_arr_end(&w);
@@ -924,6 +962,17 @@ static void prof_text(const prof_args *a, const diag_collector *c, const size_t 
         printf("%-*s %8.0f %13.3f%s %11.1f%% %18s\n", dw, tdm_plan_device_name(c->plan, d), (double)x->nodes / it,
                (double)x->ns / 1e6 / it, em ? "~" : " ", c->wall_ns ? 100.0 * (double)x->ns / (double)c->wall_ns : 0.0,
                mod);
+    }
+    for (size_t d = 0; d < c->n_devs; d++) {
+        const diag_dev *x = &c->devs[d];
+        if (!is_emulated(c->plan, d) || !x->nodes)
+            continue;
+        if (x->modeled)
+            printf("%s: %.4f ms per run modeled (the device's figure), %.3f ms per run emulation (this host)\n",
+                   tdm_plan_device_name(c->plan, d), x->modeled_ms / it, (double)x->ns / 1e6 / it);
+        else
+            printf("%s: no modeled figure, %.3f ms per run emulation (this host)\n",
+                   tdm_plan_device_name(c->plan, d), (double)x->ns / 1e6 / it);
     }
     printf("\ncopies: %.0f per run, %.0f bytes per run, %.3f ms per run", (double)c->copies / it,
            (double)c->copy_bytes / it, (double)c->copy_ns / 1e6 / it);

@@ -431,6 +431,31 @@ void vnpu_round_f32(float *dst, const float *src, size_t n, tdm_dtype prec)
     vnpu_round_f32_scalar(dst + done, src + done, n - done, prec);
 }
 
+static uint32_t bits_of(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+size_t vnpu_round_same_scalar(const float *src, size_t n, tdm_dtype prec)
+{
+    if (prec != TDM_FLOAT16 && prec != TDM_BFLOAT16)
+        return n;
+    for (size_t i = 0; i < n; i++)
+        if (bits_of(round_f(src[i], prec)) != bits_of(src[i]))
+            return i;
+    return n;
+}
+
+size_t vnpu_round_same(const float *src, size_t n, tdm_dtype prec)
+{
+    size_t done = 0;
+    if ((prec == TDM_FLOAT16 || prec == TDM_BFLOAT16) && vnpu_round_avx2_usable())
+        done = vnpu_round_same_avx2(src, n, prec == TDM_BFLOAT16);
+    return done + vnpu_round_same_scalar(src + done, n - done, prec);
+}
+
 /* Rounds a float tensor's elements to prec in place (other types unchanged). */
 static void round_tensor(tdm_tensor *t, tdm_dtype prec)
 {
@@ -474,6 +499,118 @@ static int needs_rounding(const tdm_tensor *t, tdm_dtype prec)
            (t->dtype == TDM_BFLOAT16 && prec == TDM_FLOAT16);
 }
 
+/* A constant float input at the profile's precision, kept on the constant
+ * (tensor_aux) from its first use: a rounded copy, or a view of the
+ * constant when rounding changes none of its elements. Neither is marked
+ * immutable: the kernel sees a computed input, as it did when the copy
+ * was made on every call (a constant operand can take another kernel path,
+ * e.g. a GEMM with packed weights instead of dot products, which sums in
+ * another order). */
+typedef struct rounded_aux {
+    tensor_aux h;
+    tdm_tensor *t;
+} rounded_aux;
+
+static void rounded_free(tensor_aux *a)
+{
+    tdm_tensor_destroy(((rounded_aux *)a)->t);
+    mem_free(a);
+}
+
+#define ROUNDED_KEY 0x766e7075726f756eULL /* "vnpuroun", + the precision */
+
+/* x (TDM_FLOAT) at prec: x itself when rounding changes none of its
+ * elements, else a new rounded copy in *copy. */
+static tdm_status round_f32_input(tdm_err *e, const tdm_tensor *x, tdm_dtype prec, tdm_tensor **copy)
+{
+    *copy = NULL;
+    size_t same = vnpu_round_same(x->data, x->count, prec);
+    if (same == x->count)
+        return TDM_OK;
+    tdm_status st = tensor_new(e, TDM_FLOAT, x->rank, x->dims, copy);
+    if (st)
+        return st;
+    float *d = (*copy)->data;
+    const float *s = x->data;
+    memcpy(d, s, same * sizeof *d);
+    vnpu_round_f32(d + same, s + same, x->count - same, prec);
+    (*copy)->held = prec;
+    return TDM_OK;
+}
+
+/* Input i of op at prec in *use: a computed input itself when it is held
+ * at prec already (the output of a node on this device), a rounded copy in
+ * *owned for the caller to destroy when not; a constant's form kept on it
+ * (rounded_aux). Numerically the same as
+ * rounding it on every call: rounding is a pure function of the bits. */
+static tdm_status round_input(op_ctx *op, int i, tdm_dtype prec, const tdm_tensor **use, tdm_tensor **owned)
+{
+    const tdm_tensor *x = op->in[i];
+    *use = x;
+    *owned = NULL;
+    if (!needs_rounding(x, prec) || (x->dtype == TDM_FLOAT && x->held == prec))
+        return TDM_OK;
+    if (x->dtype != TDM_FLOAT) {
+        tdm_status st = tensor_clone(op->err, x, owned);
+        if (st)
+            return st;
+        round_tensor(*owned, prec);
+        *use = *owned;
+        return TDM_OK;
+    }
+    if (!op_input_const(op, i)) {
+        tdm_status st = round_f32_input(op->err, x, prec, owned);
+        if (*owned)
+            *use = *owned;
+        return st;
+    }
+    uint64_t key = ROUNDED_KEY + (uint64_t)prec;
+    rounded_aux *a = (rounded_aux *)tensor_aux_find(x, key);
+    if (!a) {
+        if (!(a = mem_calloc(1, sizeof *a)))
+            return err_set(op->err, TDM_E_NOMEM, "out of memory");
+        a->h.key = key;
+        a->h.free_fn = rounded_free;
+        tdm_status st = round_f32_input(op->err, x, prec, &a->t);
+        if (!st && a->t)
+            /* the rounded copy is what the device reads from now on: a
+             * weight in a file mapping need not stay resident beside it
+             * (issue 20 item 5; a later reader pages it in again) */
+            tensor_drop_pages(x);
+        if (!st && !a->t && (st = tensor_view(op->err, x, &a->t)) == TDM_OK)
+            a->t->immutable = 0;
+        if (st) {
+            mem_free(a);
+            return st;
+        }
+        a = (rounded_aux *)tensor_aux_attach(x, &a->h);
+    }
+    *use = a->t;
+    return TDM_OK;
+}
+
+/* Ops whose float outputs hold only elements of their float inputs (moved,
+ * selected or compared), zeros or infinities: with the inputs at the
+ * profile's precision, rounding the outputs changes no bit, so it is
+ * skipped (devices.vnpu.held checks it on every model of the set). An op
+ * that writes a value of an attribute (Pad's, ConstantOfShape's) or
+ * computes one is not listed. */
+static const char *const copy_ops[] = {
+    "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Slice", "Concat", "Split", "Gather",
+    "GatherElements", "GatherND", "Tile", "Expand", "DepthToSpace", "SpaceToDepth", "MaxPool", "GlobalMaxPool",
+    "ReduceMax", "ReduceMin", "Relu", "Max", "Min", "Where", NULL};
+
+static int copies_inputs(const char *op_type)
+{
+    for (int k = 0; copy_ops[k]; k++)
+        if (strcmp(copy_ops[k], op_type) == 0)
+            return 1;
+    return 0;
+}
+
+/* Inputs a node has without an allocation for its lists. */
+#define VNPU_INLINE_INPUTS 8
+
 static tdm_status vnpu_run_host(void *ctx, op_ctx *op)
 {
     const struct vnpu_ctx *c = ctx;
@@ -491,43 +628,46 @@ static tdm_status vnpu_run_host(void *ctx, op_ctx *op)
         return run(op);
 
     tdm_status st = TDM_OK;
-    const tdm_tensor **rin = mem_calloc((size_t)op->n_in + 1, sizeof *rin);
-    tdm_tensor **owned = mem_calloc((size_t)op->n_in + 1, sizeof *owned);
-    if (!rin || !owned) {
-        st = err_set(op->err, TDM_E_NOMEM, "out of memory");
-        goto done;
-    }
-    for (int i = 0; i < op->n_in; i++) {
-        rin[i] = op->in[i];
-        if (!needs_rounding(op->in[i], c->precision))
-            continue;
-        if (op->in[i]->dtype == TDM_FLOAT) { /* rounded straight into the copy */
-            if ((st = tensor_new(op->err, TDM_FLOAT, op->in[i]->rank, op->in[i]->dims, &owned[i])) != TDM_OK)
-                goto done;
-            vnpu_round_f32(owned[i]->data, op->in[i]->data, op->in[i]->count, c->precision);
-            /* a weight in a file mapping is rounded afresh each run: its
-             * pages need not stay resident beside the copy (and beside a
-             * packed form the cpu reference made: issue 20 item 5) */
-            tensor_drop_pages(op->in[i]);
-        } else {
-            if ((st = tensor_clone(op->err, op->in[i], &owned[i])) != TDM_OK)
-                goto done;
-            round_tensor(owned[i], c->precision);
+    const tdm_tensor *rin_inline[VNPU_INLINE_INPUTS];
+    tdm_tensor *owned_inline[VNPU_INLINE_INPUTS];
+    const tdm_tensor **rin = rin_inline;
+    tdm_tensor **owned = owned_inline;
+    int n_in = op->n_in;
+    if (n_in > VNPU_INLINE_INPUTS) {
+        rin = mem_calloc((size_t)n_in, sizeof *rin);
+        owned = mem_calloc((size_t)n_in, sizeof *owned);
+        if (!rin || !owned) {
+            st = err_set(op->err, TDM_E_NOMEM, "out of memory");
+            n_in = 0;
+            goto done;
         }
-        rin[i] = owned[i];
     }
+    for (int i = 0; i < n_in; i++)
+        owned[i] = NULL;
+    for (int i = 0; i < n_in; i++)
+        if ((st = round_input(op, i, c->precision, &rin[i], &owned[i])) != TDM_OK)
+            goto done;
     const tdm_tensor *const *saved = op->in;
     op->in = rin;
     st = run(op);
     op->in = saved;
-    if (st == TDM_OK)
-        for (int i = 0; i < op->n_out; i++)
-            round_tensor(op->out[i], c->precision);
+    if (st == TDM_OK) {
+        int copies = !*op->node->domain && copies_inputs(op->node->op_type);
+        for (int i = 0; i < op->n_out; i++) {
+            tdm_tensor *y = op->out[i];
+            if (!copies)
+                round_tensor(y, c->precision);
+            if (y && y->kind == TDM_KIND_TENSOR && y->dtype == TDM_FLOAT)
+                y->held = c->precision;
+        }
+    }
 done:
-    for (int i = 0; owned && i < op->n_in; i++)
+    for (int i = 0; i < n_in; i++)
         tdm_tensor_destroy(owned[i]);
-    mem_free(owned);
-    mem_free(rin);
+    if (rin != rin_inline) {
+        mem_free(owned);
+        mem_free(rin);
+    }
     return st;
 }
 

@@ -38,28 +38,45 @@ int vnpu_round_avx2_usable(void)
     return v;
 }
 
+/* Eight lanes of f32_to_bf16 and back: NaN keeps its top half, quieted;
+ * otherwise x + 0x7fff + (bit 16 of x), truncated to the top half. */
+static __m256i bf16_lanes(__m256i x)
+{
+    const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
+    const __m256i top = _mm256_set1_epi32((int)0xffff0000u), quiet = _mm256_set1_epi32(0x00400000);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs), inf);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
+    __m256i r = _mm256_and_si256(_mm256_add_epi32(x, _mm256_add_epi32(bias, lsb)), top);
+    __m256i q = _mm256_or_si256(_mm256_and_si256(x, top), quiet);
+    return _mm256_blendv_epi8(r, q, nan);
+}
+
+/* Eight lanes of fp16 and back: F16C, round to nearest even. */
+static __m256i fp16_lanes(__m256i x)
+{
+    __m128i h = _mm256_cvtps_ph(_mm256_castsi256_ps(x), _MM_FROUND_TO_NEAREST_INT);
+    return _mm256_castps_si256(_mm256_cvtph_ps(h));
+}
+
 size_t vnpu_round_f32_avx2(float *dst, const float *src, size_t n, int bf16)
 {
     size_t i = 0;
-    if (bf16) {
-        /* f32_to_bf16: NaN keeps its top half, quieted; otherwise
-         * x + 0x7fff + (bit 16 of x), truncated to the top half. */
-        const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-        const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
-        const __m256i top = _mm256_set1_epi32((int)0xffff0000u), quiet = _mm256_set1_epi32(0x00400000);
-        for (; i + 8 <= n; i += 8) {
-            __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(src + i));
-            __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs), inf);
-            __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
-            __m256i r = _mm256_and_si256(_mm256_add_epi32(x, _mm256_add_epi32(bias, lsb)), top);
-            __m256i q = _mm256_or_si256(_mm256_and_si256(x, top), quiet);
-            _mm256_storeu_si256((__m256i *)(void *)(dst + i), _mm256_blendv_epi8(r, q, nan));
-        }
-    } else {
-        for (; i + 8 <= n; i += 8) {
-            __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
-            _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
-        }
+    for (; i + 8 <= n; i += 8) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(src + i));
+        _mm256_storeu_si256((__m256i *)(void *)(dst + i), bf16 ? bf16_lanes(x) : fp16_lanes(x));
+    }
+    return i;
+}
+
+size_t vnpu_round_same_avx2(const float *src, size_t n, int bf16)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(src + i));
+        __m256i r = bf16 ? bf16_lanes(x) : fp16_lanes(x);
+        if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(r, x)) != -1)
+            break;
     }
     return i;
 }
@@ -71,6 +88,14 @@ int vnpu_round_avx2_usable(void) { return 0; }
 size_t vnpu_round_f32_avx2(float *dst, const float *src, size_t n, int bf16)
 {
     (void)dst;
+    (void)src;
+    (void)n;
+    (void)bf16;
+    return 0;
+}
+
+size_t vnpu_round_same_avx2(const float *src, size_t n, int bf16)
+{
     (void)src;
     (void)n;
     (void)bf16;
