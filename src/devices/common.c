@@ -139,6 +139,15 @@ double dev_node_bytes(const tdm_node_desc *n)
     return b;
 }
 
+double dev_inputs_bytes(const tdm_node_desc *n, uint32_t mask)
+{
+    double b = 0;
+    for (int i = 0; i < n->n_inputs && i < 32; i++)
+        if (mask >> i & 1u)
+            b += tensor_bytes(&n->inputs[i]);
+    return b;
+}
+
 size_t dev_stored_bytes(const dev_instance *di, tdm_dtype dtype, size_t bytes)
 {
     if (!di || !di->ext || (dtype != TDM_FLOAT && dtype != TDM_DOUBLE))

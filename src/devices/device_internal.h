@@ -52,6 +52,8 @@ typedef enum dev_kind {
 const char *dev_kind_str(dev_kind kind);
 
 /* Internal extension of a built-in device (cpu, vnpu). */
+enum { DEV_FUSION_NONE = 0, DEV_FUSION_EPILOGUE = 1 };
+
 typedef struct dev_ext {
     /* Runs one node on host tensors. op is prepared by the executor exactly
      * as for op_table[node->op].run (node, version, in, out shells, err,
@@ -81,6 +83,19 @@ typedef struct dev_ext {
      * kernels, Winograd convolution), which the planner uses for the nodes
      * of a cpu partition its fusion does not swallow; NULL: estimate_ms. */
     double (*estimate_fused_ms)(void *ctx, const tdm_node_desc *node, int *modeled);
+
+    /* What the device's compiler fuses within one of its partitions
+     * (a vnpu profile's "fusion"): DEV_FUSION_NONE, every node its own
+     * launch; DEV_FUSION_EPILOGUE, the chains of graph/fuse.h whose head
+     * is a Conv, ConvTranspose, Gemm or MatMul (fuse_plan_build_heads).
+     * cpu fuses by its own executor and leaves this 0. */
+    int fusion;
+
+    /* The estimate of a node fused into its producer's launch (fusion
+     * EPILOGUE): no launch overhead, no round trip of the chain's values
+     * through memory; mem_inputs bit i set: input i is read from memory
+     * (an operand of the chain, not one of its values). NULL: 0. */
+    double (*estimate_fused_away_ms)(void *ctx, const tdm_node_desc *node, uint32_t mem_inputs, int *modeled);
 
     /* Modeled cost of one partition's round trip on the device (submit,
      * synchronise), in ms, added once per partition to the estimates. */
@@ -231,6 +246,8 @@ tdm_status dev_faulty_open(tdm_err *e, const char *args, dev_instance *out);
  * unknown dimension counts as 1. */
 double dev_node_flops(const tdm_node_desc *n);
 double dev_node_bytes(const tdm_node_desc *n);
+/* The bytes of the inputs i of n with bit i of mask set (i < 32). */
+double dev_inputs_bytes(const tdm_node_desc *n, uint32_t mask);
 /* The output tile of the Winograd convolution cpu's kernel runs node n
  * with when the session runs fused (op_conv_winograd_tile: 4 or 2), 0 when
  * n is not a Conv it takes (unknown shapes included). */

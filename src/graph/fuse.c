@@ -101,6 +101,7 @@ typedef struct fuse_build {
     unsigned char *esc;    /* value read by a subgraph (by name) */
     unsigned char *taken;  /* node already in a chain */
     int avx2;
+    int epilogue;          /* heads: only the ops of fuse_epilogue_head */
 } fuse_build;
 
 static void mark_outer(const gr_graph *g, const gr_graph *sub, unsigned char *esc)
@@ -484,6 +485,8 @@ static int grow_chain(fuse_build *b, int head, fuse_chain *out)
         return 0;
     if (op_table[hn->op].flags & (OPF_SHAPE | OPF_SUBGRAPH | OPF_SEQUENCE | OPF_RANDOM))
         return 0;
+    if (b->epilogue && !fuse_epilogue_head(hn->op))
+        return 0;
     if (hn->qdq && !hn->qdq->wrapped)
         return 0; /* a QDQ group runs in integer arithmetic (ops/qdq.h), nothing fused into it */
     int hv = hn->outputs[0];
@@ -557,8 +560,16 @@ tdm_status fuse_plan_build(tdm_err *e, const gr_graph *g, fuse_plan **out)
     return fuse_plan_build_in(e, g, g->order, g->order ? g->n_nodes : 0, NULL, 1, out);
 }
 
+int fuse_epilogue_head(int op) { return op == OP_Conv || op == OP_ConvTranspose || op == OP_Gemm || op == OP_MatMul; }
+
 tdm_status fuse_plan_build_in(tdm_err *e, const gr_graph *g, const int *order, int n_order,
                               const unsigned char *escapes, int fold, fuse_plan **out)
+{
+    return fuse_plan_build_heads(e, g, order, n_order, escapes, fold, 0, out);
+}
+
+tdm_status fuse_plan_build_heads(tdm_err *e, const gr_graph *g, const int *order, int n_order,
+                                 const unsigned char *escapes, int fold, int epilogue, fuse_plan **out)
 {
     *out = NULL;
     int N = g->n_nodes, V = g->n_values;
@@ -566,6 +577,7 @@ tdm_status fuse_plan_build_in(tdm_err *e, const gr_graph *g, const int *order, i
     memset(&b, 0, sizeof b);
     b.g = g;
     b.avx2 = gemm_avx2_usable();
+    b.epilogue = epilogue != 0;
     fuse_plan *fp = mem_calloc(1, sizeof *fp);
     b.pos = mem_calloc((size_t)N + 1, sizeof *b.pos);
     b.cstart = mem_calloc((size_t)V + 2, sizeof *b.cstart);

@@ -56,6 +56,16 @@ tdm_status fuse_plan_build(tdm_err *e, const gr_graph *g, fuse_plan **out);
  * not to run). Indices are g's. */
 tdm_status fuse_plan_build_in(tdm_err *e, const gr_graph *g, const int *order, int n_order,
                               const unsigned char *escapes, int fold, fuse_plan **out);
+/* fuse_plan_build_in with the heads restricted when epilogue is 1 to the
+ * ops fuse_epilogue_head accepts: the chains an NPU compiler fuses into a
+ * convolution's or matrix product's epilogue (the BatchNormalization
+ * folded into a Conv, the activations and elementwise steps after it),
+ * which the planner prices a vnpu partition by ("fusion": "epilogue");
+ * epilogue 0 is fuse_plan_build_in. */
+tdm_status fuse_plan_build_heads(tdm_err *e, const gr_graph *g, const int *order, int n_order,
+                                 const unsigned char *escapes, int fold, int epilogue, fuse_plan **out);
+/* 1 for Conv, ConvTranspose, Gemm and MatMul: the heads of an epilogue. */
+int fuse_epilogue_head(int op);
 void fuse_plan_free(fuse_plan *fp);
 
 /* Whether the plans built after the call fold BatchNormalizations into

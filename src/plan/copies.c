@@ -74,9 +74,9 @@ tdm_status plan_summarize(pstate *s)
 {
     tdm_plan *p = s->p;
     tdm_status st;
-    if (!s->run_fused && !(s->run_fused = plan_arr(s, (size_t)s->N, 1)))
+    if (!s->run_head && !(s->run_head = plan_arr(s, (size_t)s->N, sizeof *s->run_head)))
         return err_set(s->e, TDM_E_NOMEM, "out of memory");
-    if ((s->fused && (st = plan_whole_fusion(s)) != TDM_OK) || (st = plan_cpu_fusion(s, s->run_fused)) != TDM_OK)
+    if ((s->fused && (st = plan_whole_fusion(s)) != TDM_OK) || (st = plan_run_fusion(s, s->run_head)) != TDM_OK)
         return st;
     p->fallback_nodes = 0;
     p->boundary_bytes = p->weight_bytes = 0;
@@ -97,8 +97,8 @@ tdm_status plan_summarize(pstate *s)
         plan_node *pn = &p->nodes[n];
         pn->fallback = s->D > 1 && pn->device != 0 && pn->reason != TDM_REASON_USER;
         p->fallback_nodes += (size_t)pn->fallback;
-        pn->fused = pn->device == s->cpu && s->run_fused[n];
-        pn->est_ms = plan_node_est_in(s, n, pn->device, pn->fused, &pn->est_modeled);
+        pn->fused = s->run_head[n] >= 0;
+        pn->est_ms = plan_node_est_in(s, n, pn->device, s->run_head, &pn->est_modeled);
         if (pn->est_ms >= 0) {
             p->est_total += pn->est_ms;
             p->est_modeled |= pn->est_modeled;

@@ -303,10 +303,11 @@ static tdm_status granularity_auto(pstate *s)
             if (s->pin[n] >= 0 && s->sup[(size_t)n * (size_t)D + (size_t)s->pin[n]] == TDM_REASON_OK &&
                 s->over[(size_t)n * (size_t)D + (size_t)s->pin[n]] == TDM_REASON_OK)
                 ok = ok && d == s->pin[n];
-            int at_fused = s->search_fused && s->whole_fused && d == s->cpu;
-            ms[k] = !ok        ? -1
-                    : at_fused ? plan_node_est_in(s, n, d, s->whole_fused[n], NULL)
-                               : plan_node_est(s, n, d, NULL);
+            /* the second search: cpu nodes priced inside an all-cpu
+             * fusion, a fusing vnpu's inside its epilogue fusion of the
+             * whole graph */
+            const int *head = !s->search_fused ? NULL : d == s->cpu ? s->whole_head : s->whole_epi_head;
+            ms[k] = !ok ? -1 : head ? plan_node_est_in(s, n, d, head, NULL) : plan_node_est(s, n, d, NULL);
         }
     /* a node every device refused by over-marks keeps cpu */
     for (int n = 0; n < N; n++) {
@@ -474,7 +475,8 @@ static tdm_status place_cpu_only(pstate *s)
  * partitions' round trips and the cpu partitions' fusion make the problem
  * non-linear, so the search is run twice — cpu nodes at their unfused
  * prices, and at what they cost inside an all-cpu fusion (a node fused
- * away there 0) — and the placements of op (greedy), subgraph, graph and
+ * away there 0; a fusing vnpu's nodes likewise inside its epilogue fusion
+ * of the whole graph) — and the placements of op (greedy), subgraph, graph and
  * cpu-only are evaluated too, each by the plan's own estimated total
  * (plan_summarize: cpu partitions fused as they run); the cheapest wins
  * (ties: the first search's); p->auto_method says which and gives every

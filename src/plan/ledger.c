@@ -141,7 +141,7 @@ tdm_status plan_ledger_json_adapt(tdm_err *e, const tdm_plan *p, const char *run
             CHK(cJSON_AddStringToObject(o, "compute", "int8")); /* a QDQ group on an integer device */
         if (pn->est_ms >= 0)
             CHK(cJSON_AddItemToObject(o, "estimated_ms", ms_number(pn->est_ms)));
-        if (pn->fused) /* fused away in its cpu partition: priced 0 */
+        if (pn->fused) /* fused away in its partition: priced 0 (cpu) or without a launch (a fusing vnpu) */
             CHK(cJSON_AddTrueToObject(o, "fused"));
         if (pn->n_rejected) {
             cJSON *r;

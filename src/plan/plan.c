@@ -144,10 +144,21 @@ double plan_part_est(const pstate *s, int d)
     return s->cal_trip && s->cal_trip[d] > 0 ? s->cal_trip[d] : 0;
 }
 
-double plan_node_est_in(pstate *s, int n, int d, int fused_away, int *modeled)
+double plan_node_est_in(pstate *s, int n, int d, const int *head, int *modeled)
 {
     int m = 0;
     double v = plan_node_est(s, n, d, &m);
+    int fused_away = head && head[n] >= 0;
+    if (d != s->cpu && v >= 0 && fused_away) {
+        const dev_instance *di = &s->p->devs->items[d];
+        if (di->ext && di->ext->fusion == DEV_FUSION_EPILOGUE) {
+            double f = di->ext->estimate_fused_away_ms
+                           ? di->ext->estimate_fused_away_ms(di->dev.ctx, &s->p->descs[n],
+                                                             plan_fused_mem_inputs(s, n, head), &m)
+                           : 0;
+            v = f >= 0 && isfinite(f) ? f : v;
+        }
+    }
     if (d != s->cpu || v < 0 || s->p->opts.unfused) {
         if (modeled)
             *modeled = m;
@@ -155,7 +166,7 @@ double plan_node_est_in(pstate *s, int n, int d, int fused_away, int *modeled)
     }
     if (fused_away) {
         v = 0;
-    } else if (s->fused && s->fused[n] >= 0 && !(s->whole_fused && s->whole_fused[n])) {
+    } else if (s->fused && s->fused[n] >= 0 && !(s->whole_head && s->whole_head[n] >= 0)) {
         v = s->fused[n];
         m = 0;
     } else if (m && s->p->devs->items[d].ext && s->p->devs->items[d].ext->estimate_fused_ms) {

@@ -203,7 +203,7 @@ typedef struct plan_node {
     int fallback;           /* counted as a fallback */
     double est_ms;          /* < 0: no estimate */
     int est_modeled;
-    int fused;              /* on cpu, fused away in its partition (est_ms 0) */
+    int fused;              /* fused away in its partition: on cpu est_ms 0, on a vnpu with "fusion": "epilogue" its arithmetic only */
 } plan_node;
 
 /* A copy of value `value` from device `from` to device `to`, made just

@@ -43,11 +43,12 @@ typedef struct pstate {
      * copy, per byte; NAN: none) and round trip (< 0: none); per node
      * cpu's time when the plan runs wholly on cpu, fused (< 0: none) */
     double *cal_copy, *cal_trip, *fused;
-    /* fusion (fusion.c): per node, fused away in the all-cpu session's
-     * fusion (NULL until plan_whole_fusion), and in its cpu partition of
-     * the current placement (plan_summarize) */
-    unsigned char *whole_fused, *run_fused;
-    int search_fused;       /* auto's search prices cpu nodes by whole_fused */
+    /* fusion (fusion.c): per node, the head node of the chain it is fused
+     * into (-1: none) in the all-cpu session's fusion and in an all-vnpu
+     * epilogue fusion of the whole graph (NULL until plan_whole_fusion),
+     * and in its partition of the current placement (plan_summarize) */
+    int *whole_head, *whole_epi_head, *run_head;
+    int search_fused;       /* auto's search prices cpu nodes by whole_head, fusing vnpus' by whole_epi_head */
 } pstate;
 
 /* ---- state helpers (plan.c) ---- */
@@ -70,17 +71,21 @@ double plan_copy_est(pstate *s, int from, int to, size_t bytes, int *modeled);
 /* Device d's per-partition round trip in ms (0 on cpu): the device's
  * modeled partition_ms, else the calibration's measured one, else 0. */
 double plan_part_est(const pstate *s, int d);
-/* Node n's estimate on d as the plan runs it. Off cpu, and on cpu when the
+/* Node n's estimate on d as the plan runs it, head[] (may be NULL: no
+ * fusion) the heads its partitions' fusion gives (plan_run_fusion). Off
+ * cpu: plan_node_est, or for a node fused away on a device whose compiler
+ * fuses (dev_ext.fusion EPILOGUE) dev_ext.estimate_fused_away_ms, with the
+ * inputs read from memory (plan_fused_mem_inputs). On cpu, when the
  * session runs unfused (opts.unfused): plan_node_est. On
- * cpu, where each partition runs fused (run/hpart.h): 0 when fused_away
- * (plan_cpu_fusion: a chain member, a BatchNormalization folded into its
+ * cpu, where each partition runs fused (run/hpart.h): 0 when fused away
+ * (a chain member, a BatchNormalization folded into its
  * Conv); else, with a calibration file, cpu's fused time ("fused_ms":
  * Winograd, the chain it heads) unless the all-cpu session fused the node
  * away (its fused time is 0 there: then the unfused "threaded_ms"); a
  * measured time (calibration without fused_ms, run-time adaptation) as
  * it is; else the device's estimate of the fused program
  * (dev_ext.estimate_fused_ms, else estimate_ms). */
-double plan_node_est_in(pstate *s, int n, int d, int fused_away, int *modeled);
+double plan_node_est_in(pstate *s, int n, int d, const int *head, int *modeled);
 /* Puts node n on device d and rebuilds its rejected list and reason. */
 tdm_status plan_assign(pstate *s, int n, int d);
 
@@ -126,14 +131,20 @@ tdm_status plan_make_copies(pstate *s);
  * when out of memory). */
 tdm_status plan_summarize(pstate *s);
 
-/* fusion.c: fused[n] (N entries) = 1 for each node the fusion of its cpu
- * partition in the current order (each maximal run of cpu nodes, as
- * run/hpart.c builds them) fuses away; 0 elsewhere. */
-tdm_status plan_cpu_fusion(pstate *s, unsigned char *fused);
-/* fusion.c: s->whole_fused, what the fusion of the whole graph in its own
+/* fusion.c: head[n] (N entries), the head node of the chain the fusion of
+ * its partition in the current order fuses node n into, -1 when none:
+ * on cpu each maximal run of cpu nodes (as run/hpart.c builds them), on a
+ * device with dev_ext.fusion EPILOGUE each of its partitions, restricted
+ * to epilogue chains (graph/fuse.h fuse_plan_build_heads). */
+tdm_status plan_run_fusion(pstate *s, int *head);
+/* fusion.c: s->whole_head, what the fusion of the whole graph in its own
  * order (an all-cpu session's, which calibration's fused_ms measured)
- * fuses away; once per plan. */
+ * fuses away, and s->whole_epi_head, its epilogue chains only; once per
+ * plan. */
 tdm_status plan_whole_fusion(pstate *s);
+/* fusion.c: bit i set for the inputs of node n (fused away, head[n] >= 0)
+ * that are not values of its chain: read from memory. */
+uint32_t plan_fused_mem_inputs(const pstate *s, int n, const int *head);
 /* copies.c: the fallback policy's violations and sentence. */
 tdm_status plan_check_policy(pstate *s);
 

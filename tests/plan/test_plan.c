@@ -829,10 +829,12 @@ static int node_named(const tdm_plan *p, const char *name)
     exit(1);
 }
 
-/* The nodes the plan prices as fused away are the nodes the executor's
+/* The cpu nodes the plan prices as fused away are the nodes the executor's
  * fusion swallows: in a mixed plan each cpu partition's (run/hpart.c:
  * fuse_plan_build on the partition's own graph), in an all-cpu plan the
- * whole graph's. *n_fused: how many. */
+ * whole graph's. A vnpu node is priced fused only on a profile whose
+ * compiler fuses ("fusion": "epilogue"; plan.vnpu_fusion prices it).
+ * *n_fused: how many cpu nodes. */
 static int fusion_agrees(const tdm_plan *p, int *n_fused)
 {
     tdm_err e;
@@ -857,6 +859,15 @@ static int fusion_agrees(const tdm_plan *p, int *n_fused)
         for (int i = 0; i < hp[k].g->n_nodes; i++)
             exec[hp[k].node_of[i]] = (unsigned char)fuse_is_member(hp[k].cache.fuse, i);
     for (int n = 0; n < p->n_nodes; n++) {
+        if (p->nodes[n].device != cpu) {
+            const dev_ext *dx = p->devs->items[p->nodes[n].device].ext;
+            if (p->nodes[n].fused && !(dx && dx->fusion == DEV_FUSION_EPILOGUE)) {
+                fprintf(stderr, "  node %s: priced fused on %s, which fuses nothing\n", p->g->nodes[n].name,
+                        p->devs->items[p->nodes[n].device].name);
+                ok = 0;
+            }
+            continue;
+        }
         if (exec[n] != (p->nodes[n].fused != 0)) {
             fprintf(stderr, "  node %s: the executor %s it, the estimate %s\n", p->g->nodes[n].name,
                     exec[n] ? "fuses" : "runs", p->nodes[n].fused ? "prices it fused (0)" : "prices it run");

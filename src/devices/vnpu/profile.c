@@ -566,7 +566,7 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
                                        "peak_gflops", "launch_overhead_us", "memory_bandwidth_gbps",
                                        "host_bandwidth_gbps", "host_latency_us", "static_shapes", "image_sizes", "defaults",
                                        "ops", "exclude", "precision_sensitive", "comment", "storage", "partition_overhead_us",
-                                       "source", "rescue", "quantized", "unroll_loops", NULL};
+                                       "source", "rescue", "quantized", "unroll_loops", "fusion", NULL};
     static const char *const dkeys[] = {"dtypes", "max_rank", "max_dim", NULL};
     tdm_status st = TDM_OK;
     const cJSON *v;
@@ -647,6 +647,12 @@ static tdm_status parse_root(pctx *p, const cJSON *root, struct vnpu_ctx *c)
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "partition_overhead_us")) != NULL &&
         (st = get_nonneg_num(p, "partition_overhead_us", v, &c->partition_us)) != TDM_OK)
         return st;
+    /* "fusion": what the device's compiler fuses within a partition (the estimates; profiles/README.md) */
+    if ((v = cJSON_GetObjectItemCaseSensitive(root, "fusion")) != NULL) {
+        if (!cJSON_IsString(v) || (strcmp(v->valuestring, "none") != 0 && strcmp(v->valuestring, "epilogue") != 0))
+            return bad(p, "fusion", "one of \"none\", \"epilogue\"", v);
+        c->fusion = strcmp(v->valuestring, "epilogue") == 0 ? DEV_FUSION_EPILOGUE : DEV_FUSION_NONE;
+    }
     if ((v = cJSON_GetObjectItemCaseSensitive(root, "source")) != NULL) {
         static const char *const skeys[] = {"document", "version", "url", "comment", NULL};
         if (!cJSON_IsObject(v))
@@ -849,6 +855,7 @@ tdm_status vnpu_parse(tdm_err *e, const char *label, const char *text, size_t le
     c->ext.precision = c->precision;
     c->ext.storage = c->storage;
     c->ext.partition_ms = c->partition_us / 1000.0;
+    c->ext.fusion = c->fusion;
     *out = c;
     return TDM_OK;
 }

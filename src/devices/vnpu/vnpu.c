@@ -377,6 +377,20 @@ static double vnpu_estimate_ms(void *ctx, const tdm_node_desc *node, int *modele
            dev_node_bytes(node) / (c->mem_bw_gbps * 1e6);
 }
 
+/* A node its compiler fuses into its producer's launch ("fusion":
+ * "epilogue"): its arithmetic, and the operands it reads from memory
+ * (a residual), but no launch and no round trip of the chain's values; a
+ * BatchNormalization folded into its Conv's weights computes nothing. */
+static double vnpu_estimate_fused_away_ms(void *ctx, const tdm_node_desc *node, uint32_t mem_inputs, int *modeled)
+{
+    const struct vnpu_ctx *c = ctx;
+    if (modeled)
+        *modeled = 1;
+    if (node->op_type && strcmp(node->op_type, "BatchNormalization") == 0)
+        return 0;
+    return dev_node_flops(node) / (c->peak_gflops * 1e6) + dev_inputs_bytes(node, mem_inputs) / (c->mem_bw_gbps * 1e6);
+}
+
 static double vnpu_copy_ms(void *ctx, size_t bytes, int to_device, int *modeled)
 {
     const struct vnpu_ctx *c = ctx;
@@ -756,6 +770,7 @@ tdm_status vnpu_open(tdm_err *e, const char *profile, dev_instance *out)
     c->ext.image_sizes = (const int64_t(*)[2])c->image_sizes;
     c->ext.n_image_sizes = c->n_image_sizes;
     c->ext.quantized = c->quantized;
+    c->ext.estimate_fused_away_ms = vnpu_estimate_fused_away_ms;
     out->dev.iface = &vnpu_iface;
     out->dev.ctx = c;
     out->kind = DEV_KIND_VNPU;

@@ -62,6 +62,7 @@ struct vnpu_ctx {
     double host_bw_gbps;
     double host_latency_us;
     double partition_us;    /* per-partition round trip ("partition_overhead_us") */
+    int fusion;             /* "fusion": DEV_FUSION_NONE or DEV_FUSION_EPILOGUE (dev_ext.fusion) */
     int static_shapes;
     int64_t (*image_sizes)[2]; /* "image_sizes": H, W pairs; NULL: any (dev_ext) */
     size_t n_image_sizes;
