@@ -555,7 +555,8 @@ static tdm_status round_f32_input(tdm_err *e, const tdm_tensor *x, tdm_dtype pre
 /* Input i of op at prec in *use: a computed input itself when it is held
  * at prec already (the output of a node on this device), a rounded copy in
  * *owned for the caller to destroy when not; a constant's form kept on it
- * (rounded_aux). Numerically the same as
+ * (rounded_aux), except a constant in a file mapping, rounded afresh on
+ * each call (below). Numerically the same as
  * rounding it on every call: rounding is a pure function of the bits. */
 static tdm_status round_input(op_ctx *op, int i, tdm_dtype prec, const tdm_tensor **use, tdm_tensor **owned)
 {
@@ -572,10 +573,18 @@ static tdm_status round_input(op_ctx *op, int i, tdm_dtype prec, const tdm_tenso
         *use = *owned;
         return TDM_OK;
     }
-    if (!op_input_const(op, i)) {
+    if (!op_input_const(op, i) || x->map) {
+        /* a computed value, or a weight in a file mapping: rounded afresh
+         * each run into a copy that lives for this node only, so that the
+         * device's form is not a second resident copy of the file beside
+         * the forms the cpu reference packs (issue 20 item 5); the
+         * mapping's pages are dropped after the copy is made */
         tdm_status st = round_f32_input(op->err, x, prec, owned);
-        if (*owned)
+        if (*owned) {
             *use = *owned;
+            if (x->map)
+                tensor_drop_pages(x);
+        }
         return st;
     }
     uint64_t key = ROUNDED_KEY + (uint64_t)prec;
@@ -586,11 +595,6 @@ static tdm_status round_input(op_ctx *op, int i, tdm_dtype prec, const tdm_tenso
         a->h.key = key;
         a->h.free_fn = rounded_free;
         tdm_status st = round_f32_input(op->err, x, prec, &a->t);
-        if (!st && a->t)
-            /* the rounded copy is what the device reads from now on: a
-             * weight in a file mapping need not stay resident beside it
-             * (issue 20 item 5; a later reader pages it in again) */
-            tensor_drop_pages(x);
         if (!st && !a->t && (st = tensor_view(op->err, x, &a->t)) == TDM_OK)
             a->t->immutable = 0;
         if (st) {
