@@ -446,18 +446,21 @@ static long resident_kib(const void *p)
  * read. Values are the file's either way, also after the pages have been
  * dropped (tensor_drop_pages) and in a clone of the model, which shares the
  * mapping. */
+/* ext/mapped's tensors: name (NULL: skew_name.txt's), elements, ramp, and
+ * whether the loader maps them. */
+static const struct {
+    const char *name;
+    size_t n;
+    float k;
+    int mapped;
+} mapped_want[] = {{"big", 4096, 1, 1},    {"odd", 2048, 2, 1},    {"skew", 1500, 3, 0},
+                   {"small", 4, 4, 0},     {"inline", 2048, 5, 1}, {NULL, 1200, -1000, 0}};
+
 static void t_mapped(void)
 {
     gr_model *m = load_ok(path_of("ext/mapped/model.onnx"));
     if (!m)
         return;
-    static const struct {
-        const char *name;
-        size_t n;
-        float k;
-        int mapped; /* -1: either (raw_data falls where the file puts it) */
-    } want[] = {{"big", 4096, 1, 1},    {"odd", 2048, 2, 1},    {"skew", 1500, 3, 0},
-                {"small", 4, 4, 0},     {"inline", 2048, 5, 1}, {NULL, 1200, -1000, 0}};
     char skew_name[32] = "";
     FILE *f = fopen(path_of("ext/mapped/skew_name.txt"), "r");
     if (f) {
@@ -465,21 +468,21 @@ static void t_mapped(void)
             skew_name[0] = 0;
         fclose(f);
     }
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        const char *name = want[i].name ? want[i].name : skew_name;
+    for (size_t i = 0; i < sizeof mapped_want / sizeof mapped_want[0]; i++) {
+        const char *name = mapped_want[i].name ? mapped_want[i].name : skew_name;
         const gr_value *v = value(m->main, name);
         const tdm_tensor *t = v ? v->init : NULL;
-        CHECK(ramp(t, want[i].n, want[i].k), "mapped: '%s' holds the file's values", name);
+        CHECK(ramp(t, mapped_want[i].n, mapped_want[i].k), "mapped: '%s' holds the file's values", name);
         if (!t)
             continue;
-        CHECK(!!t->map == want[i].mapped, "mapped: %s %s", name,
-              want[i].mapped ? "is in a mapping" : "is read (not mapped)");
+        CHECK(!!t->map == mapped_want[i].mapped, "mapped: %s %s", name,
+              mapped_want[i].mapped ? "is in a mapping" : "is read (not mapped)");
         long before = t->map ? resident_kib(t->data) : 0;
         tensor_drop_pages(t);
         if (t->map && t->nbytes >= 8192) /* a page wholly inside it, at least */
             CHECK(before > 0 && resident_kib(t->data) < before, "mapped: %s: %ld KiB resident, fewer after the drop",
                   name, before);
-        CHECK(ramp(t, want[i].n, want[i].k), "mapped: %s reads back after its pages were dropped", name);
+        CHECK(ramp(t, mapped_want[i].n, mapped_want[i].k), "mapped: %s reads back after its pages were dropped", name);
     }
     tdm_err e;
     err_clear(&e);
@@ -503,16 +506,13 @@ static void t_mapped_off(void)
     unsetenv("TANDEM_MMAP");
     if (!m)
         return;
-    static const struct {
-        const char *name;
-        size_t n;
-        float k;
-    } want[] = {{"big", 4096, 1}, {"odd", 2048, 2}, {"inline", 2048, 5}};
-    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        const gr_value *v = value(m->main, want[i].name);
+    for (size_t i = 0; i < sizeof mapped_want / sizeof mapped_want[0]; i++) {
+        if (!mapped_want[i].mapped)
+            continue; /* the ones the default maps */
+        const gr_value *v = value(m->main, mapped_want[i].name);
         const tdm_tensor *t = v ? v->init : NULL;
-        CHECK(t && !t->map && ramp(t, want[i].n, want[i].k), "TANDEM_MMAP=0: %s is read, not mapped, with the file's values",
-              want[i].name);
+        CHECK(t && !t->map && ramp(t, mapped_want[i].n, mapped_want[i].k), "TANDEM_MMAP=0: %s is read, not mapped, with the file's values",
+              mapped_want[i].name);
     }
     gr_model_free(m);
 }

@@ -23,6 +23,8 @@
  *              it): max |diff| against cpu near 4000. */
 #include <tandem/tandem.h>
 
+#include "../common/replan_count.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,20 +37,6 @@ static tdm_ctx *ctx;
 static tdm_model *m;
 static tdm_tensor *x;
 static int failures;
-
-typedef struct obs_count {
-    int replans;
-    char last[1200];
-} obs_count;
-
-static void on_event(void *user, const tdm_event *ev)
-{
-    obs_count *c = user;
-    if (ev->kind == TDM_EVENT_REPLAN) {
-        c->replans++;
-        snprintf(c->last, sizeof c->last, "%s", ev->detail ? ev->detail : "");
-    }
-}
 
 static void check(int cond, const char *what)
 {

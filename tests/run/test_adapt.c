@@ -25,6 +25,8 @@
  * A missing model exits 77. */
 #include <tandem/tandem.h>
 
+#include "../common/replan_count.h"
+
 #include "../common/model_inputs.h"
 
 #include <math.h>
@@ -39,20 +41,6 @@ static tdm_model *m;
 static tdm_tensor *in[MAXIO];
 static tdm_tensor *ref[MAXIO];
 static size_t nin, nout;
-
-typedef struct obs_count {
-    int replans;
-    char last[1200];
-} obs_count;
-
-static void on_event(void *user, const tdm_event *ev)
-{
-    obs_count *c = user;
-    if (ev->kind == TDM_EVENT_REPLAN) {
-        c->replans++;
-        snprintf(c->last, sizeof c->last, "%s", ev->detail);
-    }
-}
 
 static int fail(const char *what, const char *msg)
 {
