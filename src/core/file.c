@@ -233,6 +233,18 @@ int file_map_range(int fd, uint64_t off, size_t len, file_map **out, const uint8
     return 0;
 }
 
+file_map *file_map_heap(void *p, size_t n)
+{
+    file_map *m = p ? mem_calloc(1, sizeof *m) : NULL;
+    if (!m)
+        return NULL;
+    m->base = p;
+    m->size = n;
+    m->heap = 1;
+    atomic_init(&m->refs, 1);
+    return m;
+}
+
 file_map *file_map_ref(file_map *m)
 {
     if (m)
@@ -244,7 +256,10 @@ void file_map_unref(file_map *m)
 {
     if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1)
         return;
-    munmap((void *)(uintptr_t)m->base, m->size);
+    if (m->heap)
+        mem_free((void *)(uintptr_t)m->base); /* a mem_alloc block (arena blocks are too) */
+    else
+        munmap((void *)(uintptr_t)m->base, m->size);
     mem_free(m);
 }
 

@@ -57,6 +57,9 @@ typedef struct file_map {
     const uint8_t *base; /* the mapping (page-aligned) */
     size_t size;         /* its length */
     _Atomic size_t refs;
+    int heap;            /* base is a heap buffer several tensors share
+                          * (core/tensor.c tensor_share): freed with the last
+                          * reference, its pages never dropped */
 } file_map;
 
 /* Takes over a whole-file mapping made by file_load (d->mapped): one
@@ -67,6 +70,9 @@ file_map *file_map_adopt(file_data *d);
  * start. *out is NULL when the range cannot be mapped (the caller reads it
  * instead). -1 when out of memory, else 0. */
 int file_map_range(int fd, uint64_t off, size_t len, file_map **out, const uint8_t **at);
+/* Takes over the heap buffer p[0, n) (from tensor_alloc or mem_alloc) as a
+ * shared block of one reference (file_map.heap); NULL when out of memory. */
+file_map *file_map_heap(void *p, size_t n);
 /* One more reference to m (NULL stays NULL). */
 file_map *file_map_ref(file_map *m);
 /* Drops a reference; the last one unmaps. NULL is a no-op. */
