@@ -600,12 +600,14 @@ void dw_planes8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t
     }
     const __m256 vb = _mm256_loadu_ps(bias);
     size_t p = 0;
-    /* the window of the next output pixel (row pr, column pc), stepped
-     * without divisions */
+    /* the window of the next output pixel (row pr, column pc): its float
+     * offset in pp, stepped without divisions; tap t of it is at
+     * pp + off[t] + that offset (one base per tap and the windows as index
+     * registers: a multiply-add per load, no address arithmetic) */
     const size_t rstep = (size_t)sh * wp * 8, cstep = (size_t)sw * 8;
     size_t pr = 0, pc = 0;
 #define DW8_NEXT(b)                                                                                               \
-    const float *b = pp + pr * rstep + pc * cstep;                                                                \
+    const size_t b = pr * rstep + pc * cstep;                                                                     \
     if (++pc == ow) {                                                                                             \
         pc = 0;                                                                                                   \
         pr++;                                                                                                     \
@@ -622,15 +624,15 @@ void dw_planes8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t
         __m256 a0 = vb, a1 = vb, a2 = vb, a3 = vb, a4 = vb, a5 = vb, a6 = vb, a7 = vb;
         for (int t = 0; t < nt; t++) {
             const __m256 wt = wv[t];
-            const size_t o = off[t];
-            a0 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b0 + o), a0);
-            a1 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b1 + o), a1);
-            a2 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b2 + o), a2);
-            a3 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b3 + o), a3);
-            a4 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b4 + o), a4);
-            a5 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b5 + o), a5);
-            a6 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b6 + o), a6);
-            a7 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(b7 + o), a7);
+            const float *q = pp + off[t];
+            a0 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(q + b0), a0);
+            a1 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(q + b1), a1);
+            a2 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(q + b2), a2);
+            a3 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(q + b3), a3);
+            a4 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(q + b4), a4);
+            a5 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(q + b5), a5);
+            a6 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(q + b6), a6);
+            a7 = _mm256_fmadd_ps(wt, _mm256_loadu_ps(q + b7), a7);
         }
         float *d = po + p * 8;
         _mm256_storeu_ps(d, a0);
@@ -649,10 +651,11 @@ void dw_planes8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t
         DW8_NEXT(b3)
         __m256 a0 = vb, a1 = vb, a2 = vb, a3 = vb;
         for (int t = 0; t < nt; t++) {
-            a0 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(b0 + off[t]), a0);
-            a1 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(b1 + off[t]), a1);
-            a2 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(b2 + off[t]), a2);
-            a3 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(b3 + off[t]), a3);
+            const float *q = pp + off[t];
+            a0 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(q + b0), a0);
+            a1 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(q + b1), a1);
+            a2 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(q + b2), a2);
+            a3 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(q + b3), a3);
         }
         _mm256_storeu_ps(po + p * 8, a0);
         _mm256_storeu_ps(po + p * 8 + 8, a1);
@@ -663,7 +666,7 @@ void dw_planes8_avx2(const float *const *x, size_t h, size_t w, float *y, size_t
         DW8_NEXT(b0)
         __m256 a0 = vb;
         for (int t = 0; t < nt; t++)
-            a0 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(b0 + off[t]), a0);
+            a0 = _mm256_fmadd_ps(wv[t], _mm256_loadu_ps(pp + off[t] + b0), a0);
         _mm256_storeu_ps(po + p * 8, a0);
     }
 #undef DW8_NEXT
