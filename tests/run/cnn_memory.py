@@ -32,12 +32,10 @@ only, never times.
 
 usage: cnn_memory.py TANDEM MODELS_DIR [ORT_PYTHON]
 """
-import json
 import os
-import subprocess
 import sys
 
-MIB = 1 << 20
+from memlib import MIB, bound as goal, model_figures, ort_peak, run_peak
 
 # model: (--shape for --random, limit as a multiple of the bound): the
 # ratio measured at this test's commit plus half the weights' share of the
@@ -49,27 +47,6 @@ MODELS = {
     "squeezenet1_1": ("", 2.65),     # 2.45: Winograd, 2 MiB of runtime on 11 MiB
     "ppocr_det": ("x=1x3x640x640", 1.67),  # 1.61 (1.72 when specialising copied the weights)
 }
-
-
-def run_peak(args):
-    """(exit code, peak RSS in bytes, stderr) of one run of args."""
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    err = p.stderr.read().decode(errors="replace")
-    _, status, ru = os.wait4(p.pid, 0)
-    return os.waitstatus_to_exitcode(status), ru.ru_maxrss * 1024, err
-
-
-ORT_CODE = (
-    "import sys, numpy as np, onnxruntime as ort\n"
-    "def hwm():\n"
-    "    return next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')) * 1024\n"
-    "base = hwm()\n"
-    "o = ort.SessionOptions(); o.intra_op_num_threads = 1\n"
-    "s = ort.InferenceSession(sys.argv[1], o, providers=['CPUExecutionProvider'])\n"
-    "shape = [int(d) for d in sys.argv[2].split('x')] if len(sys.argv) > 2 else None\n"
-    "i = s.get_inputs()[0]\n"
-    "s.run(None, {i.name: np.random.default_rng(0).uniform(-1, 1, shape or i.shape).astype(np.float32)})\n"
-    "print(hwm() - base)\n")
 
 
 def main():
@@ -94,27 +71,19 @@ def main():
             continue
         ran += 1
         sh = ["--shape", shape] if shape else []
-        info = json.loads(subprocess.run([tandem, "info", model, "--json"] + sh, capture_output=True,
-                                         check=True).stdout)
-        weights = info["params"]["bytes"]
-        plan = json.loads(subprocess.run([tandem, "plan", model, "--json"] + sh, capture_output=True,
-                                         check=True).stdout)
-        parts = plan["partitions"]
-        act = max(p["peak_bytes"] for p in parts) - weights
-        check(len(parts) == 1 and act >= 0,
+        weights, act, n_parts = model_figures(tandem, model, sh)
+        check(n_parts == 1 and act >= 0,
               f"{name}: weights {weights / MIB:.1f} MiB, activation peak {act / MIB:.1f} MiB")
-        bound = 1.15 * weights + act
+        bound = goal(weights, act)
         st, rss, err = run_peak([tandem, "run", model, "--random", "--threads", "1"] + sh)
         check(st == 0 and rss <= limit * bound,
               f"{name}: run exit {st}, peak RSS {rss / MIB:.1f} MiB, {rss / bound:.2f}x the bound "
               f"{bound / MIB:.1f} MiB (limit {limit}x){' ' + err.strip() if st else ''}")
         if ort_py:
-            args = [ort_py, "-c", ORT_CODE, model] + ([shape.split("=", 1)[1]] if shape else [])
-            r = subprocess.run(args, capture_output=True, text=True)
-            if r.returncode:
-                check(False, f"{name}: onnxruntime: {r.stderr.strip()[-300:]}")
+            net, err = ort_peak(ort_py, model, 1, shape.split("=", 1)[1] if shape else None)
+            if net is None:
+                check(False, f"{name}: onnxruntime: {err}")
                 continue
-            net = int(r.stdout.strip())
             check(rss < net, f"{name}: tandem {rss / MIB:.1f} MiB against onnxruntime's {net / MIB:.1f} MiB "
                   f"(net of its interpreter)")
     if not ran:

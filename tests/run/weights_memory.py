@@ -19,23 +19,13 @@ interpreter's pages before exec). Memory figures only, never times.
 
 usage: weights_memory.py TANDEM MODEL [ORT_PYTHON]
 """
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 
-MIB = 1 << 20
-
-
-def run_peak(args):
-    """(exit code, peak RSS in bytes, stderr) of one run of args."""
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    err = p.stderr.read().decode(errors="replace")
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, ru.ru_maxrss * 1024, err
+from memlib import MIB, bound as goal, model_figures, ort_peak, run_peak
 
 
 def main():
@@ -54,15 +44,11 @@ def main():
         print(f"weights_memory: {what}: {'ok' if ok else 'FAIL'}")
         failed += not ok
 
-    info = json.loads(subprocess.run([tandem, "info", model, "--json"], capture_output=True, check=True).stdout)
-    weights = info["params"]["bytes"]
-    plan = json.loads(subprocess.run([tandem, "plan", model, "--json"], capture_output=True, check=True).stdout)
-    parts = plan["partitions"]
+    weights, act, n_parts = model_figures(tandem, model)
     # one cpu partition: its peak is the weights plus the live activations
-    act = max(p["peak_bytes"] for p in parts) - weights
-    check(len(parts) == 1 and 0 <= act < 16 * MIB,
+    check(n_parts == 1 and 0 <= act < 16 * MIB,
           f"weights {weights / MIB:.1f} MiB, activation peak {act / MIB:.3f} MiB")
-    bound = 1.15 * weights + act
+    bound = goal(weights, act)
 
     cases = {"info": ["info", model], "plan": ["plan", model],
              "plan --devices vnpu:server-npu,cpu": ["plan", model, "--devices", "vnpu:server-npu,cpu"]}
@@ -104,22 +90,11 @@ def main():
           f"({rss / weights:.3f}x the weights; bound {bound / MIB:.1f}){' ' + err.strip() if st else ''}")
 
     if ort_py:
-        code = (
-            "import sys, numpy as np, onnxruntime as ort\n"
-            "def hwm():\n"
-            "    return next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM')) * 1024\n"
-            "base = hwm()\n"
-            "o = ort.SessionOptions(); o.intra_op_num_threads = int(sys.argv[2])\n"
-            "s = ort.InferenceSession(sys.argv[1], o, providers=['CPUExecutionProvider'])\n"
-            "i = s.get_inputs()[0]\n"
-            "s.run(None, {i.name: np.random.default_rng(0).uniform(-1, 1, i.shape).astype(np.float32)})\n"
-            "print(hwm() - base)\n")
         for threads in (1, 2):
-            r = subprocess.run([ort_py, "-c", code, model, str(threads)], capture_output=True, text=True)
-            if r.returncode:
-                check(False, f"onnxruntime --threads {threads}: {r.stderr.strip()[-300:]}")
+            net, err = ort_peak(ort_py, model, threads)
+            if net is None:
+                check(False, f"onnxruntime --threads {threads}: {err}")
                 continue
-            net = int(r.stdout.strip())
             check(peaks[threads] < net, f"run --threads {threads}: {peaks[threads] / MIB:.1f} MiB against "
                   f"onnxruntime's {net / MIB:.1f} MiB (net of its interpreter)")
     return 1 if failed else 0
