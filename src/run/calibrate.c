@@ -12,7 +12,6 @@
 #include "run/observe.h"
 
 #include <cjson/cJSON.h>
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -287,34 +286,11 @@ static void range_of(const tdm_tensor *t, double *mx, size_t *nz, size_t *fl16, 
 {
     if (!t || t->kind != TDM_KIND_TENSOR || !dtype_is_float(t->dtype))
         return;
-    if (t->dtype == TDM_FLOAT) {
-        /* The same figures without a conversion call per element: a float
-         * is finite when its magnitude is at most FLT_MAX, and a float
-         * widened to double compares exactly as below. */
-        const float *x = t->data;
-        float m = 0;
-        size_t n_nz = 0, n16 = 0, nbf = 0;
-        for (size_t i = 0; i < t->count; i++) {
-            float a = fabsf(x[i]);
-            if (!(a <= FLT_MAX) || a == 0)
-                continue;
-            m = a > m ? a : m;
-            n_nz++;
-            n16 += (double)a < 2.98023223876953125e-8;
-            nbf += (double)a < 4.5917748078995606e-41;
-        }
-        if (m > *mx)
-            *mx = m;
-        if (nz)
-            *nz += n_nz;
-        if (fl16)
-            *fl16 += n16;
-        if (flbf)
-            *flbf += nbf;
-        return;
-    }
+    /* float tensors read directly, without a conversion call per element
+     * (the probe's ranges read every value of every node) */
+    const float *f = t->dtype == TDM_FLOAT ? t->data : NULL;
     for (size_t i = 0; i < t->count; i++) {
-        double a = fabs(tensor_get_f64(t, i));
+        double a = fabs(f ? (double)f[i] : tensor_get_f64(t, i));
         if (!isfinite(a) || a == 0)
             continue;
         if (a > *mx)
