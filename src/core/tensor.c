@@ -321,9 +321,14 @@ void tensor_drop_pages(const tdm_tensor *t)
         tensor_drop_span(t, t->data, t->nbytes);
 }
 
+int tensor_in_file(const tdm_tensor *t)
+{
+    return t && t->map && !t->map->heap;
+}
+
 void tensor_drop_span(const tdm_tensor *t, const void *p, size_t len)
 {
-    if (!t || !t->map || t->map->heap || t->kind != TDM_KIND_TENSOR || !t->data || !p)
+    if (!tensor_in_file(t) || t->kind != TDM_KIND_TENSOR || !t->data || !p)
         return; /* only a file's pages can be read in again */
     uintptr_t lo = (uintptr_t)t->data, a = (uintptr_t)p;
     if (a < lo || a - lo > t->nbytes || len > t->nbytes - (a - lo))

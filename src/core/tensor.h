@@ -111,14 +111,19 @@ tdm_status tensor_map_new(tdm_err *e, tdm_tensor *keys, tdm_tensor *values, tdm_
  * mapping: the view holds a reference to it too). */
 tdm_status tensor_view(tdm_err *e, const tdm_tensor *src, tdm_tensor **out);
 tdm_status tensor_clone(tdm_err *e, const tdm_tensor *src, tdm_tensor **out);
-/* A copy of a constant (an initializer's): when src's data lie in a file
- * mapping the copy shares them (one more reference; nothing is read),
- * else a clone. immutable is kept. Never for a value that may be written. */
+/* A copy of a constant (an initializer's) that shares src's data: a file
+ * mapping's, or src's own heap data, which src then hands to a shared
+ * block (file_map.heap) on the first share; one more reference, nothing
+ * read or copied (a clone only for strings and borrowed data). immutable is
+ * kept. Never for a value that may be written. */
 tdm_status tensor_share(tdm_err *e, const tdm_tensor *src, tdm_tensor **out);
 /* t's data are no longer needed in memory (a kernel has cached a derived
  * form, tensor_aux): when they lie in a file mapping, their pages are
  * dropped (a later read pages them in again from the file); else nothing. */
 void tensor_drop_pages(const tdm_tensor *t);
+/* 1 when t's data lie in a file mapping, whose pages can be dropped and read
+ * in again from the file (not a shared heap block). */
+int tensor_in_file(const tdm_tensor *t);
 /* The same for p[0, len) only, when it lies inside t's data (t may be
  * NULL: nothing is done). */
 void tensor_drop_span(const tdm_tensor *t, const void *p, size_t len);

@@ -573,8 +573,7 @@ static tdm_status round_input(op_ctx *op, int i, tdm_dtype prec, const tdm_tenso
         *use = *owned;
         return TDM_OK;
     }
-    const int in_file = x->map && !x->map->heap;
-    if (!op_input_const(op, i) || in_file) {
+    if (!op_input_const(op, i) || tensor_in_file(x)) {
         /* a computed value, or a weight in a file mapping: rounded afresh
          * each run into a copy that lives for this node only, so that the
          * device's form is not a second resident copy of the file beside
@@ -583,8 +582,7 @@ static tdm_status round_input(op_ctx *op, int i, tdm_dtype prec, const tdm_tenso
         tdm_status st = round_f32_input(op->err, x, prec, owned);
         if (*owned) {
             *use = *owned;
-            if (in_file)
-                tensor_drop_pages(x);
+            tensor_drop_pages(x); /* nothing unless in a file mapping */
         }
         return st;
     }
