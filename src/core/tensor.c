@@ -291,7 +291,10 @@ tdm_status tensor_share(tdm_err *e, const tdm_tensor *src, tdm_tensor **out)
 {
     tdm_status st;
     *out = NULL;
-    if (!src->map && src->kind == TDM_KIND_TENSOR && src->dtype != TDM_STRING && !src->borrowed && src->data &&
+    /* two sessions may specialise one model at once: src's map and borrowed
+     * are read and handed over atomically (the first share wins) */
+    if (!__atomic_load_n(&src->map, __ATOMIC_ACQUIRE) && src->kind == TDM_KIND_TENSOR &&
+        src->dtype != TDM_STRING && !__atomic_load_n(&src->borrowed, __ATOMIC_ACQUIRE) && src->data &&
         src->nbytes) {
         /* its own heap data: handed to a shared block (file_map.heap) that
          * src and every share of it reference, so that a specialised model
@@ -301,11 +304,11 @@ tdm_status tensor_share(tdm_err *e, const tdm_tensor *src, tdm_tensor **out)
             return err_set(e, TDM_E_NOMEM, "out of memory");
         tdm_tensor *w = (tdm_tensor *)(uintptr_t)src;
         if (__atomic_compare_exchange_n(&w->map, &none, m, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            w->borrowed = 1;
+            __atomic_store_n(&w->borrowed, 1, __ATOMIC_RELEASE);
         else
             mem_free(m); /* another share made it first */
     }
-    if (!src->map) {
+    if (!__atomic_load_n(&src->map, __ATOMIC_ACQUIRE)) {
         if ((st = tensor_clone(e, src, out)) == TDM_OK)
             (*out)->immutable = src->immutable;
         return st;
