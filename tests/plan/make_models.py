@@ -233,6 +233,12 @@ save("cf_loop_const", [helper.make_node("Loop", ["m", "t", "x"], ["y"], name="cf
      [XF], [YF], [WM, init("m", np.array(5, np.int64)), init("t", np.array(True))])
 save("cf_loop_unknown", [helper.make_node("Loop", ["m", "t", "x"], ["y"], name="cf_loop", body=loop_body())],
      [XF, vi("m", [], I64)], [YF], [WM, init("t", np.array(True))])
+# M = INT64_MAX (exporters' "no limit"): no trip count; a constant false
+# initial condition: the body never runs.
+save("cf_loop_nolimit", [helper.make_node("Loop", ["m", "t", "x"], ["y"], name="cf_loop", body=loop_body())],
+     [XF], [YF], [WM, init("m", np.array(np.iinfo(np.int64).max, np.int64)), init("t", np.array(True))])
+save("cf_loop_false", [helper.make_node("Loop", ["m", "t", "x"], ["y"], name="cf_loop", body=loop_body())],
+     [XF], [YF], [WM, init("m", np.array(5, np.int64)), init("t", np.array(False))])
 # A Loop whose body holds an If on the main graph's constant "c" (false:
 # the Relu, not the dearer MatMul), 3 iterations: priced recursively, the
 # condition found in the enclosing graph.

@@ -1174,6 +1174,14 @@ static void case_cf_estimate(void)
               cJSON_IsTrue(cJSON_GetObjectItem(ledger_node(c.j, "cf_loop"), "trip_count_unknown")),
           "basis '%s', %d unknown", c.basis, c.unknown);
     cf_close(&c);
+    cf_open(&c, "cf_loop_nolimit", "cf_loop");
+    CHECK(near(c.p->nodes[c.n].est_ms, c.own + body) && c.unknown == 1 && strstr(c.basis, "trip count unknown"),
+          "Loop, M = INT64_MAX: %g ms, want %g + 1 x %g, flagged ('%s')", c.p->nodes[c.n].est_ms, c.own, body, c.basis);
+    cf_close(&c);
+    cf_open(&c, "cf_loop_false", "cf_loop");
+    CHECK(near(c.p->nodes[c.n].est_ms, c.own) && c.unknown == 0 && strstr(c.basis, "body x 0"),
+          "Loop on a constant false: %g ms, want %g alone ('%s')", c.p->nodes[c.n].est_ms, c.own, c.basis);
+    cf_close(&c);
 
     cf_open(&c, "cf_nested", "cf_loop");
     const gr_graph *bg = sub_of(c.nd, "body");
