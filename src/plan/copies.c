@@ -84,6 +84,7 @@ tdm_status plan_summarize(pstate *s)
     p->est_total = p->est_copies = 0;
     p->est_modeled = 0;
     p->est_complete = 1;
+    p->est_trips_unknown = 0;
     plan_compute_residency(s);
     for (int q = 0; q < p->n_parts; q++) {
         plan_part *pp = &p->parts[q];
@@ -99,6 +100,12 @@ tdm_status plan_summarize(pstate *s)
         p->fallback_nodes += (size_t)pn->fallback;
         pn->fused = s->run_head[n] >= 0;
         pn->est_ms = plan_node_est_in(s, n, pn->device, s->run_head, &pn->est_modeled);
+        /* the subgraphs' pricing, when est_ms is that figure (not a calibrated cpu time) */
+        size_t k = (size_t)n * (size_t)s->D + (size_t)pn->device;
+        int own = pn->est_ms >= 0 && pn->est_ms == s->est[k];
+        pn->est_basis = own ? s->estwhy[k] : NULL;
+        pn->est_trips_unknown = own && s->estunk[k];
+        p->est_trips_unknown += pn->est_trips_unknown;
         if (pn->est_ms >= 0) {
             p->est_total += pn->est_ms;
             p->est_modeled |= pn->est_modeled;

@@ -141,6 +141,10 @@ tdm_status plan_ledger_json_adapt(tdm_err *e, const tdm_plan *p, const char *run
             CHK(cJSON_AddStringToObject(o, "compute", "int8")); /* a QDQ group on an integer device */
         if (pn->est_ms >= 0)
             CHK(cJSON_AddItemToObject(o, "estimated_ms", ms_number(pn->est_ms)));
+        if (pn->est_basis)
+            CHK(cJSON_AddStringToObject(o, "estimate_basis", pn->est_basis));
+        if (pn->est_trips_unknown)
+            CHK(cJSON_AddTrueToObject(o, "trip_count_unknown"));
         if (pn->fused) /* fused away in its partition: priced 0 (cpu) or without a launch (a fusing vnpu) */
             CHK(cJSON_AddTrueToObject(o, "fused"));
         if (pn->n_rejected) {
@@ -235,6 +239,7 @@ tdm_status plan_ledger_json_adapt(tdm_err *e, const tdm_plan *p, const char *run
              cJSON_AddItemToObject(est, "copies", ms_number(p->est_copies)) &&
              cJSON_AddBoolToObject(est, "modeled", p->est_modeled) &&
              cJSON_AddBoolToObject(est, "complete", p->est_complete) &&
+             cJSON_AddNumberToObject(est, "trip_counts_unknown", p->est_trips_unknown) &&
              (byd = cJSON_AddObjectToObject(est, "by_device")) != NULL;
         for (int d = 0; d < D && ok; d++)
             ok = dev_est[d] == 0 || cJSON_AddItemToObject(byd, plan_device_name(p, d), ms_number(dev_ms[d]));
@@ -473,6 +478,9 @@ tdm_status plan_report(tdm_err *e, const tdm_plan *p, char **text)
     sb_printf(&b, "  %-24s %10.3f ms%s\n", "copies", p->est_copies, cmod ? " (modeled)" : "");
     sb_printf(&b, "  %-24s %10.3f ms%s%s\n", "total", p->est_total, p->est_modeled ? " (modeled)" : "",
               p->est_complete ? "" : " (incomplete: some nodes have no estimate)");
+    if (p->est_trips_unknown)
+        sb_printf(&b, "  %d control-flow node%s priced at one pass: trip count or scan length unknown\n",
+                  p->est_trips_unknown, p->est_trips_unknown == 1 ? "" : "s");
     {
         char *rs = plan_rescue_report(p);
         if (rs)

@@ -117,6 +117,171 @@ const char *plan_fmt(pstate *s, const char *fmt, ...)
     return plan_arena_strdup(&s->p->arena, buf);
 }
 
+/* ------------------------------------------------------------- control flow */
+
+/* Subgraphs nested deeper than this get no estimate (the loader refuses
+ * more than ONNX_MAX_GRAPH_DEPTH, 64, levels; this bounds the recursion
+ * for graphs built otherwise). */
+enum { CF_MAX_DEPTH = 64 };
+/* A Loop's M at or above this (INT64_MAX: what exporters write for "no
+ * limit", the condition ending the loop) is no trip count. */
+#define CF_NO_LIMIT 9.2e18
+
+/* A graph and the graphs enclosing it, to find an outer value's constant. */
+typedef struct cf_scope {
+    const gr_graph *g;
+    const struct cf_scope *up;
+    int depth;
+} cf_scope;
+
+/* What a subgraph's estimate rests on: a modeled figure among its nodes',
+ * a trip count or scan length not known somewhere (priced as one pass). */
+typedef struct cf_note {
+    int modeled, unknown;
+} cf_note;
+
+/* The constant scalar value v of sc->g holds, looked up by name in the
+ * enclosing graphs when it is an outer value: 1 and *out, else 0. */
+static int cf_const(const cf_scope *sc, int v, double *out)
+{
+    while (sc && v >= 0) {
+        const gr_value *x = &sc->g->values[v];
+        const tdm_tensor *c = x->init;
+        if (c && !x->is_input && c->kind == TDM_KIND_TENSOR && c->count == 1 && c->data) {
+            *out = tensor_get_f64(c, 0);
+            return 1;
+        }
+        if (!x->outer || !sc->up)
+            return 0;
+        v = gr_value_find(sc->up->g, x->name);
+        sc = sc->up;
+    }
+    return 0;
+}
+
+static double cf_graph_est(pstate *s, const cf_scope *sc, int d, cf_note *note);
+
+/* The scan length of Scan node nd of sc->g (Scan-8: batch x length), < 0
+ * when a dimension is not known. */
+static double cf_scan_length(const cf_scope *sc, const gr_node *nd)
+{
+    int64_t ns = gr_attr_int(nd, "num_scan_inputs", 0), axis = nd->opset < 9 ? 1 : 0;
+    const int64_t *axes = NULL;
+    int k = ns > 0 && ns <= nd->n_inputs ? nd->n_inputs - (int)ns : -1;
+    if (k < 0 || nd->inputs[k] < 0)
+        return -1;
+    if (nd->opset >= 9 && gr_attr_ints(nd, "scan_input_axes", &axes) > 0 && axes)
+        axis = axes[0];
+    const gr_type *t = &sc->g->values[nd->inputs[k]].type;
+    if (axis < 0)
+        axis += t->rank;
+    if (t->rank <= 0 || axis < 0 || axis >= t->rank || t->dims[axis].v < 0)
+        return -1;
+    double len = (double)t->dims[axis].v;
+    if (nd->opset < 9)
+        len = t->dims[0].v >= 0 ? len * (double)t->dims[0].v : -1;
+    return len;
+}
+
+/* The work node nd of sc->g runs in its subgraphs on device d (0 without
+ * subgraphs; < 0: unknown), and what it rests on in why (may be NULL):
+ * If: the branch a constant condition takes, else the more expensive one
+ * (an upper bound); Loop: the body times a constant trip count M (at most M
+ * iterations run: an upper bound; 0 when the initial condition is a
+ * constant false), else once; Scan: the body times the scan length, else
+ * once; any other op with a body (SequenceMap): once. "Once" is neither
+ * bound: note->unknown says a figure rests on it. */
+static double cf_node_est(pstate *s, const cf_scope *sc, const gr_node *nd, int d, cf_note *note, char *why,
+                          size_t why_size)
+{
+    if (!node_has_subgraphs(nd))
+        return 0;
+    if (sc->depth >= CF_MAX_DEPTH)
+        return -1;
+    double c;
+    if (strcmp(nd->op_type, "If") == 0) {
+        const gr_attr *th = gr_attr_find(nd, "then_branch"), *el = gr_attr_find(nd, "else_branch");
+        if (!th || !el || !th->g || !el->g)
+            return -1;
+        cf_scope ts = {th->g, sc, sc->depth + 1}, es = {el->g, sc, sc->depth + 1};
+        if (nd->n_inputs > 0 && cf_const(sc, nd->inputs[0], &c)) {
+            if (why)
+                snprintf(why, why_size, "the %s branch (constant condition)", c != 0 ? "then" : "else");
+            return cf_graph_est(s, c != 0 ? &ts : &es, d, note);
+        }
+        cf_note tn = {0, 0}, en = {0, 0};
+        double a = cf_graph_est(s, &ts, d, &tn), b = cf_graph_est(s, &es, d, &en);
+        if (a < 0 || b < 0)
+            return -1;
+        const cf_note *taken = a >= b ? &tn : &en;
+        note->modeled |= taken->modeled;
+        note->unknown |= taken->unknown;
+        if (why)
+            snprintf(why, why_size, "the more expensive branch (%s; the condition is not constant)",
+                     a >= b ? "then" : "else");
+        return a >= b ? a : b;
+    }
+    const gr_attr *body = gr_attr_find(nd, "body");
+    if (!body || !body->g)
+        return -1;
+    cf_scope bs = {body->g, sc, sc->depth + 1};
+    double w = cf_graph_est(s, &bs, d, note), times = -1;
+    if (w < 0)
+        return -1;
+    const char *what = "iteration count";
+    if (strcmp(nd->op_type, "Loop") == 0) {
+        what = "trip count";
+        if (nd->n_inputs > 1 && cf_const(sc, nd->inputs[1], &c) && c == 0) {
+            times = 0;
+            if (why)
+                snprintf(why, why_size, "the body x 0 (the initial condition is a constant false)");
+        } else if (nd->n_inputs > 0 && cf_const(sc, nd->inputs[0], &c) && c >= 0 && c < CF_NO_LIMIT) {
+            times = c;
+            if (why)
+                snprintf(why, why_size, "the body x %.0f (constant trip count; at most that many iterations)", c);
+        }
+    } else if (strcmp(nd->op_type, "Scan") == 0) {
+        what = "scan length";
+        times = cf_scan_length(sc, nd);
+        if (why && times >= 0)
+            snprintf(why, why_size, "the body x %.0f (%s)", times, nd->opset < 9 ? "batch x scan length" : "scan length");
+    }
+    if (times < 0) {
+        note->unknown = 1;
+        if (why)
+            snprintf(why, why_size, "the body x 1 (%s unknown)", what);
+        times = 1;
+    }
+    return w * times;
+}
+
+/* The summed estimates of sc->g's nodes on device d (their own and their
+ * subgraphs' work), < 0 when one has none. */
+static double cf_graph_est(pstate *s, const cf_scope *sc, int d, cf_note *note)
+{
+    const dev_instance *di = &s->p->devs->items[d];
+    const gr_graph *g = sc->g;
+    double t = 0;
+    if (!di->dev.iface->estimate_ms)
+        return -1;
+    for (int pos = 0; pos < g->n_nodes; pos++) {
+        const gr_node *nd = &g->nodes[g->order ? g->order[pos] : pos];
+        tdm_node_desc desc;
+        tdm_err local;
+        int m = 0;
+        err_clear(&local);
+        if (plan_desc_build(&local, &s->p->arena, g, nd, &desc) != TDM_OK)
+            return -1;
+        double v = di->dev.iface->estimate_ms(di->dev.ctx, &desc, &m);
+        double w = cf_node_est(s, sc, nd, d, note, NULL, 0);
+        if (!(v >= 0 && isfinite(v)) || w < 0)
+            return -1;
+        note->modeled |= m != 0;
+        t += v + w;
+    }
+    return t;
+}
+
 double plan_node_est(pstate *s, int n, int d, int *modeled)
 {
     size_t k = (size_t)n * (size_t)s->D + (size_t)d;
@@ -126,6 +291,16 @@ double plan_node_est(pstate *s, int n, int d, int *modeled)
         double v = -1;
         if (di->dev.iface->estimate_ms && s->sup[k] == TDM_REASON_OK)
             v = di->dev.iface->estimate_ms(di->dev.ctx, &s->p->descs[n], &m);
+        if (v >= 0 && isfinite(v) && node_has_subgraphs(&s->g->nodes[n])) {
+            cf_scope top = {s->g, NULL, 0};
+            cf_note note = {m, 0};
+            char why[160];
+            double w = cf_node_est(s, &top, &s->g->nodes[n], d, &note, why, sizeof why);
+            v = w >= 0 ? v + w : -1;
+            m = note.modeled;
+            s->estunk[k] = note.unknown;
+            s->estwhy[k] = v >= 0 ? plan_arena_strdup(&s->p->arena, why) : NULL;
+        }
         s->est[k] = v >= 0 && isfinite(v) ? v : -1;
         s->estmod[k] = m != 0;
     }
@@ -169,7 +344,8 @@ double plan_node_est_in(pstate *s, int n, int d, const int *head, int *modeled)
     } else if (s->fused && s->fused[n] >= 0 && !(s->whole_head && s->whole_head[n] >= 0)) {
         v = s->fused[n];
         m = 0;
-    } else if (m && s->p->devs->items[d].ext && s->p->devs->items[d].ext->estimate_fused_ms) {
+    } else if (m && s->p->devs->items[d].ext && s->p->devs->items[d].ext->estimate_fused_ms &&
+               !node_has_subgraphs(&s->g->nodes[n])) {
         const dev_instance *di = &s->p->devs->items[d];
         double f = di->ext->estimate_fused_ms(di->dev.ctx, &s->p->descs[n], &m);
         v = f >= 0 && isfinite(f) ? f : v;
@@ -417,7 +593,9 @@ static tdm_status ask_devices(pstate *s)
     s->overdet = plan_arr(s, nd, sizeof *s->overdet);
     s->est = plan_arr(s, nd, sizeof *s->est);
     s->estmod = plan_arr(s, nd, sizeof *s->estmod);
-    if (!s->sup || !s->supdet || !s->over || !s->overdet || !s->est || !s->estmod)
+    s->estwhy = plan_arr(s, nd, sizeof *s->estwhy);
+    s->estunk = plan_arr(s, nd, sizeof *s->estunk);
+    if (!s->sup || !s->supdet || !s->over || !s->overdet || !s->est || !s->estmod || !s->estwhy || !s->estunk)
         return err_set(s->e, TDM_E_NOMEM, "out of memory");
     for (size_t i = 0; i < nd; i++)
         s->est[i] = NAN;

@@ -204,6 +204,8 @@ typedef struct plan_node {
     double est_ms;          /* < 0: no estimate */
     int est_modeled;
     int fused;              /* fused away in its partition: on cpu est_ms 0, on a vnpu with "fusion": "epilogue" its arithmetic only */
+    const char *est_basis;  /* If, Loop, Scan: what est_ms prices of its subgraphs (NULL: none, or a measured figure) */
+    int est_trips_unknown;  /* est_ms priced a Loop or Scan whose trip count or length is unknown as one pass */
 } plan_node;
 
 /* A copy of value `value` from device `from` to device `to`, made just
@@ -261,6 +263,7 @@ struct tdm_plan {
     size_t boundary_unknown;
     double est_total, est_copies;
     int est_modeled, est_complete;
+    int est_trips_unknown;  /* nodes whose est_ms priced an unknown trip count or scan length as one pass */
     double fallback_ratio;
     int ratio_by_count;
     /* policy */

@@ -29,6 +29,11 @@ typedef struct pstate {
     const char **overdet;
     double *est;            /* n*D+d: estimate, NAN: not asked yet, < 0: none */
     int *estmod;
+    /* n*D+d, a node with subgraphs (If, Loop, Scan): what its estimate
+     * rests on (plan.c cf_node_est; NULL: not computed there) and whether
+     * a trip count or scan length in it was unknown (priced as one pass) */
+    const char **estwhy;
+    unsigned char *estunk;
     int *pin;               /* node → pinned device, -1 */
     const char **pinspec;
     int *brk;               /* node starts a partition (memory split) */

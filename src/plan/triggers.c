@@ -66,6 +66,8 @@ static tdm_status apply_calib(pstate *s, calib_data *cd, int probe, unsigned cha
             if (!probe && have[k] && figs[k].has_ms && figs[k].measured && s->sup[k] == TDM_REASON_OK) {
                 s->est[k] = figs[k].ms;
                 s->estmod[k] = 0;
+                s->estwhy[k] = NULL;
+                s->estunk[k] = 0;
                 p->calib_measured++;
             }
         }
@@ -319,6 +321,8 @@ void plan_apply_measured(pstate *s)
             continue;
         s->est[k] = o->measured[i].ms;
         s->estmod[k] = 0;
+        s->estwhy[k] = NULL;
+        s->estunk[k] = 0;
         p->adapt_measured++;
     }
 }

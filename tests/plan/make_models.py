@@ -194,3 +194,67 @@ save("guard_benign", [helper.make_node("Conv", ["x", "w1"], ["c1"], name="b_conv
 np.save(os.path.join(OUT, "guard_x64.npy"), np.linspace(-1, 1, 64, dtype=f32).reshape(1, 64))
 np.save(os.path.join(OUT, "guard_chain_x.npy"), np.array([[100.3, 100.0]], f32))
 np.save(os.path.join(OUT, "guard_benign_x.npy"), rng.uniform(-1, 1, (1, 3, 16, 16)).astype(f32))
+
+# Control flow priced as it runs (plan.cf_estimate), planned on cpu alone
+# (no If inlining nor Loop unrolling there): the then branch a MatMul of
+# 64x64 reading the outer weight "wm", the else branch a Relu; the bodies
+# read "wm" from the main graph too.
+B = TensorProto.BOOL
+I64 = TensorProto.INT64
+XF = vi("x", [1, 64])
+YF = vi("y", [1, 64])
+WM = init("wm", w(64, 64))
+
+
+def branches():
+    th = helper.make_graph([helper.make_node("MatMul", ["x", "wm"], ["t_out"], name="then_matmul")], "then",
+                           [], [vi("t_out", [1, 64])])
+    el = helper.make_graph([helper.make_node("Relu", ["x"], ["e_out"], name="else_relu")], "else",
+                           [], [vi("e_out", [1, 64])])
+    return {"then_branch": th, "else_branch": el}
+
+
+save("cf_if_const", [helper.make_node("If", ["c"], ["y"], name="cf_if", **branches())],
+     [XF], [YF], [WM, init("c", np.array(False))])
+save("cf_if_var", [helper.make_node("If", ["c"], ["y"], name="cf_if", **branches())],
+     [XF, vi("c", [], B)], [YF], [WM])
+
+
+def loop_body(extra=()):
+    return helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond"),
+         helper.make_node("MatMul", ["v_in", "wm"], ["mm"], name="body_matmul"),
+         helper.make_node("Tanh", ["mm"], ["v_out"], name="body_tanh")] + list(extra),
+        "body", [vi("iter", [], I64), vi("cond_in", [], B), vi("v_in", [1, 64])],
+        [vi("cond_out", [], B), vi("v_out", [1, 64])])
+
+
+save("cf_loop_const", [helper.make_node("Loop", ["m", "t", "x"], ["y"], name="cf_loop", body=loop_body())],
+     [XF], [YF], [WM, init("m", np.array(5, np.int64)), init("t", np.array(True))])
+save("cf_loop_unknown", [helper.make_node("Loop", ["m", "t", "x"], ["y"], name="cf_loop", body=loop_body())],
+     [XF, vi("m", [], I64)], [YF], [WM, init("t", np.array(True))])
+# M = INT64_MAX (exporters' "no limit"): no trip count; a constant false
+# initial condition: the body never runs.
+save("cf_loop_nolimit", [helper.make_node("Loop", ["m", "t", "x"], ["y"], name="cf_loop", body=loop_body())],
+     [XF], [YF], [WM, init("m", np.array(np.iinfo(np.int64).max, np.int64)), init("t", np.array(True))])
+save("cf_loop_false", [helper.make_node("Loop", ["m", "t", "x"], ["y"], name="cf_loop", body=loop_body())],
+     [XF], [YF], [WM, init("m", np.array(5, np.int64)), init("t", np.array(False))])
+# A Loop whose body holds an If on the main graph's constant "c" (false:
+# the Relu, not the dearer MatMul), 3 iterations: priced recursively, the
+# condition found in the enclosing graph.
+nested = helper.make_graph(
+    [helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond"),
+     helper.make_node("If", ["c"], ["b_if"], name="body_if", **branches()),
+     helper.make_node("Add", ["v_in", "b_if"], ["v_out"], name="body_add")],
+    "body", [vi("iter", [], I64), vi("cond_in", [], B), vi("v_in", [1, 64])],
+    [vi("cond_out", [], B), vi("v_out", [1, 64])])
+save("cf_nested", [helper.make_node("Loop", ["m", "t", "x"], ["y"], name="cf_loop", body=nested)],
+     [XF], [YF], [WM, init("m", np.array(3, np.int64)), init("t", np.array(True)), init("c", np.array(False))])
+# Scan over 6 rows of 64: state += row @ wm.
+scan_body = helper.make_graph(
+    [helper.make_node("MatMul", ["row", "wm"], ["rm"], name="scan_matmul"),
+     helper.make_node("Add", ["s_in", "rm"], ["s_out"], name="scan_add"),
+     helper.make_node("Identity", ["s_out"], ["row_out"], name="scan_id")],
+    "scan_body", [vi("s_in", [1, 64]), vi("row", [1, 64])], [vi("s_out", [1, 64]), vi("row_out", [1, 64])])
+save("cf_scan", [helper.make_node("Scan", ["x", "xs"], ["y", "ys"], name="cf_scan", body=scan_body, num_scan_inputs=1)],
+     [XF, vi("xs", [6, 1, 64])], [YF, vi("ys", [6, 1, 64])], [WM])

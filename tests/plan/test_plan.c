@@ -1,6 +1,7 @@
 /* Planner tests (ctest plan.*): reason codes, granularity, memory splits,
  * pins, fallback policies and budgets, acyclic partitions, copies once per
- * destination, plugins, device faults and concurrent runs.
+ * destination, plugins, device faults, concurrent runs and the estimates of
+ * fused partitions and of control flow (If, Loop, Scan).
  *   test_plan CASE MODELS_DIR TEST_PROFILE PLUGIN_DIR
  * MODELS_DIR holds the models of make_models.py. */
 #define _POSIX_C_SOURCE 200809L
@@ -1060,6 +1061,153 @@ static void case_fused_agree(void)
     }
 }
 
+/* The subgraph attribute name of node nd. */
+static const gr_graph *sub_of(const gr_node *nd, const char *name)
+{
+    for (int a = 0; a < nd->n_attrs; a++)
+        if (nd->attrs[a].type == GA_GRAPH && strcmp(nd->attrs[a].name, name) == 0)
+            return nd->attrs[a].g;
+    fprintf(stderr, "no subgraph %s on %s\n", name, nd->name);
+    exit(1);
+}
+
+/* The summed per-node price of g's own nodes on device d, as the device
+ * prices each node the planner describes (their subgraphs not included). */
+static double own_price(const tdm_plan *p, const gr_graph *g, int d)
+{
+    const dev_instance *di = &p->devs->items[d];
+    plan_arena a;
+    tdm_err e;
+    double t = 0;
+    plan_arena_init(&a);
+    err_clear(&e);
+    for (int k = 0; k < g->n_nodes; k++) {
+        tdm_node_desc desc;
+        if (plan_desc_build(&e, &a, g, &g->nodes[k], &desc) != TDM_OK) {
+            fprintf(stderr, "desc %s\n", g->nodes[k].name);
+            exit(1);
+        }
+        t += di->dev.iface->estimate_ms(di->dev.ctx, &desc, NULL);
+    }
+    plan_arena_free(&a);
+    return t;
+}
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-9 * (1 + fabs(b)); }
+
+/* One control-flow node's plan on cpu: the node, the device's price of the
+ * node itself, and the plan's ledger. */
+typedef struct cf_case {
+    tdm_model *m;
+    tdm_plan *p;
+    cJSON *j;
+    int n, cpu;
+    const gr_node *nd;
+    double own;
+    const char *basis; /* the ledger's estimate_basis ("": none) */
+    int unknown;       /* the summary's trip_counts_unknown */
+} cf_case;
+
+static void cf_open(cf_case *c, const char *model, const char *node)
+{
+    c->m = load(model);
+    tdm_session_options *o = opts("cpu", "op");
+    c->p = plan_of(c->m, o);
+    tdm_session_options_destroy(o);
+    c->j = ledger(c->p);
+    c->n = node_named(c->p, node);
+    c->cpu = (int)c->p->devs->n - 1;
+    c->nd = &c->p->g->nodes[c->n];
+    const dev_instance *cd = &c->p->devs->items[c->cpu];
+    c->own = cd->dev.iface->estimate_ms(cd->dev.ctx, &c->p->descs[c->n], NULL);
+    cJSON *b = cJSON_GetObjectItem(ledger_node(c->j, node), "estimate_basis");
+    c->basis = cJSON_IsString(b) ? b->valuestring : "";
+    cJSON *est = cJSON_GetObjectItem(cJSON_GetObjectItem(c->j, "summary"), "estimated_ms");
+    c->unknown = cJSON_GetObjectItem(est, "trip_counts_unknown")->valueint;
+}
+
+static double cf_price(const cf_case *c, const gr_graph *g) { return own_price(c->p, g, c->cpu); }
+
+static void cf_close(cf_case *c)
+{
+    cJSON_Delete(c->j);
+    tdm_plan_destroy(c->p);
+    tdm_model_destroy(c->m);
+}
+
+/* Control flow priced as it runs: an If at its constant condition's branch,
+ * else its more expensive one; a Loop at its body x a constant trip count,
+ * x 1 (flagged) when unknown; a Scan at its body x the scan length; an If
+ * inside a Loop recursively, its condition an outer constant. The expected
+ * figures are the device's own prices of the subgraphs' nodes. */
+static void case_cf_estimate(void)
+{
+    cf_case c;
+    cf_open(&c, "cf_if_const", "cf_if");
+    double th = cf_price(&c, sub_of(c.nd, "then_branch")), el = cf_price(&c, sub_of(c.nd, "else_branch"));
+    CHECK(th > 2 * el && el > 0, "the then branch (a 64x64 MatMul) costs more than the else (a Relu): %g, %g", th, el);
+    CHECK(near(c.p->nodes[c.n].est_ms, c.own + el) && c.p->nodes[c.n].est_modeled,
+          "If on a constant false: %g ms, want %g + else %g", c.p->nodes[c.n].est_ms, c.own, el);
+    CHECK(strstr(c.basis, "else branch (constant condition)") && c.unknown == 0, "basis '%s'", c.basis);
+    CHECK(near(c.p->est_total, c.p->nodes[c.n].est_ms), "total %g", c.p->est_total);
+    cf_close(&c);
+
+    cf_open(&c, "cf_if_var", "cf_if");
+    CHECK(near(c.p->nodes[c.n].est_ms, c.own + th), "If on an input: %g ms, want %g + the dearer then %g",
+          c.p->nodes[c.n].est_ms, c.own, th);
+    CHECK(strstr(c.basis, "more expensive branch (then;") != NULL, "basis '%s'", c.basis);
+    cf_close(&c);
+
+    cf_open(&c, "cf_loop_const", "cf_loop");
+    double body = cf_price(&c, sub_of(c.nd, "body"));
+    CHECK(body > 0 && near(c.p->nodes[c.n].est_ms, c.own + 5 * body), "Loop M=5: %g ms, want %g + 5 x %g",
+          c.p->nodes[c.n].est_ms, c.own, body);
+    CHECK(strstr(c.basis, "body x 5 (constant trip count") && c.unknown == 0 &&
+              !cJSON_GetObjectItem(ledger_node(c.j, "cf_loop"), "trip_count_unknown"),
+          "basis '%s'", c.basis);
+    cf_close(&c);
+
+    cf_open(&c, "cf_loop_unknown", "cf_loop");
+    CHECK(near(c.p->nodes[c.n].est_ms, c.own + body) && c.p->nodes[c.n].est_trips_unknown && c.p->est_trips_unknown == 1,
+          "Loop, M an input: %g ms, want %g + 1 x %g, flagged", c.p->nodes[c.n].est_ms, c.own, body);
+    CHECK(strstr(c.basis, "body x 1 (trip count unknown)") && c.unknown == 1 &&
+              cJSON_IsTrue(cJSON_GetObjectItem(ledger_node(c.j, "cf_loop"), "trip_count_unknown")),
+          "basis '%s', %d unknown", c.basis, c.unknown);
+    cf_close(&c);
+    cf_open(&c, "cf_loop_nolimit", "cf_loop");
+    CHECK(near(c.p->nodes[c.n].est_ms, c.own + body) && c.unknown == 1 && strstr(c.basis, "trip count unknown"),
+          "Loop, M = INT64_MAX: %g ms, want %g + 1 x %g, flagged ('%s')", c.p->nodes[c.n].est_ms, c.own, body, c.basis);
+    cf_close(&c);
+    cf_open(&c, "cf_loop_false", "cf_loop");
+    CHECK(near(c.p->nodes[c.n].est_ms, c.own) && c.unknown == 0 && strstr(c.basis, "body x 0"),
+          "Loop on a constant false: %g ms, want %g alone ('%s')", c.p->nodes[c.n].est_ms, c.own, c.basis);
+    cf_close(&c);
+
+    cf_open(&c, "cf_nested", "cf_loop");
+    const gr_graph *bg = sub_of(c.nd, "body");
+    const gr_node *inner = NULL;
+    for (int k = 0; k < bg->n_nodes; k++)
+        if (strcmp(bg->nodes[k].name, "body_if") == 0)
+            inner = &bg->nodes[k];
+    CHECK(inner != NULL, "the body's If");
+    if (inner) {
+        body = cf_price(&c, bg) + cf_price(&c, sub_of(inner, "else_branch"));
+        CHECK(near(c.p->nodes[c.n].est_ms, c.own + 3 * body),
+              "Loop M=3 over an If on the outer constant false: %g ms, want %g + 3 x %g (the body's nodes and the "
+              "else branch)",
+              c.p->nodes[c.n].est_ms, c.own, body);
+    }
+    cf_close(&c);
+
+    cf_open(&c, "cf_scan", "cf_scan");
+    body = cf_price(&c, sub_of(c.nd, "body"));
+    CHECK(body > 0 && near(c.p->nodes[c.n].est_ms, c.own + 6 * body), "Scan over 6 rows: %g ms, want %g + 6 x %g",
+          c.p->nodes[c.n].est_ms, c.own, body);
+    CHECK(strstr(c.basis, "body x 6 (scan length)") != NULL, "basis '%s'", c.basis);
+    CHECK(total_is_sum(c.p), "total %g", c.p->est_total);
+    cf_close(&c);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 5) {
@@ -1112,6 +1260,8 @@ int main(int argc, char **argv)
         case_cpu_default();
     else if (strcmp(c, "fused_estimate") == 0)
         case_fused_estimate();
+    else if (strcmp(c, "cf_estimate") == 0)
+        case_cf_estimate();
     else if (strcmp(c, "fused_agree") == 0)
         case_fused_agree();
     else {
