@@ -202,6 +202,8 @@ static void maxpool_plane_fast(const pool_plan *p, const float *x, float *y)
         const int64_t hlo = ch < 0 ? -ch : 0, hhi = H - ch < kh ? H - ch : kh;
         float *yr = y + oh * OW;
         const int inner = hlo < hhi && n > 0;
+        if (inner && wlo_all == 0 && whi_all == OW)
+            continue; /* all the kernel's */
         for (int64_t ow = 0; ow < OW; ow++) {
             if (inner && ow == wlo_all) {
                 ow = whi_all - 1;
@@ -231,11 +233,13 @@ static void maxpool_plane_fast(const pool_plan *p, const float *x, float *y)
             oh++;
             continue;
         }
-        /* the rows below with whole windows down share the taps */
+        /* the rows below with whole windows down (to output row
+         * (H - kh + pb) / sh) share the taps */
         int64_t rows = 1;
-        if (hlo == 0 && hhi == kh)
-            while (oh + rows < OH && (oh + rows) * sh - g->pb[1] + kh <= H)
-                rows++;
+        if (hlo == 0 && hhi == kh) {
+            const int64_t last = (H - kh + g->pb[1]) / sh;
+            rows = (last < OH - 1 ? last : OH - 1) - oh + 1;
+        }
         const float *src = x + (ch + hlo) * W;
         if (sw == 2) {
             op_maxpool_s2_avx2(src + base, W, sh, hhi - hlo, kw, y + oh * OW + wlo_all, OW, rows, n);
