@@ -175,13 +175,12 @@ static void maxpool_plane(const pool_plan *p, const float *x, float *y, int avx2
 
 #define POOL_FAST_TAPS 64 /* taps of the AVX2 max-pool row kernel */
 
-/* maxpool_plane at dilation 1, strides 1 and 2 across, by the AVX2 row
- * kernel (op_maxpool_rows_avx2) on the outputs whose window lies across
- * the input, the others as maxpool_plane. At stride 2 the kernel reads
- * the input rows of a band of output rows deinterleaved into buf (nbuf >=
- * kh rows, each as its even columns, then its odd columns, 2 * lp
- * floats), so that each tap reads consecutive floats. */
-static void maxpool_plane_fast(const pool_plan *p, const float *x, float *y, float *buf, int64_t lp, int64_t nbuf)
+/* maxpool_plane at dilation 1, stride 1 across by the AVX2 row kernel
+ * (op_maxpool_rows_avx2), stride 2 across (kw >= 2) by the stride-2 one
+ * (op_maxpool_s2_avx2, which reads the input rows in place), on the
+ * outputs whose window lies across the input, the others as
+ * maxpool_plane. */
+static void maxpool_plane_fast(const pool_plan *p, const float *x, float *y)
 {
     const nn_geom *g = &p->g;
     const int64_t H = g->in[1], W = g->in[2], OH = g->out[1], OW = g->out[2];
@@ -196,10 +195,6 @@ static void maxpool_plane_fast(const pool_plan *p, const float *x, float *y, flo
         if (whi_all < wlo_all)
             whi_all = wlo_all;
     }
-    /* input row r at src + r * rs, column c at COLOFF(c); at stride 2 the
-     * rows of a band of output rows deinterleaved into buf (nbuf rows) */
-    const int64_t rs = sw == 2 ? 2 * lp : W;
-#define COLOFF(c) (sw == 2 ? ((c) & 1) * lp + ((c) >> 1) : (c))
     const int64_t base = wlo_all * sw - g->pb[2], n = whi_all - wlo_all;
     int64_t off[POOL_FAST_TAPS];
     for (int64_t oh = 0; oh < OH; oh++) { /* the outputs the kernel leaves */
@@ -207,6 +202,8 @@ static void maxpool_plane_fast(const pool_plan *p, const float *x, float *y, flo
         const int64_t hlo = ch < 0 ? -ch : 0, hhi = H - ch < kh ? H - ch : kh;
         float *yr = y + oh * OW;
         const int inner = hlo < hhi && n > 0;
+        if (inner && wlo_all == 0 && whi_all == OW)
+            continue; /* all the kernel's */
         for (int64_t ow = 0; ow < OW; ow++) {
             if (inner && ow == wlo_all) {
                 ow = whi_all - 1;
@@ -236,54 +233,41 @@ static void maxpool_plane_fast(const pool_plan *p, const float *x, float *y, flo
             oh++;
             continue;
         }
-        int nt = 0;
-        for (int64_t a = hlo; a < hhi; a++)
-            for (int64_t b = 0; b < kw; b++)
-                off[nt++] = (a - hlo) * rs + COLOFF(base + b);
-        /* the rows below with whole windows down share the taps (at
-         * stride 2 as many as buf holds the input rows of) */
+        /* the rows below with whole windows down (to output row
+         * (H - kh + pb) / sh) share the taps */
         int64_t rows = 1;
-        if (hlo == 0 && hhi == kh)
-            while (oh + rows < OH && (oh + rows) * sh - g->pb[1] + kh <= H &&
-                   (sw == 1 || rows * sh + kh <= nbuf))
-                rows++;
+        if (hlo == 0 && hhi == kh) {
+            const int64_t last = (H - kh + g->pb[1]) / sh;
+            rows = (last < OH - 1 ? last : OH - 1) - oh + 1;
+        }
         const float *src = x + (ch + hlo) * W;
         if (sw == 2) {
-            const int64_t nr = (rows - 1) * sh + hhi - hlo;
-            for (int64_t r = 0; r < nr; r++)
-                op_pool_deint_avx2(src + r * W, W, buf + r * rs, lp);
-            src = buf;
+            op_maxpool_s2_avx2(src + base, W, sh, hhi - hlo, kw, y + oh * OW + wlo_all, OW, rows, n);
+        } else {
+            int nt = 0;
+            for (int64_t a = hlo; a < hhi; a++)
+                for (int64_t b = 0; b < kw; b++)
+                    off[nt++] = (a - hlo) * W + base + b;
+            op_maxpool_rows_avx2(src, sh * W, off, nt, y + oh * OW + wlo_all, OW, rows, n);
         }
-        op_maxpool_rows_avx2(src, sh * rs, off, nt, y + oh * OW + wlo_all, OW, rows, n);
         oh += rows;
     }
-#undef COLOFF
 }
 
 static void task_maxpool(void *arg, size_t t)
 {
     const maxpool_job *j = arg;
     const nn_geom *g = &j->p->g;
-    /* the AVX2 row kernel: dilation 1, strides 1 and 2 across, up to POOL_FAST_TAPS taps */
-    const int64_t lp = (g->in[2] + 1) / 2 + 8;
-    float *buf = NULL;
-    int fast = j->avx2 && g->d[1] == 1 && g->d[2] == 1 && (g->s[2] == 1 || g->s[2] == 2) &&
-               g->k[1] * g->k[2] <= POOL_FAST_TAPS;
-    /* input rows deinterleaved at a time (stride 2): about 16 KiB, in L1 */
-    const int64_t nbuf = (int64_t)16384 / (int64_t)(2 * lp * sizeof(float)) > g->k[1]
-                             ? (int64_t)16384 / (int64_t)(2 * lp * sizeof(float))
-                             : g->k[1];
-    if (fast && g->s[2] == 2) {
-        buf = pool_scratch_get((size_t)(nbuf * 2 * lp) * sizeof(float));
-        fast = buf != NULL;
-    }
+    /* the AVX2 row kernels: dilation 1, stride 1 across (up to
+     * POOL_FAST_TAPS taps) or stride 2 with windows 2 or more wide */
+    int fast = j->avx2 && g->d[1] == 1 && g->d[2] == 1 &&
+               ((g->s[2] == 1 && g->k[1] * g->k[2] <= POOL_FAST_TAPS) || (g->s[2] == 2 && g->k[2] >= 2));
     for (size_t pl = t * j->per; pl < j->p->planes && pl < (t + 1) * j->per; pl++) {
         if (fast)
-            maxpool_plane_fast(j->p, j->x + pl * j->p->in_sz, j->y + pl * j->p->out_sz, buf, lp, nbuf);
+            maxpool_plane_fast(j->p, j->x + pl * j->p->in_sz, j->y + pl * j->p->out_sz);
         else
             maxpool_plane(j->p, j->x + pl * j->p->in_sz, j->y + pl * j->p->out_sz, j->avx2);
     }
-    pool_scratch_put(buf);
 }
 
 tdm_status op_run_MaxPool(op_ctx *ctx)

@@ -36,31 +36,137 @@ void op_maxpool_tap_avx2(const float *src, float *y, int64_t n, int64_t sw, int 
 }
 
 
-/* lane_tab + 8 - n (0 <= n <= 8): the first n lanes set. */
-static const int lane_tab[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-
-static __m256i lanes(int64_t n)
+/* Tap b of one input row for 8 stride-2 outputs whose first tap is p[0]:
+ * p[b], p[b + 2], ..., p[b + 14] in lane order 0 1 4 5 2 3 6 7 (shuffle_ps
+ * of two loads works within 128-bit halves; s2_store puts them back).
+ * Taps b and b + 1 are the even (0x88) and odd (0xDD) lanes of the 16
+ * floats at p + b; at odd kw tap 0 comes alone first (the even lanes at p)
+ * and the pairs from b = 1, so that at kw >= 2 no load reads past
+ * p[14 + kw - 1], the last tap of output 7. s2_rows folds the taps of one
+ * input row into two sets of 8 outputs at p0 and p1 (two chains of maxes
+ * in flight), in tap order: the first tap, then v > acc ? v : acc, which
+ * is _mm256_max_ps(v, acc). */
+static void s2_rows(const float *p0, const float *p1, int64_t kw, __m256 *acc0, __m256 *acc1, int first)
 {
-    n = n < 0 ? 0 : n > 8 ? 8 : n;
-    return _mm256_loadu_si256((const __m256i *)(lane_tab + 8 - n));
+    int64_t b = 0;
+    if (kw & 1) {
+        __m256 v0 = _mm256_shuffle_ps(_mm256_loadu_ps(p0), _mm256_loadu_ps(p0 + 8), 0x88);
+        __m256 v1 = _mm256_shuffle_ps(_mm256_loadu_ps(p1), _mm256_loadu_ps(p1 + 8), 0x88);
+        *acc0 = first ? v0 : _mm256_max_ps(v0, *acc0);
+        *acc1 = first ? v1 : _mm256_max_ps(v1, *acc1);
+        first = 0;
+        b = 1;
+    }
+    for (; b < kw; b += 2) {
+        __m256 l0 = _mm256_loadu_ps(p0 + b), h0 = _mm256_loadu_ps(p0 + b + 8);
+        __m256 l1 = _mm256_loadu_ps(p1 + b), h1 = _mm256_loadu_ps(p1 + b + 8);
+        __m256 e0 = _mm256_shuffle_ps(l0, h0, 0x88), e1 = _mm256_shuffle_ps(l1, h1, 0x88);
+        *acc0 = first ? e0 : _mm256_max_ps(e0, *acc0);
+        *acc1 = first ? e1 : _mm256_max_ps(e1, *acc1);
+        first = 0;
+        *acc0 = _mm256_max_ps(_mm256_shuffle_ps(l0, h0, 0xDD), *acc0);
+        *acc1 = _mm256_max_ps(_mm256_shuffle_ps(l1, h1, 0xDD), *acc1);
+    }
 }
 
-void op_pool_deint_avx2(const float *src, int64_t n, float *d, int64_t lp)
+static void s2_store(float *y, __m256 a)
 {
-    int64_t t = 0;
-    float *e = d, *o = d + lp;
-    for (; 2 * t < n; t += 8) {
-        __m256 lo, hi;
-        if (2 * t + 16 <= n) {
-            lo = _mm256_loadu_ps(src + 2 * t);
-            hi = _mm256_loadu_ps(src + 2 * t + 8);
-        } else { /* the tail; zeros after it, in the slack */
-            lo = _mm256_maskload_ps(src + 2 * t, lanes(n - 2 * t));
-            hi = _mm256_maskload_ps(src + 2 * t + 8, lanes(n - 2 * t - 8));
+    _mm256_storeu_ps(y, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(a), _MM_SHUFFLE(3, 1, 2, 0))));
+}
+
+/* The 3 taps of one input row for 8 outputs at p (as in s2_rows). */
+typedef struct s2_taps {
+    __m256 t[3];
+} s2_taps;
+
+static s2_taps s2_taps3(const float *p)
+{
+    s2_taps r;
+    __m256 l = _mm256_loadu_ps(p + 1), h = _mm256_loadu_ps(p + 9);
+    r.t[0] = _mm256_shuffle_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), 0x88);
+    r.t[1] = _mm256_shuffle_ps(l, h, 0x88);
+    r.t[2] = _mm256_shuffle_ps(l, h, 0xDD);
+    return r;
+}
+
+static __m256 s2_fold3(__m256 acc, s2_taps v)
+{
+    return _mm256_max_ps(v.t[2], _mm256_max_ps(v.t[1], _mm256_max_ps(v.t[0], acc)));
+}
+
+static __m256 s2_first3(s2_taps v)
+{
+    return _mm256_max_ps(v.t[2], _mm256_max_ps(v.t[1], v.t[0]));
+}
+
+/* 3x3 windows at stride 2 down and across, two output rows x 16 outputs
+ * (blocks at columns c0 and c1): the 5 input rows below p each read once,
+ * row 2 being the last of the first output row's window and the first of
+ * the second's. */
+static void s2_k3_pair(const float *p, int64_t W, int64_t c0, int64_t c1, float *y, int64_t ystep)
+{
+    const float *q0 = p + 2 * c0, *q1 = p + 2 * c1;
+    __m256 a0 = s2_first3(s2_taps3(q0)), a1 = s2_first3(s2_taps3(q1));
+    a0 = s2_fold3(a0, s2_taps3(q0 + W));
+    a1 = s2_fold3(a1, s2_taps3(q1 + W));
+    s2_taps m0 = s2_taps3(q0 + 2 * W), m1 = s2_taps3(q1 + 2 * W);
+    a0 = s2_fold3(a0, m0);
+    a1 = s2_fold3(a1, m1);
+    __m256 b0 = s2_first3(m0), b1 = s2_first3(m1);
+    b0 = s2_fold3(b0, s2_taps3(q0 + 3 * W));
+    b1 = s2_fold3(b1, s2_taps3(q1 + 3 * W));
+    b0 = s2_fold3(b0, s2_taps3(q0 + 4 * W));
+    b1 = s2_fold3(b1, s2_taps3(q1 + 4 * W));
+    s2_store(y + c0, a0);
+    s2_store(y + c1, a1);
+    s2_store(y + ystep + c0, b0);
+    s2_store(y + ystep + c1, b1);
+}
+
+void op_maxpool_s2_avx2(const float *src, int64_t W, int64_t sh, int64_t nr, int64_t kw, float *y, int64_t ystep,
+                        int64_t rows, int64_t n)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *s = src + r * sh * W;
+        float *yr = y + r * ystep;
+        if (n < 8) {
+            for (int64_t i = 0; i < n; i++) {
+                float b = s[2 * i];
+                for (int64_t a = 0; a < nr; a++)
+                    for (int64_t c = 0; c < kw; c++) {
+                        float v = s[a * W + 2 * i + c];
+                        b = v > b ? v : b;
+                    }
+                yr[i] = b;
+            }
+            continue;
         }
-        __m256 ev = _mm256_shuffle_ps(lo, hi, 0x88), od = _mm256_shuffle_ps(lo, hi, 0xDD);
-        _mm256_storeu_ps(e + t, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(ev), 0xD8)));
-        _mm256_storeu_ps(o + t, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(od), 0xD8)));
+        /* 16 outputs at a time; at the end vectors at n - 8, which overlap
+         * the ones before them (the same values again) */
+        if (sh == 2 && nr == 3 && kw == 3 && r + 1 < rows) {
+            for (int64_t i = 0; i < n; i += 16)
+                s2_k3_pair(s, W, i + 8 <= n ? i : n - 8, i + 16 <= n ? i + 8 : n - 8, yr, ystep);
+            r++;
+            continue;
+        }
+        for (int64_t i = 0; i < n; i += 16) {
+            const int64_t c0 = i + 8 <= n ? i : n - 8, c1 = i + 16 <= n ? i + 8 : n - 8;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+            const float *p0 = s + 2 * c0, *p1 = s + 2 * c1;
+            if (kw == 3) {
+                a0 = s2_first3(s2_taps3(p0));
+                a1 = s2_first3(s2_taps3(p1));
+                for (int64_t a = 1; a < nr; a++) {
+                    a0 = s2_fold3(a0, s2_taps3(p0 + a * W));
+                    a1 = s2_fold3(a1, s2_taps3(p1 + a * W));
+                }
+            } else {
+                for (int64_t a = 0; a < nr; a++)
+                    s2_rows(p0 + a * W, p1 + a * W, kw, &a0, &a1, a == 0);
+            }
+            s2_store(yr + c0, a0);
+            s2_store(yr + c1, a1);
+        }
     }
 }
 
@@ -171,14 +277,6 @@ void op_maxpool_tap_avx2(const float *src, float *y, int64_t n, int64_t sw, int 
     (void)first;
 }
 
-void op_pool_deint_avx2(const float *src, int64_t n, float *d, int64_t lp)
-{
-    (void)src;
-    (void)n;
-    (void)d;
-    (void)lp;
-}
-
 void op_maxpool_rows_avx2(const float *src, int64_t rstep, const int64_t *off, int nt, float *y, int64_t ystep,
                           int64_t rows, int64_t n)
 {
@@ -186,6 +284,20 @@ void op_maxpool_rows_avx2(const float *src, int64_t rstep, const int64_t *off, i
     (void)rstep;
     (void)off;
     (void)nt;
+    (void)y;
+    (void)ystep;
+    (void)rows;
+    (void)n;
+}
+
+void op_maxpool_s2_avx2(const float *src, int64_t W, int64_t sh, int64_t nr, int64_t kw, float *y, int64_t ystep,
+                        int64_t rows, int64_t n)
+{
+    (void)src;
+    (void)W;
+    (void)sh;
+    (void)nr;
+    (void)kw;
     (void)y;
     (void)ystep;
     (void)rows;

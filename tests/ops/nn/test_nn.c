@@ -1036,6 +1036,20 @@ int main(void)
     test_maxpool_exact(2, 6, 70, 1, 7, 1, 2, 0, 3, 0, 3, 0, 0);
     test_maxpool_exact(2, 4, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1);
     test_maxpool_exact(4, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0);
+    /* the stride-2 kernel (op_maxpool_s2_avx2): 3x3 at stride 2 two output
+     * rows at a time (an odd count leaves one), other windows and strides
+     * down one row at a time; n = 8, 16, widths even and odd, the last
+     * vector overlapping, border rows of 2 taps (pads, ceil_mode) */
+    test_maxpool_exact(64, 55, 55, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1); /* squeezenet, split over threads */
+    test_maxpool_exact(2, 24, 34, 3, 3, 2, 2, 0, 0, 0, 0, 0, 1); /* n = 16, 11 rows */
+    test_maxpool_exact(2, 17, 17, 3, 3, 2, 2, 0, 0, 0, 0, 0, 1); /* n = 8 */
+    test_maxpool_exact(2, 12, 33, 3, 3, 2, 2, 0, 0, 0, 0, 1, 1); /* ceil: last row of 2 taps */
+    test_maxpool_exact(5, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1, 0, 1);
+    test_maxpool_exact(3, 21, 50, 3, 3, 2, 2, 1, 0, 0, 1, 1, 1);
+    test_maxpool_exact(2, 12, 40, 2, 2, 2, 2, 0, 0, 0, 0, 0, 1);  /* kw = 2 */
+    test_maxpool_exact(3, 9, 41, 3, 4, 2, 2, 1, 1, 1, 1, 1, 1);   /* kw = 4 */
+    test_maxpool_exact(2, 14, 50, 2, 5, 3, 2, 0, 2, 0, 2, 1, 1);  /* kw = 5, stride 3 down */
+    test_maxpool_exact(2, 9, 29, 3, 1, 2, 2, 0, 0, 0, 0, 0, 1);   /* kw = 1: the portable path */
     test_gap_exact(32, 112, 112);
     test_gap_exact(9, 7, 7);
     test_gap_exact(5, 1, 3);
