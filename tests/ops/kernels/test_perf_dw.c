@@ -373,6 +373,13 @@ static void check_convs(void)
     check_conv(1, 24, 1, 14, 14, 3, 3, 1, 1, 0, 2, 1, 0, 1, &clip, 2);
     check_conv(1, 16, 1, 13, 11, 5, 5, 2, 2, 2, 0, 0, 2, 1, &none, 1);
     check_conv(1, 16, 1, 15, 9, 3, 3, 2, 2, 0, 0, 0, 0, 1, &relu, 2);
+    /* 8 at a time, planes of 8 k + 1 outputs (7 x 7, 5 x 5, 9 x 9, 3 x 3):
+     * the last 9 outputs of a plane in one group */
+    check_conv(1, 16, 1, 7, 7, 5, 5, 1, 1, 2, 2, 2, 2, 1, &clip, 2);
+    check_conv(1, 9, 1, 14, 14, 5, 5, 2, 2, 2, 2, 1, 1, 1, &none, 1);
+    check_conv(2, 8, 1, 9, 9, 5, 5, 1, 1, 2, 1, 2, 3, 1, &relu, 2);
+    check_conv(1, 24, 1, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, &hsw, 1);
+    check_conv(1, 8, 1, 17, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, &leaky, 1);
     /* 3 x 3 planes 12 or more wide, 8 at a time flat (dw_flat8_avx2) */
     check_conv(1, 20, 1, 16, 13, 3, 3, 1, 1, 0, 1, 2, 0, 1, &clip, 2);
     check_conv(2, 10, 2, 28, 27, 3, 3, 2, 2, 1, 0, 0, 1, 1, &hsw, 1);
