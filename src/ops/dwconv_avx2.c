@@ -9,6 +9,9 @@
  * every tap reads 8 consecutive floats. 3 x 3 and 5 x 5 kernels compute 4
  * output rows at once (fewer at the end): each input vector loaded feeds
  * every output row whose window holds it; other kernels go row by row.
+ * 5 x 5 on rows of 16 outputs or more goes 3 rows at once, two vectors
+ * across, each tap's weights loaded once for both (measured 1 thread,
+ * efficientnet_b0's 56 -> 28 at stride 2 15% faster, 28 x 28 4% faster).
  * Tasks of several planes share one scratch. No masked stores (slow on
  * AMD; masked loads only for the tail of an input row): a row's last
  * vector overlaps the one before it, a row narrower than 8 spills into
@@ -212,17 +215,22 @@ void dw_plane_avx2(const float *x, size_t h, size_t w, float *y, size_t oh, size
     q.vhi = _mm256_set1_ps(hi);
     q.clamp = clamp;
     const dw_block_fn *blk = NULL; /* by rows per block */
-    if (kh == kw && kh == 3)
+    size_t maxr = 4;
+    if (kh == kw && kh == 3) {
         blk = dw_k3[sh - 1][sw - 1];
-    else if (kh == kw && kh == 5)
+    } else if (kh == kw && kh == 5 && ow >= 16) {
+        blk = dw_k5w[sh - 1][sw - 1];
+        maxr = DW_WIDE_ROWS;
+    } else if (kh == kw && kh == 5) {
         blk = dw_k5[sh - 1][sw - 1];
+    }
     const float *rows[3 * 2 + 7];
     q.row = rows;
     float *zrow = pad + DW_RING * ldp;
     int zset = 0;
     size_t filled = 0, posted = 0; /* padded rows made; outputs handed to post */
     for (size_t o = 0; o < oh;) {
-        const size_t nr = !blk ? 1 : oh - o >= 4 ? 4 : oh - o;
+        const size_t nr = !blk ? 1 : oh - o >= maxr ? maxr : oh - o;
         const size_t r0 = o * (size_t)sh, nrows = (nr - 1) * (size_t)sh + (size_t)kh;
         for (; filled < r0 + nrows; filled++)
             if (filled >= pt && filled - pt < h)
