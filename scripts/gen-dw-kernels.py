@@ -3,6 +3,9 @@
 (dw_kKsHWrN and the dw_k3 / dw_k5 tables declared in src/ops/dwconv_avx2.h): for each padded input row a and tap column b, one load, then one
 multiply-add for each output row rr with 0 <= a - rr*H < K, on tap (a - rr*H, b). They
 are written out because loops over the accumulators do not unroll into registers.
+dw_k5sHWrNw (N up to WIDE_ROWS, the dw_k5w table) do the same two vectors across, every
+load into a register of its own (DW_KEEP, DW_WT: else the compiler folds each into the
+multiply-adds, loading it again for each).
 
 usage: scripts/gen-dw-kernels.py > src/ops/dwconv_avx2_gen.c   writes the file
        scripts/gen-dw-kernels.py --check F  exit 0 when F is exactly what it writes
@@ -10,32 +13,63 @@ usage: scripts/gen-dw-kernels.py > src/ops/dwconv_avx2_gen.c   writes the file
 import sys
 
 combos = [(1, 1), (2, 2), (2, 1), (1, 2)]
+WIDE_ROWS = 3  # output rows of the 5 x 5 kernels two vectors across (DW_WIDE_ROWS in dwconv_avx2.h)
 def name(K, SH, SW, NR):
     return f"dw_k{K}s{SH}{SW}r{NR}"
+def taps(K, SH, NR):
+    """For each padded row a and tap column b, in order: the output rows rr that use it,
+    with their kernel row ka = a - rr*SH and tap ka*K + b."""
+    for a in range((NR - 1) * SH + K):
+        for b in range(K):
+            yield a, b, [(rr, a - rr * SH, (a - rr * SH) * K + b) for rr in range(NR) if 0 <= a - rr * SH < K]
+
+
+def head(fname, K, SH, NR, pre):
+    """The kernel's opening: its name, the shared locals, its padded rows."""
+    rows = [f"r{a} = q->row[{a}]" for a in range((NR - 1) * SH + K)]
+    return [f"static void {fname}(const dw_run *q, const __m256 *wv)", "{", f"    {pre};",
+            "    const float *" + ", *".join(rows) + ";"]
+
+
 def gen(K, SH, SW, NR):
-    nrows = (NR - 1) * SH + K
-    L = [f"static void {name(K, SH, SW, NR)}(const dw_run *q, const __m256 *wv)", "{", f"    DW_PRE{K};"]
-    rows = [f"r{a} = q->row[{a}]" for a in range(nrows)]
-    L.append("    const float *" + ", *".join(rows) + ";")
+    L = head(name(K, SH, SW, NR), K, SH, NR, f"DW_PRE{K}")
     L.append("    for (size_t i = 0; i < ow; i += 8) {")
     L.append("        const size_t c = DW_COL(i);")
     if K == 5:
         L.append("        __m256 " + ", ".join(f"a{r} = vb, b{r} = _mm256_setzero_ps()" for r in range(NR)) + ", v;")
     else:
         L.append("        __m256 " + ", ".join(f"a{r} = vb" for r in range(NR)) + ", v;")
-    for a in range(nrows):
-        for b in range(K):
-            s = f"        v = LD{SW}(r{a}, {b});"
-            for rr in range(NR):
-                ka = a - rr * SH
-                if 0 <= ka < K:
-                    t = ka * K + b
-                    w = f"w{t}" if K == 3 else f"wv[{t}]"
-                    acc = "a" if ka % 2 == 0 or K != 5 else "b"
-                    s += f" DW_FMA({acc}{rr}, {w}, v);"
-            L.append(s)
+    for a, b, uses in taps(K, SH, NR):
+        s = f"        v = LD{SW}(r{a}, {b});"
+        for rr, ka, t in uses:
+            w = f"w{t}" if K == 3 else f"wv[{t}]"
+            acc = "a" if ka % 2 == 0 or K != 5 else "b"
+            s += f" DW_FMA({acc}{rr}, {w}, v);"
+        L.append(s)
     for rr in range(NR):
         L.append(f"        DW_OUT({rr}, _mm256_add_ps(a{rr}, b{rr}));" if K == 5 else f"        DW_OUT({rr}, a{rr});")
+    L.append("    }")
+    L.append("}")
+    return "\n".join(L)
+
+
+def gen_wide(K, SH, SW, NR):
+    """dw_kKsHWrNw: as gen, two vectors across (16 output columns, ow >= 16): each tap's
+    weights loaded once for both."""
+    L = head(name(K, SH, SW, NR) + "w", K, SH, NR, f"DW_PRE{K}")
+    L.append("    for (size_t i = 0; i < ow; i += 16) {")
+    L.append("        const size_t c = DW_COL16(i);")
+    L.append("        __m256 " + ", ".join(f"a{r} = vb, b{r} = _mm256_setzero_ps(), e{r} = vb, f{r} = _mm256_setzero_ps()"
+                                     for r in range(NR)) + ", v, u, wt;")
+    for a, b, uses in taps(K, SH, NR):
+        s = f"        v = LD{SW}W(r{a}, {b}, 0); u = LD{SW}W(r{a}, {b}, 8); DW_KEEP(v); DW_KEEP(u);"
+        for rr, ka, t in uses:
+            acc, acc2 = ("a", "e") if ka % 2 == 0 else ("b", "f")
+            s += f" DW_WT(wt, {t}); DW_FMA({acc}{rr}, wt, v); DW_FMA({acc2}{rr}, wt, u);"
+        L.append(s)
+    for rr in range(NR):
+        L.append(f"        DW_OUTC({rr}, c, _mm256_add_ps(a{rr}, b{rr}));")
+        L.append(f"        DW_OUTC({rr}, c + 8, _mm256_add_ps(e{rr}, f{rr}));")
     L.append("    }")
     L.append("}")
     return "\n".join(L)
@@ -48,6 +82,10 @@ def block():
             for NR in (1, 2, 3, 4):
                 out.append(gen(K, SH, SW, NR))
                 out.append("")
+    for SH, SW in combos:
+        for NR in range(1, WIDE_ROWS + 1):
+            out.append(gen_wide(5, SH, SW, NR))
+            out.append("")
     for K in (3, 5):
         out.append(f"const dw_block_fn dw_k{K}[2][2][5] = {{")
         rows = []
@@ -58,6 +96,15 @@ def block():
             rows.append("    {" + ", ".join(inner) + "}")
         out.append(",\n".join(rows))
         out.append("};")
+    out.append(f"const dw_block_fn dw_k5w[2][2][{WIDE_ROWS + 1}] = {{")
+    rows = []
+    for SH in (1, 2):
+        inner = []
+        for SW in (1, 2):
+            inner.append("{NULL, " + ", ".join(name(5, SH, SW, NR) + "w" for NR in range(1, WIDE_ROWS + 1)) + "}")
+        rows.append("    {" + ", ".join(inner) + "}")
+    out.append(",\n".join(rows))
+    out.append("};")
     return "\n".join(out)
 
 

@@ -58,19 +58,33 @@ static inline void store_part(float *d, size_t n, __m256 v)
  * before it when ow >= 8 */
 #define DW_COL(i) ((i) + 8 <= ow || ow < 8 ? (i) : ow - 8)
 /* tap column b of a padded row: stride 1, or deinterleaved stride 2 */
-#define LD1(r, b) _mm256_loadu_ps((r) + c + (b))
-#define LD2(r, b) _mm256_loadu_ps((r) + c + (size_t)((b) % 2) * lp + (b) / 2)
+#define LD1W(r, b, o) _mm256_loadu_ps((r) + c + (o) + (b))
+#define LD2W(r, b, o) _mm256_loadu_ps((r) + c + (o) + (size_t)((b) % 2) * lp + (b) / 2)
+#define LD1(r, b) LD1W(r, b, 0)
+#define LD2(r, b) LD2W(r, b, 0)
+/* the first column of the two vectors at i (ow >= 16): the last two
+ * overlap the ones before them */
+#define DW_COL16(i) ((i) + 16 <= ow ? (i) : ow - 16)
 #define DW_FMA(acc, wt, x) acc = _mm256_fmadd_ps(wt, x, acc)
+/* tap t's weights into register w, kept there (the empty asm): the
+ * compiler would else fold the load into each multiply-add that uses it */
+#define DW_KEEP(x) __asm__("" : "+x"(x))
+#define DW_WT(w, t)                                                                                                \
+    do {                                                                                                           \
+        w = wv[t];                                                                                                 \
+        DW_KEEP(w);                                                                                                \
+    } while (0)
 /* output row rr of the block: clamped when asked, stored whole unless it
  * would pass the plane's end */
-#define DW_OUT(rr, acc)                                                                                            \
+#define DW_OUTC(rr, col, acc)                                                                                      \
     do {                                                                                                           \
         __m256 o_ = clamp ? _mm256_min_ps(vhi, _mm256_max_ps(vlo, acc)) : acc; /* NaN stays NaN */                 \
         if (ow >= 8 || (size_t)(rr) * ow + 8 <= room)                                                              \
-            _mm256_storeu_ps(d0 + (size_t)(rr) * ow + c, o_);                                                      \
+            _mm256_storeu_ps(d0 + (size_t)(rr) * ow + (col), o_);                                                  \
         else                                                                                                       \
             store_part(d0 + (size_t)(rr) * ow, ow, o_);                                                            \
     } while (0)
+#define DW_OUT(rr, acc) DW_OUTC(rr, c, acc)
 
 typedef void (*dw_block_fn)(const dw_run *q, const __m256 *wv);
 
@@ -78,6 +92,11 @@ typedef void (*dw_block_fn)(const dw_run *q, const __m256 *wv);
  * for 1 to 4 output rows (NULL at 0). */
 extern const dw_block_fn dw_k3[2][2][5];
 extern const dw_block_fn dw_k5[2][2][5];
+/* 5 x 5 two vectors across (rows at least 16 outputs wide): each tap's
+ * weights are loaded once for 16 outputs (fewer loads per multiply-add),
+ * in the same order of sums; 1 to DW_WIDE_ROWS output rows. */
+#define DW_WIDE_ROWS 3
+extern const dw_block_fn dw_k5w[2][2][DW_WIDE_ROWS + 1];
 
 #else
 #define TDM_DW_AVX2 0

@@ -1241,6 +1241,564 @@ static void dw_k5s12r4(const dw_run *q, const __m256 *wv)
     }
 }
 
+static void dw_k5s11r1w(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4];
+    for (size_t i = 0; i < ow; i += 16) {
+        const size_t c = DW_COL16(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), e0 = vb, f0 = _mm256_setzero_ps(), v, u, wt;
+        v = LD1W(r0, 0, 0); u = LD1W(r0, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 0); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 1, 0); u = LD1W(r0, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 1); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 2, 0); u = LD1W(r0, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 2); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 3, 0); u = LD1W(r0, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 3); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 4, 0); u = LD1W(r0, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 4); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r1, 0, 0); u = LD1W(r1, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 5); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 1, 0); u = LD1W(r1, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 6); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 2, 0); u = LD1W(r1, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 7); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 3, 0); u = LD1W(r1, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 8); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 4, 0); u = LD1W(r1, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 9); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r2, 0, 0); u = LD1W(r2, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 10); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r2, 1, 0); u = LD1W(r2, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 11); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r2, 2, 0); u = LD1W(r2, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 12); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r2, 3, 0); u = LD1W(r2, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 13); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r2, 4, 0); u = LD1W(r2, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 14); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r3, 0, 0); u = LD1W(r3, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r3, 1, 0); u = LD1W(r3, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r3, 2, 0); u = LD1W(r3, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r3, 3, 0); u = LD1W(r3, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r3, 4, 0); u = LD1W(r3, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r4, 0, 0); u = LD1W(r4, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r4, 1, 0); u = LD1W(r4, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r4, 2, 0); u = LD1W(r4, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r4, 3, 0); u = LD1W(r4, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r4, 4, 0); u = LD1W(r4, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        DW_OUTC(0, c, _mm256_add_ps(a0, b0));
+        DW_OUTC(0, c + 8, _mm256_add_ps(e0, f0));
+    }
+}
+
+static void dw_k5s11r2w(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5];
+    for (size_t i = 0; i < ow; i += 16) {
+        const size_t c = DW_COL16(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), e0 = vb, f0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), e1 = vb, f1 = _mm256_setzero_ps(), v, u, wt;
+        v = LD1W(r0, 0, 0); u = LD1W(r0, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 0); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 1, 0); u = LD1W(r0, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 1); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 2, 0); u = LD1W(r0, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 2); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 3, 0); u = LD1W(r0, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 3); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 4, 0); u = LD1W(r0, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 4); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r1, 0, 0); u = LD1W(r1, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 5); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 0); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r1, 1, 0); u = LD1W(r1, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 6); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 1); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r1, 2, 0); u = LD1W(r1, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 7); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 2); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r1, 3, 0); u = LD1W(r1, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 8); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 3); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r1, 4, 0); u = LD1W(r1, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 9); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 4); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r2, 0, 0); u = LD1W(r2, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 10); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 5); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r2, 1, 0); u = LD1W(r2, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 11); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 6); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r2, 2, 0); u = LD1W(r2, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 12); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 7); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r2, 3, 0); u = LD1W(r2, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 13); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 8); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r2, 4, 0); u = LD1W(r2, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 14); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 9); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r3, 0, 0); u = LD1W(r3, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 10); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r3, 1, 0); u = LD1W(r3, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 11); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r3, 2, 0); u = LD1W(r3, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 12); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r3, 3, 0); u = LD1W(r3, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 13); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r3, 4, 0); u = LD1W(r3, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 14); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r4, 0, 0); u = LD1W(r4, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 15); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r4, 1, 0); u = LD1W(r4, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 16); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r4, 2, 0); u = LD1W(r4, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 17); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r4, 3, 0); u = LD1W(r4, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 18); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r4, 4, 0); u = LD1W(r4, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 19); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r5, 0, 0); u = LD1W(r5, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r5, 1, 0); u = LD1W(r5, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r5, 2, 0); u = LD1W(r5, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r5, 3, 0); u = LD1W(r5, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r5, 4, 0); u = LD1W(r5, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        DW_OUTC(0, c, _mm256_add_ps(a0, b0));
+        DW_OUTC(0, c + 8, _mm256_add_ps(e0, f0));
+        DW_OUTC(1, c, _mm256_add_ps(a1, b1));
+        DW_OUTC(1, c + 8, _mm256_add_ps(e1, f1));
+    }
+}
+
+static void dw_k5s11r3w(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6];
+    for (size_t i = 0; i < ow; i += 16) {
+        const size_t c = DW_COL16(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), e0 = vb, f0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), e1 = vb, f1 = _mm256_setzero_ps(), a2 = vb, b2 = _mm256_setzero_ps(), e2 = vb, f2 = _mm256_setzero_ps(), v, u, wt;
+        v = LD1W(r0, 0, 0); u = LD1W(r0, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 0); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 1, 0); u = LD1W(r0, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 1); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 2, 0); u = LD1W(r0, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 2); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 3, 0); u = LD1W(r0, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 3); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 4, 0); u = LD1W(r0, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 4); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r1, 0, 0); u = LD1W(r1, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 5); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 0); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r1, 1, 0); u = LD1W(r1, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 6); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 1); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r1, 2, 0); u = LD1W(r1, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 7); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 2); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r1, 3, 0); u = LD1W(r1, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 8); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 3); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r1, 4, 0); u = LD1W(r1, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 9); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 4); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r2, 0, 0); u = LD1W(r2, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 10); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 5); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 0); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r2, 1, 0); u = LD1W(r2, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 11); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 6); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 1); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r2, 2, 0); u = LD1W(r2, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 12); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 7); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 2); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r2, 3, 0); u = LD1W(r2, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 13); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 8); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 3); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r2, 4, 0); u = LD1W(r2, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 14); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 9); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 4); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r3, 0, 0); u = LD1W(r3, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 10); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 5); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r3, 1, 0); u = LD1W(r3, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 11); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 6); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r3, 2, 0); u = LD1W(r3, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 12); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 7); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r3, 3, 0); u = LD1W(r3, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 13); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 8); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r3, 4, 0); u = LD1W(r3, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 14); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 9); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r4, 0, 0); u = LD1W(r4, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 15); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 10); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r4, 1, 0); u = LD1W(r4, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 16); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 11); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r4, 2, 0); u = LD1W(r4, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 17); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 12); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r4, 3, 0); u = LD1W(r4, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 18); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 13); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r4, 4, 0); u = LD1W(r4, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 19); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 14); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r5, 0, 0); u = LD1W(r5, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 15); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r5, 1, 0); u = LD1W(r5, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 16); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r5, 2, 0); u = LD1W(r5, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 17); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r5, 3, 0); u = LD1W(r5, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 18); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r5, 4, 0); u = LD1W(r5, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 19); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r6, 0, 0); u = LD1W(r6, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r6, 1, 0); u = LD1W(r6, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r6, 2, 0); u = LD1W(r6, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r6, 3, 0); u = LD1W(r6, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r6, 4, 0); u = LD1W(r6, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        DW_OUTC(0, c, _mm256_add_ps(a0, b0));
+        DW_OUTC(0, c + 8, _mm256_add_ps(e0, f0));
+        DW_OUTC(1, c, _mm256_add_ps(a1, b1));
+        DW_OUTC(1, c + 8, _mm256_add_ps(e1, f1));
+        DW_OUTC(2, c, _mm256_add_ps(a2, b2));
+        DW_OUTC(2, c + 8, _mm256_add_ps(e2, f2));
+    }
+}
+
+static void dw_k5s22r1w(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4];
+    for (size_t i = 0; i < ow; i += 16) {
+        const size_t c = DW_COL16(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), e0 = vb, f0 = _mm256_setzero_ps(), v, u, wt;
+        v = LD2W(r0, 0, 0); u = LD2W(r0, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 0); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 1, 0); u = LD2W(r0, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 1); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 2, 0); u = LD2W(r0, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 2); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 3, 0); u = LD2W(r0, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 3); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 4, 0); u = LD2W(r0, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 4); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r1, 0, 0); u = LD2W(r1, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 5); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 1, 0); u = LD2W(r1, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 6); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 2, 0); u = LD2W(r1, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 7); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 3, 0); u = LD2W(r1, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 8); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 4, 0); u = LD2W(r1, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 9); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r2, 0, 0); u = LD2W(r2, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 10); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r2, 1, 0); u = LD2W(r2, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 11); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r2, 2, 0); u = LD2W(r2, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 12); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r2, 3, 0); u = LD2W(r2, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 13); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r2, 4, 0); u = LD2W(r2, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 14); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r3, 0, 0); u = LD2W(r3, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r3, 1, 0); u = LD2W(r3, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r3, 2, 0); u = LD2W(r3, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r3, 3, 0); u = LD2W(r3, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r3, 4, 0); u = LD2W(r3, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r4, 0, 0); u = LD2W(r4, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r4, 1, 0); u = LD2W(r4, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r4, 2, 0); u = LD2W(r4, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r4, 3, 0); u = LD2W(r4, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r4, 4, 0); u = LD2W(r4, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        DW_OUTC(0, c, _mm256_add_ps(a0, b0));
+        DW_OUTC(0, c + 8, _mm256_add_ps(e0, f0));
+    }
+}
+
+static void dw_k5s22r2w(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6];
+    for (size_t i = 0; i < ow; i += 16) {
+        const size_t c = DW_COL16(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), e0 = vb, f0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), e1 = vb, f1 = _mm256_setzero_ps(), v, u, wt;
+        v = LD2W(r0, 0, 0); u = LD2W(r0, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 0); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 1, 0); u = LD2W(r0, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 1); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 2, 0); u = LD2W(r0, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 2); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 3, 0); u = LD2W(r0, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 3); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 4, 0); u = LD2W(r0, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 4); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r1, 0, 0); u = LD2W(r1, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 5); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 1, 0); u = LD2W(r1, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 6); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 2, 0); u = LD2W(r1, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 7); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 3, 0); u = LD2W(r1, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 8); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 4, 0); u = LD2W(r1, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 9); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r2, 0, 0); u = LD2W(r2, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 10); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 0); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r2, 1, 0); u = LD2W(r2, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 11); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 1); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r2, 2, 0); u = LD2W(r2, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 12); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 2); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r2, 3, 0); u = LD2W(r2, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 13); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 3); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r2, 4, 0); u = LD2W(r2, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 14); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 4); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r3, 0, 0); u = LD2W(r3, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 5); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r3, 1, 0); u = LD2W(r3, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 6); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r3, 2, 0); u = LD2W(r3, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 7); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r3, 3, 0); u = LD2W(r3, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 8); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r3, 4, 0); u = LD2W(r3, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 9); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r4, 0, 0); u = LD2W(r4, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 10); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r4, 1, 0); u = LD2W(r4, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 11); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r4, 2, 0); u = LD2W(r4, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 12); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r4, 3, 0); u = LD2W(r4, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 13); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r4, 4, 0); u = LD2W(r4, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 14); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r5, 0, 0); u = LD2W(r5, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r5, 1, 0); u = LD2W(r5, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r5, 2, 0); u = LD2W(r5, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r5, 3, 0); u = LD2W(r5, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r5, 4, 0); u = LD2W(r5, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r6, 0, 0); u = LD2W(r6, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r6, 1, 0); u = LD2W(r6, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r6, 2, 0); u = LD2W(r6, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r6, 3, 0); u = LD2W(r6, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r6, 4, 0); u = LD2W(r6, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        DW_OUTC(0, c, _mm256_add_ps(a0, b0));
+        DW_OUTC(0, c + 8, _mm256_add_ps(e0, f0));
+        DW_OUTC(1, c, _mm256_add_ps(a1, b1));
+        DW_OUTC(1, c + 8, _mm256_add_ps(e1, f1));
+    }
+}
+
+static void dw_k5s22r3w(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6], *r7 = q->row[7], *r8 = q->row[8];
+    for (size_t i = 0; i < ow; i += 16) {
+        const size_t c = DW_COL16(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), e0 = vb, f0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), e1 = vb, f1 = _mm256_setzero_ps(), a2 = vb, b2 = _mm256_setzero_ps(), e2 = vb, f2 = _mm256_setzero_ps(), v, u, wt;
+        v = LD2W(r0, 0, 0); u = LD2W(r0, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 0); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 1, 0); u = LD2W(r0, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 1); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 2, 0); u = LD2W(r0, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 2); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 3, 0); u = LD2W(r0, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 3); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 4, 0); u = LD2W(r0, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 4); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r1, 0, 0); u = LD2W(r1, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 5); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 1, 0); u = LD2W(r1, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 6); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 2, 0); u = LD2W(r1, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 7); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 3, 0); u = LD2W(r1, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 8); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 4, 0); u = LD2W(r1, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 9); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r2, 0, 0); u = LD2W(r2, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 10); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 0); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r2, 1, 0); u = LD2W(r2, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 11); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 1); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r2, 2, 0); u = LD2W(r2, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 12); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 2); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r2, 3, 0); u = LD2W(r2, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 13); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 3); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r2, 4, 0); u = LD2W(r2, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 14); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 4); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r3, 0, 0); u = LD2W(r3, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 5); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r3, 1, 0); u = LD2W(r3, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 6); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r3, 2, 0); u = LD2W(r3, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 7); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r3, 3, 0); u = LD2W(r3, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 8); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r3, 4, 0); u = LD2W(r3, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 9); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r4, 0, 0); u = LD2W(r4, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 10); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 0); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r4, 1, 0); u = LD2W(r4, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 11); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 1); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r4, 2, 0); u = LD2W(r4, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 12); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 2); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r4, 3, 0); u = LD2W(r4, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 13); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 3); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r4, 4, 0); u = LD2W(r4, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 14); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 4); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r5, 0, 0); u = LD2W(r5, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 5); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r5, 1, 0); u = LD2W(r5, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 6); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r5, 2, 0); u = LD2W(r5, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 7); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r5, 3, 0); u = LD2W(r5, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 8); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r5, 4, 0); u = LD2W(r5, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 9); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r6, 0, 0); u = LD2W(r6, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 10); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r6, 1, 0); u = LD2W(r6, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 11); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r6, 2, 0); u = LD2W(r6, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 12); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r6, 3, 0); u = LD2W(r6, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 13); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r6, 4, 0); u = LD2W(r6, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 14); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r7, 0, 0); u = LD2W(r7, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r7, 1, 0); u = LD2W(r7, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r7, 2, 0); u = LD2W(r7, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r7, 3, 0); u = LD2W(r7, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r7, 4, 0); u = LD2W(r7, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r8, 0, 0); u = LD2W(r8, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r8, 1, 0); u = LD2W(r8, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r8, 2, 0); u = LD2W(r8, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r8, 3, 0); u = LD2W(r8, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r8, 4, 0); u = LD2W(r8, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        DW_OUTC(0, c, _mm256_add_ps(a0, b0));
+        DW_OUTC(0, c + 8, _mm256_add_ps(e0, f0));
+        DW_OUTC(1, c, _mm256_add_ps(a1, b1));
+        DW_OUTC(1, c + 8, _mm256_add_ps(e1, f1));
+        DW_OUTC(2, c, _mm256_add_ps(a2, b2));
+        DW_OUTC(2, c + 8, _mm256_add_ps(e2, f2));
+    }
+}
+
+static void dw_k5s21r1w(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4];
+    for (size_t i = 0; i < ow; i += 16) {
+        const size_t c = DW_COL16(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), e0 = vb, f0 = _mm256_setzero_ps(), v, u, wt;
+        v = LD1W(r0, 0, 0); u = LD1W(r0, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 0); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 1, 0); u = LD1W(r0, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 1); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 2, 0); u = LD1W(r0, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 2); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 3, 0); u = LD1W(r0, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 3); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 4, 0); u = LD1W(r0, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 4); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r1, 0, 0); u = LD1W(r1, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 5); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 1, 0); u = LD1W(r1, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 6); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 2, 0); u = LD1W(r1, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 7); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 3, 0); u = LD1W(r1, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 8); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 4, 0); u = LD1W(r1, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 9); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r2, 0, 0); u = LD1W(r2, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 10); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r2, 1, 0); u = LD1W(r2, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 11); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r2, 2, 0); u = LD1W(r2, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 12); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r2, 3, 0); u = LD1W(r2, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 13); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r2, 4, 0); u = LD1W(r2, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 14); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r3, 0, 0); u = LD1W(r3, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r3, 1, 0); u = LD1W(r3, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r3, 2, 0); u = LD1W(r3, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r3, 3, 0); u = LD1W(r3, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r3, 4, 0); u = LD1W(r3, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r4, 0, 0); u = LD1W(r4, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r4, 1, 0); u = LD1W(r4, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r4, 2, 0); u = LD1W(r4, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r4, 3, 0); u = LD1W(r4, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r4, 4, 0); u = LD1W(r4, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        DW_OUTC(0, c, _mm256_add_ps(a0, b0));
+        DW_OUTC(0, c + 8, _mm256_add_ps(e0, f0));
+    }
+}
+
+static void dw_k5s21r2w(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6];
+    for (size_t i = 0; i < ow; i += 16) {
+        const size_t c = DW_COL16(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), e0 = vb, f0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), e1 = vb, f1 = _mm256_setzero_ps(), v, u, wt;
+        v = LD1W(r0, 0, 0); u = LD1W(r0, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 0); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 1, 0); u = LD1W(r0, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 1); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 2, 0); u = LD1W(r0, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 2); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 3, 0); u = LD1W(r0, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 3); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 4, 0); u = LD1W(r0, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 4); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r1, 0, 0); u = LD1W(r1, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 5); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 1, 0); u = LD1W(r1, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 6); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 2, 0); u = LD1W(r1, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 7); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 3, 0); u = LD1W(r1, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 8); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 4, 0); u = LD1W(r1, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 9); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r2, 0, 0); u = LD1W(r2, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 10); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 0); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r2, 1, 0); u = LD1W(r2, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 11); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 1); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r2, 2, 0); u = LD1W(r2, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 12); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 2); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r2, 3, 0); u = LD1W(r2, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 13); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 3); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r2, 4, 0); u = LD1W(r2, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 14); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 4); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r3, 0, 0); u = LD1W(r3, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 5); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r3, 1, 0); u = LD1W(r3, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 6); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r3, 2, 0); u = LD1W(r3, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 7); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r3, 3, 0); u = LD1W(r3, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 8); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r3, 4, 0); u = LD1W(r3, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 9); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r4, 0, 0); u = LD1W(r4, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 10); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r4, 1, 0); u = LD1W(r4, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 11); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r4, 2, 0); u = LD1W(r4, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 12); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r4, 3, 0); u = LD1W(r4, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 13); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r4, 4, 0); u = LD1W(r4, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 14); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r5, 0, 0); u = LD1W(r5, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r5, 1, 0); u = LD1W(r5, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r5, 2, 0); u = LD1W(r5, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r5, 3, 0); u = LD1W(r5, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r5, 4, 0); u = LD1W(r5, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r6, 0, 0); u = LD1W(r6, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r6, 1, 0); u = LD1W(r6, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r6, 2, 0); u = LD1W(r6, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r6, 3, 0); u = LD1W(r6, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r6, 4, 0); u = LD1W(r6, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        DW_OUTC(0, c, _mm256_add_ps(a0, b0));
+        DW_OUTC(0, c + 8, _mm256_add_ps(e0, f0));
+        DW_OUTC(1, c, _mm256_add_ps(a1, b1));
+        DW_OUTC(1, c + 8, _mm256_add_ps(e1, f1));
+    }
+}
+
+static void dw_k5s21r3w(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6], *r7 = q->row[7], *r8 = q->row[8];
+    for (size_t i = 0; i < ow; i += 16) {
+        const size_t c = DW_COL16(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), e0 = vb, f0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), e1 = vb, f1 = _mm256_setzero_ps(), a2 = vb, b2 = _mm256_setzero_ps(), e2 = vb, f2 = _mm256_setzero_ps(), v, u, wt;
+        v = LD1W(r0, 0, 0); u = LD1W(r0, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 0); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 1, 0); u = LD1W(r0, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 1); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 2, 0); u = LD1W(r0, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 2); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 3, 0); u = LD1W(r0, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 3); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r0, 4, 0); u = LD1W(r0, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 4); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD1W(r1, 0, 0); u = LD1W(r1, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 5); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 1, 0); u = LD1W(r1, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 6); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 2, 0); u = LD1W(r1, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 7); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 3, 0); u = LD1W(r1, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 8); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r1, 4, 0); u = LD1W(r1, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 9); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD1W(r2, 0, 0); u = LD1W(r2, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 10); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 0); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r2, 1, 0); u = LD1W(r2, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 11); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 1); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r2, 2, 0); u = LD1W(r2, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 12); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 2); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r2, 3, 0); u = LD1W(r2, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 13); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 3); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r2, 4, 0); u = LD1W(r2, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 14); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 4); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD1W(r3, 0, 0); u = LD1W(r3, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 5); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r3, 1, 0); u = LD1W(r3, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 6); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r3, 2, 0); u = LD1W(r3, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 7); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r3, 3, 0); u = LD1W(r3, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 8); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r3, 4, 0); u = LD1W(r3, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 9); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD1W(r4, 0, 0); u = LD1W(r4, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 10); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 0); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r4, 1, 0); u = LD1W(r4, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 11); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 1); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r4, 2, 0); u = LD1W(r4, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 12); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 2); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r4, 3, 0); u = LD1W(r4, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 13); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 3); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r4, 4, 0); u = LD1W(r4, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 14); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 4); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r5, 0, 0); u = LD1W(r5, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 5); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r5, 1, 0); u = LD1W(r5, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 6); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r5, 2, 0); u = LD1W(r5, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 7); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r5, 3, 0); u = LD1W(r5, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 8); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r5, 4, 0); u = LD1W(r5, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 9); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r6, 0, 0); u = LD1W(r6, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 10); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r6, 1, 0); u = LD1W(r6, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 11); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r6, 2, 0); u = LD1W(r6, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 12); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r6, 3, 0); u = LD1W(r6, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 13); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r6, 4, 0); u = LD1W(r6, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 14); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r7, 0, 0); u = LD1W(r7, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r7, 1, 0); u = LD1W(r7, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r7, 2, 0); u = LD1W(r7, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r7, 3, 0); u = LD1W(r7, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r7, 4, 0); u = LD1W(r7, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD1W(r8, 0, 0); u = LD1W(r8, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r8, 1, 0); u = LD1W(r8, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r8, 2, 0); u = LD1W(r8, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r8, 3, 0); u = LD1W(r8, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD1W(r8, 4, 0); u = LD1W(r8, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        DW_OUTC(0, c, _mm256_add_ps(a0, b0));
+        DW_OUTC(0, c + 8, _mm256_add_ps(e0, f0));
+        DW_OUTC(1, c, _mm256_add_ps(a1, b1));
+        DW_OUTC(1, c + 8, _mm256_add_ps(e1, f1));
+        DW_OUTC(2, c, _mm256_add_ps(a2, b2));
+        DW_OUTC(2, c + 8, _mm256_add_ps(e2, f2));
+    }
+}
+
+static void dw_k5s12r1w(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4];
+    for (size_t i = 0; i < ow; i += 16) {
+        const size_t c = DW_COL16(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), e0 = vb, f0 = _mm256_setzero_ps(), v, u, wt;
+        v = LD2W(r0, 0, 0); u = LD2W(r0, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 0); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 1, 0); u = LD2W(r0, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 1); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 2, 0); u = LD2W(r0, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 2); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 3, 0); u = LD2W(r0, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 3); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 4, 0); u = LD2W(r0, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 4); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r1, 0, 0); u = LD2W(r1, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 5); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 1, 0); u = LD2W(r1, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 6); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 2, 0); u = LD2W(r1, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 7); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 3, 0); u = LD2W(r1, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 8); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r1, 4, 0); u = LD2W(r1, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 9); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r2, 0, 0); u = LD2W(r2, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 10); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r2, 1, 0); u = LD2W(r2, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 11); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r2, 2, 0); u = LD2W(r2, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 12); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r2, 3, 0); u = LD2W(r2, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 13); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r2, 4, 0); u = LD2W(r2, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 14); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r3, 0, 0); u = LD2W(r3, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r3, 1, 0); u = LD2W(r3, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r3, 2, 0); u = LD2W(r3, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r3, 3, 0); u = LD2W(r3, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r3, 4, 0); u = LD2W(r3, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u);
+        v = LD2W(r4, 0, 0); u = LD2W(r4, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r4, 1, 0); u = LD2W(r4, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r4, 2, 0); u = LD2W(r4, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r4, 3, 0); u = LD2W(r4, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r4, 4, 0); u = LD2W(r4, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        DW_OUTC(0, c, _mm256_add_ps(a0, b0));
+        DW_OUTC(0, c + 8, _mm256_add_ps(e0, f0));
+    }
+}
+
+static void dw_k5s12r2w(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5];
+    for (size_t i = 0; i < ow; i += 16) {
+        const size_t c = DW_COL16(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), e0 = vb, f0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), e1 = vb, f1 = _mm256_setzero_ps(), v, u, wt;
+        v = LD2W(r0, 0, 0); u = LD2W(r0, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 0); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 1, 0); u = LD2W(r0, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 1); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 2, 0); u = LD2W(r0, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 2); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 3, 0); u = LD2W(r0, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 3); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 4, 0); u = LD2W(r0, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 4); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r1, 0, 0); u = LD2W(r1, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 5); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 0); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r1, 1, 0); u = LD2W(r1, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 6); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 1); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r1, 2, 0); u = LD2W(r1, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 7); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 2); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r1, 3, 0); u = LD2W(r1, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 8); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 3); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r1, 4, 0); u = LD2W(r1, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 9); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 4); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r2, 0, 0); u = LD2W(r2, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 10); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 5); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r2, 1, 0); u = LD2W(r2, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 11); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 6); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r2, 2, 0); u = LD2W(r2, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 12); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 7); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r2, 3, 0); u = LD2W(r2, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 13); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 8); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r2, 4, 0); u = LD2W(r2, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 14); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 9); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r3, 0, 0); u = LD2W(r3, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 10); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r3, 1, 0); u = LD2W(r3, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 11); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r3, 2, 0); u = LD2W(r3, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 12); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r3, 3, 0); u = LD2W(r3, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 13); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r3, 4, 0); u = LD2W(r3, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 14); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r4, 0, 0); u = LD2W(r4, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 15); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r4, 1, 0); u = LD2W(r4, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 16); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r4, 2, 0); u = LD2W(r4, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 17); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r4, 3, 0); u = LD2W(r4, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 18); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r4, 4, 0); u = LD2W(r4, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 19); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u);
+        v = LD2W(r5, 0, 0); u = LD2W(r5, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r5, 1, 0); u = LD2W(r5, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r5, 2, 0); u = LD2W(r5, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r5, 3, 0); u = LD2W(r5, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r5, 4, 0); u = LD2W(r5, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        DW_OUTC(0, c, _mm256_add_ps(a0, b0));
+        DW_OUTC(0, c + 8, _mm256_add_ps(e0, f0));
+        DW_OUTC(1, c, _mm256_add_ps(a1, b1));
+        DW_OUTC(1, c + 8, _mm256_add_ps(e1, f1));
+    }
+}
+
+static void dw_k5s12r3w(const dw_run *q, const __m256 *wv)
+{
+    DW_PRE5;
+    const float *r0 = q->row[0], *r1 = q->row[1], *r2 = q->row[2], *r3 = q->row[3], *r4 = q->row[4], *r5 = q->row[5], *r6 = q->row[6];
+    for (size_t i = 0; i < ow; i += 16) {
+        const size_t c = DW_COL16(i);
+        __m256 a0 = vb, b0 = _mm256_setzero_ps(), e0 = vb, f0 = _mm256_setzero_ps(), a1 = vb, b1 = _mm256_setzero_ps(), e1 = vb, f1 = _mm256_setzero_ps(), a2 = vb, b2 = _mm256_setzero_ps(), e2 = vb, f2 = _mm256_setzero_ps(), v, u, wt;
+        v = LD2W(r0, 0, 0); u = LD2W(r0, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 0); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 1, 0); u = LD2W(r0, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 1); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 2, 0); u = LD2W(r0, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 2); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 3, 0); u = LD2W(r0, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 3); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r0, 4, 0); u = LD2W(r0, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 4); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u);
+        v = LD2W(r1, 0, 0); u = LD2W(r1, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 5); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 0); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r1, 1, 0); u = LD2W(r1, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 6); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 1); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r1, 2, 0); u = LD2W(r1, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 7); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 2); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r1, 3, 0); u = LD2W(r1, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 8); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 3); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r1, 4, 0); u = LD2W(r1, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 9); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 4); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u);
+        v = LD2W(r2, 0, 0); u = LD2W(r2, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 10); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 5); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 0); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r2, 1, 0); u = LD2W(r2, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 11); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 6); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 1); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r2, 2, 0); u = LD2W(r2, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 12); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 7); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 2); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r2, 3, 0); u = LD2W(r2, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 13); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 8); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 3); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r2, 4, 0); u = LD2W(r2, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 14); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 9); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 4); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r3, 0, 0); u = LD2W(r3, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 15); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 10); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 5); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r3, 1, 0); u = LD2W(r3, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 16); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 11); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 6); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r3, 2, 0); u = LD2W(r3, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 17); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 12); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 7); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r3, 3, 0); u = LD2W(r3, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 18); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 13); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 8); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r3, 4, 0); u = LD2W(r3, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 19); DW_FMA(b0, wt, v); DW_FMA(f0, wt, u); DW_WT(wt, 14); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 9); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r4, 0, 0); u = LD2W(r4, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 15); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 10); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r4, 1, 0); u = LD2W(r4, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 16); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 11); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r4, 2, 0); u = LD2W(r4, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 17); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 12); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r4, 3, 0); u = LD2W(r4, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 18); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 13); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r4, 4, 0); u = LD2W(r4, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a0, wt, v); DW_FMA(e0, wt, u); DW_WT(wt, 19); DW_FMA(b1, wt, v); DW_FMA(f1, wt, u); DW_WT(wt, 14); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r5, 0, 0); u = LD2W(r5, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 15); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r5, 1, 0); u = LD2W(r5, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 16); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r5, 2, 0); u = LD2W(r5, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 17); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r5, 3, 0); u = LD2W(r5, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 18); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r5, 4, 0); u = LD2W(r5, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a1, wt, v); DW_FMA(e1, wt, u); DW_WT(wt, 19); DW_FMA(b2, wt, v); DW_FMA(f2, wt, u);
+        v = LD2W(r6, 0, 0); u = LD2W(r6, 0, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 20); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r6, 1, 0); u = LD2W(r6, 1, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 21); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r6, 2, 0); u = LD2W(r6, 2, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 22); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r6, 3, 0); u = LD2W(r6, 3, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 23); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        v = LD2W(r6, 4, 0); u = LD2W(r6, 4, 8); DW_KEEP(v); DW_KEEP(u); DW_WT(wt, 24); DW_FMA(a2, wt, v); DW_FMA(e2, wt, u);
+        DW_OUTC(0, c, _mm256_add_ps(a0, b0));
+        DW_OUTC(0, c + 8, _mm256_add_ps(e0, f0));
+        DW_OUTC(1, c, _mm256_add_ps(a1, b1));
+        DW_OUTC(1, c + 8, _mm256_add_ps(e1, f1));
+        DW_OUTC(2, c, _mm256_add_ps(a2, b2));
+        DW_OUTC(2, c + 8, _mm256_add_ps(e2, f2));
+    }
+}
+
 const dw_block_fn dw_k3[2][2][5] = {
     {{NULL, dw_k3s11r1, dw_k3s11r2, dw_k3s11r3, dw_k3s11r4}, {NULL, dw_k3s12r1, dw_k3s12r2, dw_k3s12r3, dw_k3s12r4}},
     {{NULL, dw_k3s21r1, dw_k3s21r2, dw_k3s21r3, dw_k3s21r4}, {NULL, dw_k3s22r1, dw_k3s22r2, dw_k3s22r3, dw_k3s22r4}}
@@ -1248,6 +1806,10 @@ const dw_block_fn dw_k3[2][2][5] = {
 const dw_block_fn dw_k5[2][2][5] = {
     {{NULL, dw_k5s11r1, dw_k5s11r2, dw_k5s11r3, dw_k5s11r4}, {NULL, dw_k5s12r1, dw_k5s12r2, dw_k5s12r3, dw_k5s12r4}},
     {{NULL, dw_k5s21r1, dw_k5s21r2, dw_k5s21r3, dw_k5s21r4}, {NULL, dw_k5s22r1, dw_k5s22r2, dw_k5s22r3, dw_k5s22r4}}
+};
+const dw_block_fn dw_k5w[2][2][4] = {
+    {{NULL, dw_k5s11r1w, dw_k5s11r2w, dw_k5s11r3w}, {NULL, dw_k5s12r1w, dw_k5s12r2w, dw_k5s12r3w}},
+    {{NULL, dw_k5s21r1w, dw_k5s21r2w, dw_k5s21r3w}, {NULL, dw_k5s22r1w, dw_k5s22r2w, dw_k5s22r3w}}
 };
 
 #else

@@ -361,6 +361,14 @@ static void check_convs(void)
         check_conv(1, 200, 1, 14, 14, 3, 3, 2, 2, 1, 1, 1, 1, 1, &clip, threads);
         check_conv(1, 16, 1, 61, 83, 3, 3, 1, 1, 1, 1, 1, 1, 1, &none, threads);
     }
+    /* 5 x 5 rows 16 outputs wide or more, two vectors across: odd and
+     * even widths, pads 1 and 2, strides 1 and 2 (and mixed), both thread counts */
+    check_conv(1, 5, 1, 23, 16, 5, 5, 1, 1, 2, 2, 2, 2, 1, &clip, 1);
+    check_conv(2, 3, 2, 19, 31, 5, 5, 1, 1, 1, 1, 1, 1, 1, &none, 2);
+    check_conv(1, 4, 1, 21, 34, 5, 5, 2, 2, 2, 2, 2, 2, 1, &leaky, 2);
+    check_conv(1, 3, 1, 20, 37, 5, 5, 2, 2, 1, 2, 1, 1, 1, &hsw, 1);
+    check_conv(1, 3, 1, 18, 40, 5, 5, 1, 2, 2, 1, 2, 2, 1, &relu, 2);
+    check_conv(1, 3, 1, 18, 21, 5, 5, 2, 1, 0, 1, 0, 2, 1, &clip, 1);
     /* the other paths: unequal strides, non-square kernels, 7 x 7, dilation 2, 3 x 3 stride 3 */
     check_conv(2, 5, 2, 17, 19, 3, 3, 1, 2, 1, 1, 1, 1, 1, &relu, 2);
     check_conv(1, 4, 1, 17, 19, 5, 3, 2, 1, 2, 1, 2, 1, 1, &none, 1);
@@ -373,6 +381,13 @@ static void check_convs(void)
     check_conv(1, 24, 1, 14, 14, 3, 3, 1, 1, 0, 2, 1, 0, 1, &clip, 2);
     check_conv(1, 16, 1, 13, 11, 5, 5, 2, 2, 2, 0, 0, 2, 1, &none, 1);
     check_conv(1, 16, 1, 15, 9, 3, 3, 2, 2, 0, 0, 0, 0, 1, &relu, 2);
+    /* 8 at a time, planes of 8 k + 1 outputs (7 x 7, 5 x 5, 9 x 9, 3 x 3):
+     * the last 9 outputs of a plane in one group */
+    check_conv(1, 16, 1, 7, 7, 5, 5, 1, 1, 2, 2, 2, 2, 1, &clip, 2);
+    check_conv(1, 9, 1, 14, 14, 5, 5, 2, 2, 2, 2, 1, 1, 1, &none, 1);
+    check_conv(2, 8, 1, 9, 9, 5, 5, 1, 1, 2, 1, 2, 3, 1, &relu, 2);
+    check_conv(1, 24, 1, 5, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, &hsw, 1);
+    check_conv(1, 8, 1, 17, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, &leaky, 1);
     /* 3 x 3 planes 12 or more wide, 8 at a time flat (dw_flat8_avx2) */
     check_conv(1, 20, 1, 16, 13, 3, 3, 1, 1, 0, 1, 2, 0, 1, &clip, 2);
     check_conv(2, 10, 2, 28, 27, 3, 3, 2, 2, 1, 0, 0, 1, 1, &hsw, 1);
@@ -385,6 +400,10 @@ static void check_convs(void)
     check_threads_same(1, 240, 28, 28, 5, 2, 2, 2, 2, 2, &none);
     check_threads_same(1, 1152, 7, 7, 5, 1, 2, 2, 2, 2, &none);
     check_threads_same(2, 21, 9, 10, 3, 1, 0, 1, 2, 0, &relu);
+    /* 5 x 5 two vectors across (efficientnet_b0's 56 -> 28 and 28 x 28) */
+    check_threads_same(1, 144, 56, 56, 5, 2, 2, 2, 2, 2, &none);
+    check_threads_same(1, 40, 28, 28, 5, 1, 2, 2, 2, 2, &relu);
+    check_threads_same(1, 9, 35, 37, 5, 2, 1, 2, 2, 1, &hsw);
 }
 
 static void check_sigmoid(void)
@@ -648,6 +667,8 @@ static void check_fused_all(void)
     check_fused(1, 17, 28, 28, 3, 2, 1, 1, "SiLU", 0.0f, 0.0f);
     check_fused(1, 9, 5, 6, 3, 1, 1, 1, "SiLU", 0.0f, 0.0f);
     check_fused(1, 8, 29, 31, 5, 2, 2, 1, "SiLU", 0.0f, 0.0f);
+    check_fused(1, 6, 33, 35, 5, 1, 2, 1, "SiLU", 0.0f, 0.0f); /* 5 x 5 two vectors across */
+    check_fused(2, 3, 57, 56, 5, 2, 2, 1, "SiLU", 0.0f, 0.0f);
     fails += failures; /* perf_graph.h's CHECK (not used here) counts there */
 }
 
@@ -657,7 +678,10 @@ int main(void)
         printf("no AVX2/FMA on this CPU: the kernels under test are never called (skipped)\n");
         return 77;
     }
-    static const int shapes[][2] = {{1, 1}, {2, 3}, {7, 7}, {8, 9}, {14, 14}, {17, 5}, {3, 40}, {28, 28}, {9, 13}, {56, 57}};
+    /* rows of 16 outputs or more (5 x 5 two vectors across): 40, 28, 57,
+     * 33 and 35 wide, at strides 1 and 2 (17 and 18 wide) */
+    static const int shapes[][2] = {{1, 1},   {2, 3},  {7, 7},   {8, 9},   {14, 14}, {17, 5},
+                                    {3, 40},  {28, 28}, {9, 13}, {56, 57}, {11, 33}, {6, 35}};
     static const int ks[][2] = {{3, 3}, {5, 5}, {1, 1}, {3, 1}, {7, 7}, {1, 5}};
     for (flat_mode = 0; flat_mode < 2; flat_mode++)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
