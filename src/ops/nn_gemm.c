@@ -79,6 +79,8 @@ typedef struct gemm_kernel {
     /* (optional) 1 to 4 columns of a packed panel (A packed), rows of the tile stored */
     void (*narrow)(size_t kc, const float *a, size_t np, const float *b, size_t cols, float *c, size_t ldc, size_t rows,
                    int add, const float *bias);
+    size_t narrow_max; /* the most columns narrow takes */
+    const char *name;
 } gemm_kernel;
 
 /* Portable kernel: 6 x (2 * GV) with accumulator arrays the compiler keeps
@@ -126,15 +128,31 @@ static void ukr_generic(size_t kc, const float *restrict a, const float *restric
     }
 }
 
-static atomic_int kernel_choice; /* 0 unknown, 1 portable, 2 AVX2 */
+static atomic_int kernel_choice; /* 0 unknown, 1 portable, 2 AVX2, 3 AVX-512 */
 
+/* The AVX-512 kernels keep the AVX2 layout (6 x 16: packed weights,
+ * im2col panels and Winograd's products are the same); the 6 x 8 half
+ * panel is not needed, narrow takes every last panel of 1 to 15 columns. */
 static gemm_kernel pick_kernel(void)
 {
     int k = atomic_load(&kernel_choice);
     if (!k) {
-        k = gemm_avx2_usable() ? 2 : 1;
+        k = gemm_avx512_usable() ? 3 : gemm_avx2_usable() ? 2 : 1;
         atomic_store(&kernel_choice, k);
     }
+    if (k == 3)
+        return (gemm_kernel){6,
+                             16,
+                             gemm_ukr_avx512_bias,
+                             gemm_ukr_avx512_rows_bias,
+                             gemm_ukr_avx512_bs,
+                             gemm_ukr_avx512_strips,
+                             gemm_ukr_avx512_bs_rows,
+                             gemm_ukr_avx512_rows_act,
+                             NULL,
+                             gemm_ukr_avx512_narrow,
+                             15,
+                             "avx512 12x16"};
     if (k == 2)
         return (gemm_kernel){6,
                              16,
@@ -145,8 +163,10 @@ static gemm_kernel pick_kernel(void)
                              gemm_ukr_avx2_bs_rows,
                              gemm_ukr_avx2_rows_act,
                              gemm_ukr_avx2_6x8_bias,
-                             gemm_ukr_avx2_narrow};
-    return (gemm_kernel){G_MR, G_NR, ukr_generic, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+                             gemm_ukr_avx2_narrow,
+                             4,
+                             "avx2-fma 6x16"};
+    return (gemm_kernel){G_MR, G_NR, ukr_generic, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, "portable"};
 }
 
 static size_t gemm_kc(size_t k)
@@ -165,7 +185,7 @@ op_gemm_layout op_sgemm_layout(size_t k)
     return (op_gemm_layout){gemm_kc(k), kern.mr, kern.nr};
 }
 
-const char *op_sgemm_kernel_name(void) { return pick_kernel().fn == gemm_ukr_avx2_bias ? "avx2-fma 6x16" : "portable"; }
+const char *op_sgemm_kernel_name(void) { return pick_kernel().name; }
 
 /* ---- activations ---- */
 
@@ -490,7 +510,7 @@ static void compute_tiles(const gemm_job *j, gemm_kblock *kb, size_t q)
 static int narrow_panel(const gemm_job *j, const gemm_kblock *kb, size_t q)
 {
     size_t cols = j->ncols - q * j->kern.nr < j->kern.nr ? j->ncols - q * j->kern.nr : j->kern.nr;
-    return kb->ab && j->kern.narrow && cols <= 4;
+    return kb->ab && j->kern.narrow && cols <= j->kern.narrow_max;
 }
 
 static void compute_narrow(const gemm_job *j, gemm_kblock *kb, size_t q)

@@ -1,0 +1,231 @@
+/* The AVX-512 single-precision GEMM micro-kernels, compiled with -mavx512f
+ * -mavx512vl -mavx512dq (CMakeLists.txt: every *_avx512*.c file of a src/
+ * folder) and called only when gemm_avx512_usable() says the CPU and the OS
+ * support them. They read the AVX2 kernels' layout (6-row packed A panels,
+ * 16-column packed B panels: op_sgemm_layout stays 6 x 16, so the packed
+ * weights, the im2col panels and Winograd's products are the same), one zmm
+ * register per tile row: two row panels at a time (12 x 16, 12
+ * accumulators, the B step loaded once, A broadcast from memory into the
+ * FMA), and a last panel of fewer than 16 columns computed whole and stored
+ * with a mask. Every element is the same FMA chain over the K steps in
+ * order as the AVX2 kernel's, so the results are the same bits. On other
+ * targets the file compiles to stubs that are never called. */
+#include "ops/nn.h"
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+/* gemm_avx2_cpu's checks, then cpuid: AVX-512 F, DQ, VL; XCR0: the OS
+ * also saves the opmask and both halves of the ZMM state (bits 5, 6, 7).
+ * Not cached: op_isa_level calls it once. */
+int gemm_avx512_cpu(void)
+{
+    if (!gemm_avx2_cpu() || (_xgetbv(0) & 0xe0) != 0xe0)
+        return 0;
+    unsigned a, b, c, d;
+    __cpuid_count(7, 0, a, b, c, d);
+    return ((b >> 16) & 1) && ((b >> 17) & 1) && ((b >> 31) & 1);
+}
+
+/* c[R][16] (row stride ldc, columns where m is set) = or += A x b-panel
+ * over kc steps: row r < 6 of A at a + r * as, row r >= 6 at a + a2 +
+ * (r - 6) * as, advancing by ap per step; the b-panel's rows bs floats
+ * apart. When storing (add == 0) and bias is set, bias[r] is added to row
+ * r; then, when clamp is set, every value goes to [clamp[0], clamp[1]].
+ * Only rows r < rows are read or written. R, as, ap are constants at every
+ * call (one specialised copy each). */
+static inline __attribute__((always_inline)) void ukr_z(size_t kc, const float *a, size_t as, size_t ap, size_t a2,
+                                                        const float *b, size_t bs, float *c, size_t ldc, int add,
+                                                        const float *bias, const float *clamp, const int R,
+                                                        size_t rows, __mmask16 m)
+{
+    __m512 acc[12];
+    for (int r = 0; r < R; r++)
+        acc[r] = _mm512_setzero_ps();
+    const float *a1 = a + a2;
+    for (size_t p = 0; p < kc; p++) {
+        const __m512 bv = _mm512_loadu_ps(b);
+        for (int r = 0; r < R; r++) {
+            const float *ar = r < 6 ? a + r * as : a1 + (r - 6) * as;
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(*ar), bv, acc[r]);
+        }
+        a += ap;
+        a1 += ap;
+        b += bs;
+    }
+    const __m512 lo = clamp ? _mm512_set1_ps(clamp[0]) : _mm512_setzero_ps();
+    const __m512 hi = clamp ? _mm512_set1_ps(clamp[1]) : _mm512_setzero_ps();
+    for (int r = 0; r < R; r++) {
+        if ((size_t)r >= rows)
+            break;
+        float *cr = c + (size_t)r * ldc;
+        __m512 v = acc[r];
+        if (add)
+            v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, cr));
+        else if (bias)
+            v = _mm512_add_ps(v, _mm512_set1_ps(bias[r]));
+        /* max(lo, x) then min(hi, x): x itself when NaN or equal (as
+         * op_act_apply's Relu / Clip) */
+        if (clamp)
+            v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+        _mm512_mask_storeu_ps(cr, m, v);
+    }
+}
+
+/* ukr_z for a last panel of at most 8 columns: the first 8 columns of
+ * each packed 16-wide step in a ymm register, columns where m is set
+ * stored (rows < rows). */
+static inline __attribute__((always_inline)) void ukr_y(size_t kc, const float *a, size_t a2, const float *b,
+                                                        float *c, size_t ldc, int add, const float *bias, const int R,
+                                                        size_t rows, __mmask8 m)
+{
+    __m256 acc[12];
+    for (int r = 0; r < R; r++)
+        acc[r] = _mm256_setzero_ps();
+    const float *a1 = a + a2;
+    for (size_t p = 0; p < kc; p++) {
+        const __m256 bv = _mm256_loadu_ps(b);
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(r < 6 ? a[r] : a1[r - 6]), bv, acc[r]);
+        a += 6;
+        a1 += 6;
+        b += 16;
+    }
+    for (int r = 0; r < R; r++) {
+        if ((size_t)r >= rows)
+            break;
+        float *cr = c + (size_t)r * ldc;
+        __m256 v = acc[r];
+        if (add)
+            v = _mm256_add_ps(v, _mm256_maskz_loadu_ps(m, cr));
+        else if (bias)
+            v = _mm256_add_ps(v, _mm256_set1_ps(bias[r]));
+        _mm256_mask_storeu_ps(cr, m, v);
+    }
+}
+
+#define FULL ((__mmask16)0xffff)
+
+/* np consecutive packed row panels (kc * 6 floats each) against the
+ * b-panel: two at a time, the last alone; rows (<= 6 np) of them stored,
+ * columns where m is set. */
+static void panels(size_t kc, const float *a, size_t np, const float *b, size_t ldb, float *c, size_t ldc, int add,
+                   const float *bias, const float *clamp, size_t rows, __mmask16 m)
+{
+    size_t i = 0;
+    for (; i + 2 <= np; i += 2)
+        ukr_z(kc, a + i * kc * 6, 1, 6, kc * 6, b, ldb, c + i * 6 * ldc, ldc, add, bias ? bias + i * 6 : NULL, clamp,
+              12, rows - i * 6, m);
+    if (i < np)
+        ukr_z(kc, a + i * kc * 6, 1, 6, 0, b, ldb, c + i * 6 * ldc, ldc, add, bias ? bias + i * 6 : NULL, clamp, 6,
+              rows - i * 6, m);
+}
+
+void gemm_ukr_avx512_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias)
+{
+    ukr_z(kc, a, 1, 6, 0, b, 16, c, ldc, add, bias, NULL, 6, 6, FULL);
+}
+
+void gemm_ukr_avx512_rows_bias(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
+                               const float *bias)
+{
+    ukr_z(kc, a, lda, 1, 0, b, 16, c, ldc, add, bias, NULL, 6, 6, FULL);
+}
+
+void gemm_ukr_avx512_bs(size_t kc, const float *a, const float *b, size_t ldb, float *c, size_t ldc, int add,
+                        const float *bias, const float *clamp)
+{
+    ukr_z(kc, a, 1, 6, 0, b, ldb, c, ldc, add, bias, clamp, 6, 6, FULL);
+}
+
+void gemm_ukr_avx512_strips(size_t kc, const float *a, size_t np, const float *b, size_t ldb, float *c, size_t ldc,
+                            int add, const float *bias, const float *clamp)
+{
+    panels(kc, a, np, b, ldb, c, ldc, add, bias, clamp, np * 6, FULL);
+}
+
+void gemm_ukr_avx512_bs_rows(size_t kc, const float *a, const float *b, size_t ldb, float *c, size_t ldc, int add,
+                             const float *bias, const float *clamp, size_t rows)
+{
+    ukr_z(kc, a, 1, 6, 0, b, ldb, c, ldc, add, bias, clamp, 6, rows, FULL);
+}
+
+void gemm_ukr_avx512_rows_act(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
+                              const float *bias, const float *clamp)
+{
+    ukr_z(kc, a, lda, 1, 0, b, 16, c, ldc, add, bias, clamp, 6, 6, FULL);
+}
+
+/* 1 to 4 columns: the AVX2 kernel's column sums (less work than a whole
+ * panel); 5 to 8: 8-column tiles; 9 to 15: whole tiles, stored masked.
+ * Measured (op_sgemm_run, 1 thread, 160 x 49 x 960): one column as a
+ * whole 16-column tile took 1.17x the AVX2 kernel's time. */
+void gemm_ukr_avx512_narrow(size_t kc, const float *a, size_t np, const float *b, size_t cols, float *c, size_t ldc,
+                            size_t rows, int add, const float *bias)
+{
+    if (cols <= 4) {
+        gemm_ukr_avx2_narrow(kc, a, np, b, cols, c, ldc, rows, add, bias);
+    } else if (cols <= 8) {
+        const __mmask8 m = (__mmask8)((1u << cols) - 1);
+        size_t i = 0;
+        for (; i + 2 <= np; i += 2)
+            ukr_y(kc, a + i * kc * 6, kc * 6, b, c + i * 6 * ldc, ldc, add, bias ? bias + i * 6 : NULL, 12,
+                  rows - i * 6, m);
+        if (i < np)
+            ukr_y(kc, a + i * kc * 6, 0, b, c + i * 6 * ldc, ldc, add, bias ? bias + i * 6 : NULL, 6, rows - i * 6, m);
+    } else {
+        panels(kc, a, np, b, 16, c, ldc, add, bias, NULL, rows, (__mmask16)((1u << cols) - 1));
+    }
+}
+
+int gemm_avx512_usable(void) { return gemm_avx512_cpu() && op_isa_level() >= OP_ISA_AVX512; }
+
+#else /* not built for AVX-512: never called (gemm_avx512_cpu() is 0) */
+
+int gemm_avx512_cpu(void) { return 0; }
+
+int gemm_avx512_usable(void) { return 0; }
+
+void gemm_ukr_avx512_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias)
+{
+    (void)kc, (void)a, (void)b, (void)c, (void)ldc, (void)add, (void)bias;
+}
+
+void gemm_ukr_avx512_rows_bias(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
+                               const float *bias)
+{
+    (void)kc, (void)a, (void)lda, (void)b, (void)c, (void)ldc, (void)add, (void)bias;
+}
+
+void gemm_ukr_avx512_bs(size_t kc, const float *a, const float *b, size_t ldb, float *c, size_t ldc, int add,
+                        const float *bias, const float *clamp)
+{
+    (void)kc, (void)a, (void)b, (void)ldb, (void)c, (void)ldc, (void)add, (void)bias, (void)clamp;
+}
+
+void gemm_ukr_avx512_strips(size_t kc, const float *a, size_t np, const float *b, size_t ldb, float *c, size_t ldc,
+                            int add, const float *bias, const float *clamp)
+{
+    (void)kc, (void)a, (void)np, (void)b, (void)ldb, (void)c, (void)ldc, (void)add, (void)bias, (void)clamp;
+}
+
+void gemm_ukr_avx512_bs_rows(size_t kc, const float *a, const float *b, size_t ldb, float *c, size_t ldc, int add,
+                             const float *bias, const float *clamp, size_t rows)
+{
+    (void)kc, (void)a, (void)b, (void)ldb, (void)c, (void)ldc, (void)add, (void)bias, (void)clamp, (void)rows;
+}
+
+void gemm_ukr_avx512_rows_act(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
+                              const float *bias, const float *clamp)
+{
+    (void)kc, (void)a, (void)lda, (void)b, (void)c, (void)ldc, (void)add, (void)bias, (void)clamp;
+}
+
+void gemm_ukr_avx512_narrow(size_t kc, const float *a, size_t np, const float *b, size_t cols, float *c, size_t ldc,
+                            size_t rows, int add, const float *bias)
+{
+    (void)kc, (void)a, (void)np, (void)b, (void)cols, (void)c, (void)ldc, (void)rows, (void)add, (void)bias;
+}
+
+#endif
