@@ -28,6 +28,37 @@ int gemm_avx512_cpu(void)
     return ((b >> 16) & 1) && ((b >> 17) & 1) && ((b >> 31) & 1);
 }
 
+/* Row r of a tile into c: added to c's values (add), or plus bias[r]
+ * (bias), then clamped to [lo, hi] (clamp); the columns where m is set. */
+static inline __attribute__((always_inline)) void store_z(__m512 v, float *cr, __mmask16 m, int add,
+                                                          const float *bias, int r, const float *clamp, __m512 lo,
+                                                          __m512 hi)
+{
+    if (add)
+        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, cr));
+    else if (bias)
+        v = _mm512_add_ps(v, _mm512_set1_ps(bias[r]));
+    /* max(lo, x) then min(hi, x): x itself when NaN or equal (as
+     * op_act_apply's Relu / Clip) */
+    if (clamp)
+        v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+    _mm512_mask_storeu_ps(cr, m, v);
+}
+
+static inline __attribute__((always_inline)) void store_y(__m256 v, float *cr, __mmask8 m, int add,
+                                                          const float *bias, int r)
+{
+    if (add)
+        v = _mm256_add_ps(v, _mm256_maskz_loadu_ps(m, cr));
+    else if (bias)
+        v = _mm256_add_ps(v, _mm256_set1_ps(bias[r]));
+    _mm256_mask_storeu_ps(cr, m, v);
+}
+
+/* The 12 accumulators as named variables (an array stays in memory). */
+#define ROWS_12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define A_ROW(r) ((r) < 6 ? a[(r) * as] : a1[((r) - 6) * as])
+
 /* c[R][16] (row stride ldc, columns where m is set) = or += A x b-panel
  * over kc steps: row r < 6 of A at a + r * as, row r >= 6 at a + a2 +
  * (r - 6) * as, advancing by ap per step; the b-panel's rows bs floats
@@ -40,69 +71,58 @@ static inline __attribute__((always_inline)) void ukr_z(size_t kc, const float *
                                                         const float *bias, const float *clamp, const int R,
                                                         size_t rows, __mmask16 m)
 {
-    __m512 acc[12];
-    for (int r = 0; r < R; r++)
-        acc[r] = _mm512_setzero_ps();
+#define DECL(r) __m512 c##r = _mm512_setzero_ps();
+    ROWS_12(DECL)
+#undef DECL
     const float *a1 = a + a2;
     for (size_t p = 0; p < kc; p++) {
         const __m512 bv = _mm512_loadu_ps(b);
-        for (int r = 0; r < R; r++) {
-            const float *ar = r < 6 ? a + r * as : a1 + (r - 6) * as;
-            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(*ar), bv, acc[r]);
-        }
+#define FMA(r)                                                                                                   \
+    if (R > (r))                                                                                                 \
+        c##r = _mm512_fmadd_ps(_mm512_set1_ps(A_ROW(r)), bv, c##r);
+        ROWS_12(FMA)
+#undef FMA
         a += ap;
         a1 += ap;
         b += bs;
     }
     const __m512 lo = clamp ? _mm512_set1_ps(clamp[0]) : _mm512_setzero_ps();
     const __m512 hi = clamp ? _mm512_set1_ps(clamp[1]) : _mm512_setzero_ps();
-    for (int r = 0; r < R; r++) {
-        if ((size_t)r >= rows)
-            break;
-        float *cr = c + (size_t)r * ldc;
-        __m512 v = acc[r];
-        if (add)
-            v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, cr));
-        else if (bias)
-            v = _mm512_add_ps(v, _mm512_set1_ps(bias[r]));
-        /* max(lo, x) then min(hi, x): x itself when NaN or equal (as
-         * op_act_apply's Relu / Clip) */
-        if (clamp)
-            v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
-        _mm512_mask_storeu_ps(cr, m, v);
-    }
+#define ST(r)                                                                                                    \
+    if (R > (r) && rows > (r))                                                                                   \
+        store_z(c##r, c + (size_t)(r) * ldc, m, add, bias, r, clamp, lo, hi);
+    ROWS_12(ST)
+#undef ST
 }
 
-/* ukr_z for a last panel of at most 8 columns: the first 8 columns of
- * each packed 16-wide step in a ymm register, columns where m is set
- * stored (rows < rows). */
+/* ukr_z for a last panel of at most 8 columns (A packed): the first 8
+ * columns of each packed 16-wide step in a ymm register, columns where m
+ * is set stored (rows < rows). */
 static inline __attribute__((always_inline)) void ukr_y(size_t kc, const float *a, size_t a2, const float *b,
                                                         float *c, size_t ldc, int add, const float *bias, const int R,
                                                         size_t rows, __mmask8 m)
 {
-    __m256 acc[12];
-    for (int r = 0; r < R; r++)
-        acc[r] = _mm256_setzero_ps();
+#define DECL(r) __m256 c##r = _mm256_setzero_ps();
+    ROWS_12(DECL)
+#undef DECL
+    const size_t as = 1;
     const float *a1 = a + a2;
     for (size_t p = 0; p < kc; p++) {
         const __m256 bv = _mm256_loadu_ps(b);
-        for (int r = 0; r < R; r++)
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(r < 6 ? a[r] : a1[r - 6]), bv, acc[r]);
+#define FMA(r)                                                                                                   \
+    if (R > (r))                                                                                                 \
+        c##r = _mm256_fmadd_ps(_mm256_set1_ps(A_ROW(r)), bv, c##r);
+        ROWS_12(FMA)
+#undef FMA
         a += 6;
         a1 += 6;
         b += 16;
     }
-    for (int r = 0; r < R; r++) {
-        if ((size_t)r >= rows)
-            break;
-        float *cr = c + (size_t)r * ldc;
-        __m256 v = acc[r];
-        if (add)
-            v = _mm256_add_ps(v, _mm256_maskz_loadu_ps(m, cr));
-        else if (bias)
-            v = _mm256_add_ps(v, _mm256_set1_ps(bias[r]));
-        _mm256_mask_storeu_ps(cr, m, v);
-    }
+#define ST(r)                                                                                                    \
+    if (R > (r) && rows > (r))                                                                                   \
+        store_y(c##r, c + (size_t)(r) * ldc, m, add, bias, r);
+    ROWS_12(ST)
+#undef ST
 }
 
 #define FULL ((__mmask16)0xffff)
