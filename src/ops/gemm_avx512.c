@@ -177,6 +177,52 @@ void gemm_ukr_avx512_rows_act(size_t kc, const float *a, size_t lda, const float
     ukr_z(kc, a, lda, 1, 0, b, 16, c, ldc, add, bias, clamp, 6, 6, FULL);
 }
 
+/* Column col (and col + 1 when TWO) of up to 8 consecutive packed row
+ * panels (g of them real; the others repeat the last one, not stored):
+ * the 6 rows of each step in the low lanes of a ymm register (a masked
+ * load: nothing past a panel is read), one FMA chain per panel and column
+ * over the steps in order, as the whole tiles' sums. 8 panels make 8 (16)
+ * independent chains where the AVX2 kernel's 4 wait on the FMA latency. */
+static inline __attribute__((always_inline)) void narrow8(size_t kc, const float *a, size_t g, const float *b,
+                                                          size_t col, const int TWO, float *c, size_t ldc,
+                                                          size_t rows, int add, const float *bias)
+{
+    const size_t ps = kc * 6;
+#define PAN(i) const float *a##i = a + (g > (i) ? (i) : g - 1) * ps;
+    PAN(0) PAN(1) PAN(2) PAN(3) PAN(4) PAN(5) PAN(6) PAN(7)
+#undef PAN
+#define ACC(i) __m256 s##i##0 = _mm256_setzero_ps(), s##i##1 = _mm256_setzero_ps();
+    ACC(0) ACC(1) ACC(2) ACC(3) ACC(4) ACC(5) ACC(6) ACC(7)
+#undef ACC
+    const float *bp = b + col;
+    for (size_t p = 0; p < kc; p++) {
+        const __m256 b0 = _mm256_set1_ps(bp[p * 16]);
+        const __m256 b1 = TWO ? _mm256_set1_ps(bp[p * 16 + 1]) : b0;
+#define STEP(i)                                                                                                  \
+    {                                                                                                            \
+        const __m256 x = _mm256_maskz_loadu_ps(0x3f, a##i + p * 6);                                              \
+        s##i##0 = _mm256_fmadd_ps(x, b0, s##i##0);                                                               \
+        if (TWO)                                                                                                 \
+            s##i##1 = _mm256_fmadd_ps(x, b1, s##i##1);                                                           \
+    }
+        STEP(0) STEP(1) STEP(2) STEP(3) STEP(4) STEP(5) STEP(6) STEP(7)
+#undef STEP
+    }
+    float t[8][2][8];
+#define OUT(i)                                                                                                   \
+    _mm256_storeu_ps(t[i][0], s##i##0);                                                                          \
+    _mm256_storeu_ps(t[i][1], s##i##1);
+    OUT(0) OUT(1) OUT(2) OUT(3) OUT(4) OUT(5) OUT(6) OUT(7)
+#undef OUT
+    for (size_t i = 0; i < g; i++)
+        for (size_t r = 0; r < 6 && i * 6 + r < rows; r++)
+            for (int h = 0; h <= TWO; h++) {
+                float *cr = c + (i * 6 + r) * ldc + col + (size_t)h;
+                const float v = t[i][h][r];
+                *cr = add ? *cr + v : bias ? v + bias[i * 6 + r] : v;
+            }
+}
+
 /* 1 to 4 columns: the AVX2 kernel's column sums (less work than a whole
  * panel); 5 to 8: 8-column tiles; 9 to 15: whole tiles, stored masked.
  * Measured (op_sgemm_run, 1 thread, 160 x 49 x 960): one column as a
@@ -185,7 +231,17 @@ void gemm_ukr_avx512_narrow(size_t kc, const float *a, size_t np, const float *b
                             size_t rows, int add, const float *bias)
 {
     if (cols <= 4) {
-        gemm_ukr_avx2_narrow(kc, a, np, b, cols, c, ldc, rows, add, bias);
+        for (size_t pi = 0; pi < np; pi += 8) {
+            size_t g = np - pi < 8 ? np - pi : 8, r0 = pi * 6;
+            const float *ap = a + pi * kc * 6, *bi = bias ? bias + r0 : NULL;
+            float *cp = c + r0 * ldc;
+            for (size_t col = 0; col < cols; col += 2) {
+                if (col + 1 < cols)
+                    narrow8(kc, ap, g, b, col, 1, cp, ldc, rows - r0, add, bi);
+                else
+                    narrow8(kc, ap, g, b, col, 0, cp, ldc, rows - r0, add, bi);
+            }
+        }
     } else if (cols <= 8) {
         const __mmask8 m = (__mmask8)((1u << cols) - 1);
         size_t i = 0;
