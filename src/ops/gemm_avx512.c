@@ -6,8 +6,8 @@
  * weights, the im2col panels and Winograd's products are the same), one zmm
  * register per tile row: two row panels at a time (12 x 16, 12
  * accumulators, the B step loaded once, A broadcast from memory into the
- * FMA), and a last panel of fewer than 16 columns computed whole and stored
- * with a mask. Every element is the same FMA chain over the K steps in
+ * FMA), and a last panel of 5 to 15 columns computed as an 8- or 16-column
+ * tile stored with a mask (1 to 4: column sums, narrow8). Every element is the same FMA chain over the K steps in
  * order as the AVX2 kernel's, so the results are the same bits. On other
  * targets the file compiles to stubs that are never called. */
 #include "ops/nn.h"
@@ -223,10 +223,10 @@ static inline __attribute__((always_inline)) void narrow8(size_t kc, const float
             }
 }
 
-/* 1 to 4 columns: the AVX2 kernel's column sums (less work than a whole
- * panel); 5 to 8: 8-column tiles; 9 to 15: whole tiles, stored masked.
- * Measured (op_sgemm_run, 1 thread, 160 x 49 x 960): one column as a
- * whole 16-column tile took 1.17x the AVX2 kernel's time. */
+/* 1 to 4 columns: column sums (narrow8: less work than a whole panel);
+ * 5 to 8: 8-column tiles; 9 to 15: whole tiles, stored masked. Measured
+ * (op_sgemm_run, 1 thread, 160 x 49 x 960): one column as a whole
+ * 16-column tile took 1.17x the AVX2 kernel's time; narrow8 0.96x. */
 void gemm_ukr_avx512_narrow(size_t kc, const float *a, size_t np, const float *b, size_t cols, float *c, size_t ldc,
                             size_t rows, int add, const float *bias)
 {

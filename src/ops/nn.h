@@ -116,7 +116,8 @@ int gemm_avx2_usable(void);
 /* The AVX-512 GEMM kernels (ops/gemm_avx512.c), the AVX2 ones' signatures
  * and layout (6 x 16 tiles of 6-row A panels and 16-column B panels):
  * strips computes two row panels at a time; narrow takes 1 to 15 columns
- * (computed whole from the zero-padded packed panel, stored masked).
+ * (1 to 4 as column sums over 8 row panels at a time, more as 8- or
+ * 16-column tiles of the zero-padded packed panel, stored masked).
  * cpu() checks the CPU (F, DQ, VL) and the OS (XCR0), usable() also that
  * op_isa_level() allows them. */
 int gemm_avx512_cpu(void);
