@@ -350,6 +350,12 @@ static int check_isa(void)
     if (want && strcmp(want, "avx512") == 0)
         CHECK(!strcmp(op_sgemm_kernel_name(), "avx512 12x16") && gemm_avx2_usable() && gemm_avx512_usable(),
               "TANDEM_ISA=avx512: the AVX-512 kernels (%s)", op_sgemm_kernel_name());
+    /* the AVX-512 kernels keep the AVX2 layout: Winograd's AVX2 path
+     * (mr 6, nr 16) and the packed weights stay as they are */
+    op_gemm_layout lay = op_sgemm_layout(100);
+    if (gemm_avx2_usable())
+        CHECK(lay.mr == 6 && lay.nr == 16, "%s: layout %zu x %zu, want 6 x 16", op_sgemm_kernel_name(), lay.mr,
+              lay.nr);
     if (!want || !*want)
         CHECK(strcmp(op_sgemm_kernel_name(), gemm_avx512_cpu() ? "avx512 12x16"
                                                 : gemm_avx2_cpu() ? "avx2-fma 6x16"
