@@ -133,6 +133,14 @@ static atomic_int kernel_choice; /* 0 unknown, 1 portable, 2 AVX2, 3 AVX-512 */
 /* The AVX-512 kernels keep the AVX2 layout (6 x 16: packed weights,
  * im2col panels and Winograd's products are the same); the 6 x 8 half
  * panel is not needed, narrow takes every last panel of 1 to 15 columns. */
+static const gemm_kernel kern_avx512 = {6, 16, gemm_ukr_avx512_bias, gemm_ukr_avx512_rows_bias, gemm_ukr_avx512_bs,
+                                        gemm_ukr_avx512_strips, gemm_ukr_avx512_bs_rows, gemm_ukr_avx512_rows_act,
+                                        NULL, gemm_ukr_avx512_narrow, 15, "avx512 12x16"};
+static const gemm_kernel kern_avx2 = {6, 16, gemm_ukr_avx2_bias, gemm_ukr_avx2_rows_bias, gemm_ukr_avx2_bs,
+                                      gemm_ukr_avx2_strips, gemm_ukr_avx2_bs_rows, gemm_ukr_avx2_rows_act,
+                                      gemm_ukr_avx2_6x8_bias, gemm_ukr_avx2_narrow, 4, "avx2-fma 6x16"};
+static const gemm_kernel kern_portable = {G_MR, G_NR, ukr_generic, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, "portable"};
+
 static gemm_kernel pick_kernel(void)
 {
     int k = atomic_load(&kernel_choice);
@@ -140,33 +148,7 @@ static gemm_kernel pick_kernel(void)
         k = gemm_avx512_usable() ? 3 : gemm_avx2_usable() ? 2 : 1;
         atomic_store(&kernel_choice, k);
     }
-    if (k == 3)
-        return (gemm_kernel){6,
-                             16,
-                             gemm_ukr_avx512_bias,
-                             gemm_ukr_avx512_rows_bias,
-                             gemm_ukr_avx512_bs,
-                             gemm_ukr_avx512_strips,
-                             gemm_ukr_avx512_bs_rows,
-                             gemm_ukr_avx512_rows_act,
-                             NULL,
-                             gemm_ukr_avx512_narrow,
-                             15,
-                             "avx512 12x16"};
-    if (k == 2)
-        return (gemm_kernel){6,
-                             16,
-                             gemm_ukr_avx2_bias,
-                             gemm_ukr_avx2_rows_bias,
-                             gemm_ukr_avx2_bs,
-                             gemm_ukr_avx2_strips,
-                             gemm_ukr_avx2_bs_rows,
-                             gemm_ukr_avx2_rows_act,
-                             gemm_ukr_avx2_6x8_bias,
-                             gemm_ukr_avx2_narrow,
-                             4,
-                             "avx2-fma 6x16"};
-    return (gemm_kernel){G_MR, G_NR, ukr_generic, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, "portable"};
+    return k == 3 ? kern_avx512 : k == 2 ? kern_avx2 : kern_portable;
 }
 
 static size_t gemm_kc(size_t k)
