@@ -757,7 +757,7 @@ static int sgemm_dots(const op_gemm *g)
         vsrc = vbuf;
     }
     j.v = vsrc;
-    j.avx2 = pick_kernel().fn == gemm_ukr_avx2_bias;
+    j.avx2 = gemm_avx2_usable(); /* with the AVX-512 GEMM kernels too */
     size_t work;
     if (mem_mul(j.cnt, g->k, &work))
         work = SIZE_MAX;
