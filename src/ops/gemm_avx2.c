@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 
 /* The check itself: cpuid traps to the hypervisor in virtual machines and
- * costs microseconds, so gemm_avx2_usable caches its answer. */
+ * costs microseconds, so gemm_avx2_cpu caches its answer. */
 static int avx2_check(void)
 {
     unsigned a, b, c, d;
@@ -30,7 +30,9 @@ static int avx2_check(void)
     return (b >> 5) & 1; /* AVX2 */
 }
 
-int gemm_avx2_usable(void)
+int gemm_avx2_usable(void) { return gemm_avx2_cpu() && op_isa_level() >= OP_ISA_AVX2; }
+
+int gemm_avx2_cpu(void)
 {
     static atomic_int cached = -1; /* racing first calls store the same value */
     int v = atomic_load_explicit(&cached, memory_order_relaxed);
@@ -408,6 +410,8 @@ void dw_row_avx2(float *dst, size_t n, const float *const *src, const float *w, 
 #else
 
 int gemm_avx2_usable(void) { return 0; }
+
+int gemm_avx2_cpu(void) { return 0; }
 
 void gemm_ukr_avx2_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias)
 {

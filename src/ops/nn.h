@@ -96,11 +96,45 @@ uint64_t op_nn_pack_key(const uint64_t *v, size_t n);
 int op_sgemm(int trans_a, int trans_b, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
              const float *b, size_t ldb, float beta, float *c, size_t ldc);
 
-/* "avx2-fma 6x16" or "portable": the micro-kernel op_sgemm_run uses. */
+/* "avx512 12x16", "avx2-fma 6x16" or "portable": the micro-kernel op_sgemm_run uses. */
 const char *op_sgemm_kernel_name(void);
 
-/* The AVX2/FMA kernels (ops/gemm_avx2.c); usable() checks the CPU and the OS. */
+/* The instruction set of the CPU kernels (ops/isa.c): the best the CPU and
+ * the OS support, or the one the environment's TANDEM_ISA names
+ * (portable, avx2, avx512). op_isa_error: NULL, or the sentence saying why
+ * TANDEM_ISA is refused (an unknown word, or more than the CPU supports;
+ * the kernels then use the best one). */
+enum { OP_ISA_PORTABLE = 0, OP_ISA_AVX2 = 1, OP_ISA_AVX512 = 2 };
+int op_isa_level(void);
+const char *op_isa_error(void);
+const char *op_isa_name(void);
+
+/* The AVX2/FMA kernels (ops/gemm_avx2.c); cpu() checks the CPU and the OS,
+ * usable() also that op_isa_level() allows them. */
+int gemm_avx2_cpu(void);
 int gemm_avx2_usable(void);
+/* The AVX-512 GEMM kernels (ops/gemm_avx512.c), the AVX2 ones' signatures
+ * and layout (6 x 16 tiles of 6-row A panels and 16-column B panels):
+ * strips computes two row panels at a time; narrow takes 1 to 15 columns
+ * (1 to 4 as column sums over 8 row panels at a time, more as 8- or
+ * 16-column tiles of the zero-padded packed panel, stored masked).
+ * cpu() checks the CPU (F, DQ, VL) and the OS (XCR0), usable() also that
+ * op_isa_level() allows them. */
+int gemm_avx512_cpu(void);
+int gemm_avx512_usable(void);
+void gemm_ukr_avx512_bias(size_t kc, const float *a, const float *b, float *c, size_t ldc, int add, const float *bias);
+void gemm_ukr_avx512_rows_bias(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
+                               const float *bias);
+void gemm_ukr_avx512_bs(size_t kc, const float *a, const float *b, size_t ldb, float *c, size_t ldc, int add,
+                        const float *bias, const float *clamp);
+void gemm_ukr_avx512_strips(size_t kc, const float *a, size_t np, const float *b, size_t ldb, float *c, size_t ldc,
+                            int add, const float *bias, const float *clamp);
+void gemm_ukr_avx512_bs_rows(size_t kc, const float *a, const float *b, size_t ldb, float *c, size_t ldc, int add,
+                             const float *bias, const float *clamp, size_t rows);
+void gemm_ukr_avx512_rows_act(size_t kc, const float *a, size_t lda, const float *b, float *c, size_t ldc, int add,
+                              const float *bias, const float *clamp);
+void gemm_ukr_avx512_narrow(size_t kc, const float *a, size_t np, const float *b, size_t cols, float *c, size_t ldc,
+                            size_t rows, int add, const float *bias);
 /* Depthwise row (see nn_conv.c): dst[i] += sum_t w[t] * src[t][i * stride]
  * for i < n, taps in order, stride 1 or 2 vectorised. */
 void dw_row_avx2(float *dst, size_t n, const float *const *src, const float *w, int ntaps, int stride);

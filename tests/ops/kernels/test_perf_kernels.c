@@ -258,9 +258,129 @@ static void *concurrent(void *p)
     return NULL;
 }
 
+/* The AVX-512 kernels against the AVX2 ones on the same packed operands:
+ * the same FMA chains, so the same bits (every row count of a partial
+ * panel, every column count of a last panel, pairs of row panels and a
+ * lone one, bias, accumulate, clamp, B packed or in place). */
+static void check_avx512_vs_avx2(void)
+{
+    enum { KC = 37, NP = 5, LDB = 23, LDC = 40 };
+    float a[KC * 6 * NP], b[KC * LDB], bias[6 * NP], clamp[2] = {-0.3f, 0.4f};
+    float c0[6 * NP * LDC], c1[6 * NP * LDC], c2[6 * NP * LDC];
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++)
+        a[i] = frand();
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
+        b[i] = frand();
+    for (size_t i = 0; i < sizeof bias / sizeof bias[0]; i++)
+        bias[i] = frand();
+    for (size_t i = 0; i < sizeof c0 / sizeof c0[0]; i++)
+        c0[i] = frand();
+    int bad = 0;
+#define SAME(what)                                                                                               \
+    do {                                                                                                         \
+        int diff_ = memcmp(c1, c2, sizeof c1) != 0;                                                              \
+        CHECK(!diff_, "avx512 vs avx2: %s differs", what);                                                       \
+        bad |= diff_;                                                                                            \
+    } while (0)
+    for (int add = 0; add < 2 && !bad; add++)
+        for (int ub = 0; ub < 2 && !bad; ub++) {
+            const float *bi = ub ? bias : NULL;
+            for (size_t np = 1; np <= NP; np++) {
+                memcpy(c1, c0, sizeof c0);
+                memcpy(c2, c0, sizeof c0);
+                gemm_ukr_avx2_strips(KC, a, np, b, 16, c1, LDC, add, bi, clamp);
+                gemm_ukr_avx512_strips(KC, a, np, b, 16, c2, LDC, add, bi, clamp);
+                SAME("strips (B packed)");
+                gemm_ukr_avx2_strips(KC, a, np, b, LDB, c1, LDC, add, bi, NULL);
+                gemm_ukr_avx512_strips(KC, a, np, b, LDB, c2, LDC, add, bi, NULL);
+                SAME("strips (B in place)");
+                for (size_t cols = 1; cols < 16; cols++)
+                    for (size_t rows = 6 * np - 5; rows <= 6 * np; rows++) {
+                        memcpy(c1, c0, sizeof c0);
+                        memcpy(c2, c0, sizeof c0);
+                        gemm_ukr_avx2_narrow(KC, a, np, b, cols, c1, LDC, rows, add, bi);
+                        gemm_ukr_avx512_narrow(KC, a, np, b, cols, c2, LDC, rows, add, bi);
+                        SAME("narrow");
+                    }
+            }
+            for (size_t rows = 1; rows <= 6; rows++) {
+                memcpy(c1, c0, sizeof c0);
+                memcpy(c2, c0, sizeof c0);
+                gemm_ukr_avx2_bs_rows(KC, a, b, LDB, c1, LDC, add, bi, clamp, rows);
+                gemm_ukr_avx512_bs_rows(KC, a, b, LDB, c2, LDC, add, bi, clamp, rows);
+                SAME("bs_rows");
+            }
+            memcpy(c1, c0, sizeof c0);
+            memcpy(c2, c0, sizeof c0);
+            gemm_ukr_avx2_bias(KC, a, b, c1, LDC, add, bi);
+            gemm_ukr_avx512_bias(KC, a, b, c2, LDC, add, bi);
+            gemm_ukr_avx2_bs(KC, a, b, LDB, c1 + 6 * LDC, LDC, add, bi, clamp);
+            gemm_ukr_avx512_bs(KC, a, b, LDB, c2 + 6 * LDC, LDC, add, bi, clamp);
+            gemm_ukr_avx2_rows_bias(KC, b, LDB, a, c1 + 12 * LDC, LDC, add, bi);
+            gemm_ukr_avx512_rows_bias(KC, b, LDB, a, c2 + 12 * LDC, LDC, add, bi);
+            gemm_ukr_avx2_rows_act(KC, b, LDB, a, c1 + 18 * LDC, LDC, add, bi, clamp);
+            gemm_ukr_avx512_rows_act(KC, b, LDB, a, c2 + 18 * LDC, LDC, add, bi, clamp);
+            SAME("bias, bs, rows_bias, rows_act");
+        }
+#undef SAME
+}
+
+/* TANDEM_ISA (ops/isa.c): the kernel it names, or 77 (skipped) when the
+ * CPU lacks it; "bogus" must be refused with a sentence. */
+static int check_isa(void)
+{
+    const char *want = getenv("TANDEM_ISA");
+    const char *err = op_isa_error();
+    if (want && strcmp(want, "bogus") == 0) {
+        CHECK(err && strstr(err, "TANDEM_ISA=bogus: not an instruction set"), "TANDEM_ISA=bogus refused: %s",
+              err ? err : "(no error)");
+        return 0;
+    }
+    if (want && *want && err) {
+        printf("SKIP: %s\n", err);
+        return 77;
+    }
+    CHECK(!err, "no TANDEM_ISA error: %s", err ? err : "");
+    if (want && strcmp(want, "portable") == 0)
+        CHECK(!strcmp(op_sgemm_kernel_name(), "portable") && !gemm_avx2_usable() && !gemm_avx512_usable(),
+              "TANDEM_ISA=portable: the portable kernels (%s)", op_sgemm_kernel_name());
+    if (want && strcmp(want, "avx2") == 0)
+        CHECK(!strcmp(op_sgemm_kernel_name(), "avx2-fma 6x16") && gemm_avx2_usable() && !gemm_avx512_usable(),
+              "TANDEM_ISA=avx2: the AVX2 kernels (%s)", op_sgemm_kernel_name());
+    if (want && strcmp(want, "avx512") == 0)
+        CHECK(!strcmp(op_sgemm_kernel_name(), "avx512 12x16") && gemm_avx2_usable() && gemm_avx512_usable(),
+              "TANDEM_ISA=avx512: the AVX-512 kernels (%s)", op_sgemm_kernel_name());
+    /* the AVX-512 kernels keep the AVX2 layout: Winograd's AVX2 path
+     * (mr 6, nr 16) and the packed weights stay as they are */
+    op_gemm_layout lay = op_sgemm_layout(100);
+    if (gemm_avx2_usable())
+        CHECK(lay.mr == 6 && lay.nr == 16, "%s: layout %zu x %zu, want 6 x 16", op_sgemm_kernel_name(), lay.mr,
+              lay.nr);
+    if (!want || !*want)
+        CHECK(strcmp(op_sgemm_kernel_name(), gemm_avx512_cpu() ? "avx512 12x16"
+                                                : gemm_avx2_cpu() ? "avx2-fma 6x16"
+                                                                  : "portable") == 0,
+              "default: the best kernel (%s)", op_sgemm_kernel_name());
+    return 0;
+}
+
 int main(void)
 {
     printf("GEMM micro-kernel: %s\n", op_sgemm_kernel_name());
+    int isa = check_isa();
+    if (isa)
+        return isa;
+    if (gemm_avx512_cpu())
+        check_avx512_vs_avx2();
+    /* every remainder of M (mod 12, two row panels), N (mod 16) and K,
+     * through the driver: bias or not, accumulated or not, clamped or not */
+    for (size_t m = 1; m <= 25; m += 2)
+        for (size_t n = 1; n <= 34; n++) {
+            size_t k = 1 + (m * 7 + n) % 19;
+            check_gemm(0, 0, m, n, k, 1.0f, 0.0f, (int)(n % 2), n % 3 ? OP_ACT_RELU : OP_ACT_NONE, P_APACK);
+            check_gemm(0, 0, m + 1, n, k + 5, 1.0f, 1.0f, 1, OP_ACT_CLIP, P_APACK);
+            check_gemm(0, 0, m, n, k, 1.0f, 0.5f, 0, OP_ACT_NONE, 0);
+        }
     /* the pool */
     CHECK(run_counts(1, 10, 0), "1 thread: every task once");
     CHECK(run_counts(4, 1000, 0), "4 threads: every task once");
