@@ -11,7 +11,10 @@
  * and adding the bias last, as the GEMM does with the im2col matrix: the
  * results are bit-identical to the im2col path's, whatever the thread
  * count. The output is stored in NCHW directly; a lone Relu/Clip is
- * clamped in registers, any other fused program runs on each output row. */
+ * clamped in registers, any other fused program runs on each output row
+ * while it is in L1. (A SiLU computed in the tile's registers measured no
+ * faster: efficientnet_b0's first Conv 0.559 vs 0.558 ms at 1 thread; its
+ * cost is the Sigmoid's arithmetic, not the second pass.) */
 #include "ops/nn.h"
 #include "core/mem.h"
 #include "core/pool.h"

@@ -4,10 +4,12 @@
  * float as the GEMM path does): single-Conv graphs with 1 to 4 input
  * channels, kernels 1x1 to 7x7 (square and not), strides 1 and 2, every
  * kind of padding, odd sizes, output channel counts not multiples of 4,
- * batch 2, with and without bias, followed by a Relu, a Clip or a residual
- * Add, run unfused (fusion off) and fused on 1 and 2 threads. The direct
- * kernel sums in the GEMM's order, so every run must equal the im2col
- * result bit for bit, and be within 1e-5 x max|ref| of the double loop.
+ * batch 2, with and without bias, followed by a Relu, a Clip, a residual
+ * Add, a SiLU (Sigmoid, Mul) or a LeakyRelu, run unfused (fusion off) and
+ * fused on 1 and 2 threads. The direct kernel sums in the GEMM's order, so
+ * every run must equal the im2col result bit for bit (but after a SiLU,
+ * whose AVX2 Sigmoid the float loop here does not reproduce), fused runs
+ * the unfused ones, and be within 1e-5 x max|ref| of the double loop.
  *
  * usage: test_perf_direct */
 #include "core/mem.h"
@@ -28,7 +30,7 @@ typedef struct dcase {
     int64_t n, c, m, h, w, kh, kw, sh, sw;
     int64_t pads[4]; /* top, left, bottom, right */
     int bias;
-    int post;        /* 0 none, 1 Relu, 2 Clip(0, 6), 3 residual Add of input r */
+    int post;        /* 0 none, 1 Relu, 2 Clip(0, 6), 3 residual Add of input r, 4 SiLU, 5 LeakyRelu(0.01) */
     int direct;      /* op_conv_direct_ok expected */
 } dcase;
 
@@ -62,6 +64,11 @@ static gr_model *build(const dcase *c)
         node(g, "clip", "Clip", "t,lo,hi", "y");
     } else if (c->post == 3) {
         node(g, "res", "Add", "t,r", "y");
+    } else if (c->post == 4) {
+        node(g, "sig", "Sigmoid", "t", "s");
+        node(g, "mul", "Mul", "t,s", "y");
+    } else if (c->post == 5) {
+        node(g, "leaky", "LeakyRelu", "t", "y");
     }
     output(g, "y");
     return m;
@@ -77,6 +84,10 @@ static float post_f(const dcase *c, float v, float r)
     }
     if (c->post == 3)
         return v + r;
+    if (c->post == 4) /* not the AVX2 Sigmoid's rounding: not compared bit for bit */
+        return v / (1.0f + expf(-v));
+    if (c->post == 5)
+        return v < 0 ? v * 0.01f : v;
     return v;
 }
 
@@ -106,6 +117,10 @@ static double *reference(const dcase *c, const float *x, const float *w, const f
                         s = s < 0 ? 0 : s > 6 ? 6 : s;
                     else if (c->post == 3)
                         s += r[i];
+                    else if (c->post == 4)
+                        s = s / (1.0 + exp(-s));
+                    else if (c->post == 5)
+                        s = s < 0 ? s * (double)0.01f : s;
                     y[i] = s;
                 }
     return y;
@@ -214,7 +229,7 @@ static void check_case(const dcase *c)
     CHECK(big > 0);
     CHECK(e_off <= 1e-5 * big);
     CHECK(e_on <= 1e-5 * big);
-    CHECK(differ == 0); /* the GEMM's summation order: identical to im2col */
+    CHECK(differ == 0 || c->post == 4); /* the GEMM's summation order: identical to im2col */
     CHECK(memcmp(yo, y1, cnt * sizeof *y1) == 0); /* fused = unfused */
     CHECK(memcmp(y1, y2, cnt * sizeof *y1) == 0); /* independent of the thread count */
     CHECK(memcmp(yo, tdm_tensor_cdata(off2[0]), cnt * sizeof *y1) == 0);
@@ -257,6 +272,11 @@ int main(void)
         {"k6-even", 1, 3, 20, 33, 66, 6, 6, 2, 2, {2, 2, 3, 3}, 1, 3, 1},
         {"narrow-24", 1, 3, 8, 24, 48, 3, 3, 2, 2, {1, 1, 1, 1}, 0, 0, 1},
         {"pix-25", 1, 3, 8, 9, 25, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 1, 1},
+        {"effnet-like", 1, 3, 32, 64, 64, 3, 3, 2, 2, {1, 1, 1, 1}, 1, 4, 1},
+        {"silu-odd-s1", 2, 3, 13, 21, 43, 3, 3, 1, 1, {1, 1, 1, 1}, 0, 4, 1},
+        {"silu-k7-s2", 1, 3, 10, 37, 51, 7, 7, 2, 2, {3, 2, 3, 3}, 1, 4, 1},
+        {"leaky-s2", 1, 3, 16, 33, 47, 3, 3, 2, 2, {0, 1, 1, 0}, 1, 5, 1},
+        {"leaky-s1", 1, 2, 9, 19, 35, 5, 5, 1, 1, {2, 2, 2, 2}, 1, 5, 1},
         /* not taken: the GEMM path */
         {"1x1", 1, 3, 16, 20, 40, 1, 1, 1, 1, {0, 0, 0, 0}, 1, 0, 0},
         {"few-m", 1, 3, 4, 20, 40, 3, 3, 1, 1, {1, 1, 1, 1}, 1, 0, 0},
