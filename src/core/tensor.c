@@ -408,22 +408,42 @@ const char *tensor_str(const tdm_tensor *t, size_t i)
     return s && s[i] ? s[i] : "";
 }
 
+/* Element i of p as type T, read as bytes: a model's constant may lie
+ * misaligned in its file (core/tensor.h tensor_misaligned), and the
+ * accessors below serve its readers too (scales, biases, shapes). */
+#define TENSOR_LOADER(name, T)                                                                                   \
+    static T name(const void *p, size_t i)                                                                       \
+    {                                                                                                             \
+        T v;                                                                                                      \
+        memcpy(&v, (const char *)p + i * sizeof v, sizeof v);                                                     \
+        return v;                                                                                                 \
+    }
+TENSOR_LOADER(ld_f32, float)
+TENSOR_LOADER(ld_f64, double)
+TENSOR_LOADER(ld_i16, int16_t)
+TENSOR_LOADER(ld_u16, uint16_t)
+TENSOR_LOADER(ld_i32, int32_t)
+TENSOR_LOADER(ld_u32, uint32_t)
+TENSOR_LOADER(ld_i64, int64_t)
+TENSOR_LOADER(ld_u64, uint64_t)
+#undef TENSOR_LOADER
+
 double tensor_get_f64(const tdm_tensor *t, size_t i)
 {
     const void *p = t->data;
     switch (t->dtype) {
-    case TDM_FLOAT: return ((const float *)p)[i];
-    case TDM_DOUBLE: return ((const double *)p)[i];
-    case TDM_FLOAT16: return fp16_to_f32(((const uint16_t *)p)[i]);
-    case TDM_BFLOAT16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    case TDM_FLOAT: return ld_f32(p, i);
+    case TDM_DOUBLE: return ld_f64(p, i);
+    case TDM_FLOAT16: return fp16_to_f32(ld_u16(p, i));
+    case TDM_BFLOAT16: return bf16_to_f32(ld_u16(p, i));
     case TDM_INT8: return ((const int8_t *)p)[i];
-    case TDM_INT16: return ((const int16_t *)p)[i];
-    case TDM_INT32: return ((const int32_t *)p)[i];
-    case TDM_INT64: return (double)((const int64_t *)p)[i];
+    case TDM_INT16: return ld_i16(p, i);
+    case TDM_INT32: return ld_i32(p, i);
+    case TDM_INT64: return (double)ld_i64(p, i);
     case TDM_UINT8: case TDM_BOOL: return ((const uint8_t *)p)[i];
-    case TDM_UINT16: return ((const uint16_t *)p)[i];
-    case TDM_UINT32: return ((const uint32_t *)p)[i];
-    case TDM_UINT64: return (double)((const uint64_t *)p)[i];
+    case TDM_UINT16: return ld_u16(p, i);
+    case TDM_UINT32: return ld_u32(p, i);
+    case TDM_UINT64: return (double)ld_u64(p, i);
     default: return 0.0;
     }
 }
@@ -433,13 +453,13 @@ int64_t tensor_get_i64(const tdm_tensor *t, size_t i)
     const void *p = t->data;
     switch (t->dtype) {
     case TDM_INT8: return ((const int8_t *)p)[i];
-    case TDM_INT16: return ((const int16_t *)p)[i];
-    case TDM_INT32: return ((const int32_t *)p)[i];
-    case TDM_INT64: return ((const int64_t *)p)[i];
+    case TDM_INT16: return ld_i16(p, i);
+    case TDM_INT32: return ld_i32(p, i);
+    case TDM_INT64: return ld_i64(p, i);
     case TDM_UINT8: case TDM_BOOL: return ((const uint8_t *)p)[i];
-    case TDM_UINT16: return ((const uint16_t *)p)[i];
-    case TDM_UINT32: return ((const uint32_t *)p)[i];
-    case TDM_UINT64: return (int64_t)((const uint64_t *)p)[i];
+    case TDM_UINT16: return ld_u16(p, i);
+    case TDM_UINT32: return ld_u32(p, i);
+    case TDM_UINT64: return (int64_t)ld_u64(p, i);
     default: {
         double d = tensor_get_f64(t, i);
         if (d != d)
