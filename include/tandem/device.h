@@ -67,7 +67,9 @@ typedef struct tdm_tensor_desc {
     tdm_dtype dtype;
     int rank;               /* -1: unknown rank */
     const int64_t *dims;
-    const void *data;       /* constant value, or NULL */
+    const void *data;       /* constant value, or NULL; bytes as in the model's file,
+                             * which may lie unaligned for dtype (ONNX raw_data inside
+                             * the protobuf): read its elements with memcpy */
 } tdm_tensor_desc;
 
 /* Attribute types, numbered as ONNX's AttributeProto.AttributeType. */

@@ -162,6 +162,7 @@ void tensor_reset(tdm_tensor *t)
     for (size_t i = 0; i < t->n_items; i++)
         tdm_tensor_destroy(t->items[i]);
     mem_free(t->items);
+    mem_free(t->aligned);
     file_map_unref(t->map);
     memset(t, 0, sizeof *t);
     t->kind = TDM_KIND_TENSOR;
@@ -238,6 +239,12 @@ tdm_status tensor_view(tdm_err *e, const tdm_tensor *src, tdm_tensor **out)
     t->n_items = t->cap_items = 0;
     atomic_init(&t->aux, NULL); /* the cache stays with the owner */
     t->borrowed = 1;
+    if (__atomic_load_n(&src->aligned, __ATOMIC_ACQUIRE)) {
+        /* the owner's aligned copy is the owner's: the view reads the
+         * mapping (its reference keeps it), and aligns on its own */
+        t->data = (void *)(uintptr_t)src->in_map;
+    }
+    t->aligned = NULL;
     t->map = file_map_ref(src->map); /* its own reference: a view may drop the pages too */
     *out = t;
     return TDM_OK;
@@ -326,7 +333,66 @@ void tensor_drop_pages(const tdm_tensor *t)
 
 int tensor_in_file(const tdm_tensor *t)
 {
-    return t && t->map && !t->map->heap;
+    if (!t || !t->map || t->map->heap)
+        return 0;
+    uintptr_t p = (uintptr_t)t->data, lo = (uintptr_t)t->map->base;
+    return p >= lo && p - lo <= t->map->size; /* not once tensor_align moved it to the heap */
+}
+
+/* The alignment a load of one element of dt needs. */
+static size_t elem_align(tdm_dtype dt)
+{
+    size_t a = tdm_dtype_size(dt);
+    if (dt == TDM_COMPLEX64 || dt == TDM_COMPLEX128)
+        a /= 2; /* two floats (doubles) */
+    return a ? a : 1;
+}
+
+int tensor_misaligned(const tdm_tensor *t)
+{
+    return t && t->kind == TDM_KIND_TENSOR && t->dtype != TDM_STRING && t->data &&
+           (uintptr_t)t->data % elem_align(t->dtype) != 0;
+}
+
+const void *tensor_align(const tdm_tensor *t)
+{
+    if (!t)
+        return NULL;
+    const void *orig = __atomic_load_n(&t->data, __ATOMIC_ACQUIRE);
+    if (!orig || t->kind != TDM_KIND_TENSOR || t->dtype == TDM_STRING || (uintptr_t)orig % elem_align(t->dtype) == 0)
+        return orig; /* aligned: its own, or the copy another thread made */
+    tdm_tensor *w = (tdm_tensor *)(uintptr_t)t;
+    void *have = __atomic_load_n(&w->aligned, __ATOMIC_ACQUIRE);
+    if (!have) {
+        void *copy = mem_alloc(t->nbytes ? t->nbytes : 1);
+        if (!copy)
+            return NULL;
+        memcpy(copy, orig, t->nbytes);
+        /* every thread stores the same address: where the bytes lie */
+        __atomic_store_n(&w->in_map, orig, __ATOMIC_RELAXED);
+        if (__atomic_compare_exchange_n(&w->aligned, &have, copy, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            have = copy;
+            /* the bytes are resident once, in the copy: the mapping's pages
+             * go (a reader of the old pointer pages them in again) */
+            if (tensor_in_file(t))
+                file_drop_pages(orig, t->nbytes, 1);
+        } else {
+            mem_free(copy); /* another thread made it first */
+        }
+    }
+    __atomic_store_n(&w->data, have, __ATOMIC_RELEASE);
+    return have;
+}
+
+const void *tensor_read_aligned(const tdm_tensor *t, void **tmp)
+{
+    *tmp = NULL;
+    if (!tensor_misaligned(t))
+        return t ? t->data : NULL;
+    if (!(*tmp = mem_alloc(t->nbytes ? t->nbytes : 1)))
+        return NULL;
+    memcpy(*tmp, t->data, t->nbytes);
+    return *tmp;
 }
 
 void tensor_drop_span(const tdm_tensor *t, const void *p, size_t len)
@@ -345,22 +411,42 @@ const char *tensor_str(const tdm_tensor *t, size_t i)
     return s && s[i] ? s[i] : "";
 }
 
+/* Element i of p as type T, read as bytes: a model's constant may lie
+ * misaligned in its file (core/tensor.h tensor_misaligned), and the
+ * accessors below serve its readers too (scales, biases, shapes). */
+#define TENSOR_LOADER(name, T)                                                                                   \
+    static T name(const void *p, size_t i)                                                                       \
+    {                                                                                                             \
+        T v;                                                                                                      \
+        memcpy(&v, (const char *)p + i * sizeof v, sizeof v);                                                     \
+        return v;                                                                                                 \
+    }
+TENSOR_LOADER(ld_f32, float)
+TENSOR_LOADER(ld_f64, double)
+TENSOR_LOADER(ld_i16, int16_t)
+TENSOR_LOADER(ld_u16, uint16_t)
+TENSOR_LOADER(ld_i32, int32_t)
+TENSOR_LOADER(ld_u32, uint32_t)
+TENSOR_LOADER(ld_i64, int64_t)
+TENSOR_LOADER(ld_u64, uint64_t)
+#undef TENSOR_LOADER
+
 double tensor_get_f64(const tdm_tensor *t, size_t i)
 {
     const void *p = t->data;
     switch (t->dtype) {
-    case TDM_FLOAT: return ((const float *)p)[i];
-    case TDM_DOUBLE: return ((const double *)p)[i];
-    case TDM_FLOAT16: return fp16_to_f32(((const uint16_t *)p)[i]);
-    case TDM_BFLOAT16: return bf16_to_f32(((const uint16_t *)p)[i]);
+    case TDM_FLOAT: return ld_f32(p, i);
+    case TDM_DOUBLE: return ld_f64(p, i);
+    case TDM_FLOAT16: return fp16_to_f32(ld_u16(p, i));
+    case TDM_BFLOAT16: return bf16_to_f32(ld_u16(p, i));
     case TDM_INT8: return ((const int8_t *)p)[i];
-    case TDM_INT16: return ((const int16_t *)p)[i];
-    case TDM_INT32: return ((const int32_t *)p)[i];
-    case TDM_INT64: return (double)((const int64_t *)p)[i];
+    case TDM_INT16: return ld_i16(p, i);
+    case TDM_INT32: return ld_i32(p, i);
+    case TDM_INT64: return (double)ld_i64(p, i);
     case TDM_UINT8: case TDM_BOOL: return ((const uint8_t *)p)[i];
-    case TDM_UINT16: return ((const uint16_t *)p)[i];
-    case TDM_UINT32: return ((const uint32_t *)p)[i];
-    case TDM_UINT64: return (double)((const uint64_t *)p)[i];
+    case TDM_UINT16: return ld_u16(p, i);
+    case TDM_UINT32: return ld_u32(p, i);
+    case TDM_UINT64: return (double)ld_u64(p, i);
     default: return 0.0;
     }
 }
@@ -370,13 +456,13 @@ int64_t tensor_get_i64(const tdm_tensor *t, size_t i)
     const void *p = t->data;
     switch (t->dtype) {
     case TDM_INT8: return ((const int8_t *)p)[i];
-    case TDM_INT16: return ((const int16_t *)p)[i];
-    case TDM_INT32: return ((const int32_t *)p)[i];
-    case TDM_INT64: return ((const int64_t *)p)[i];
+    case TDM_INT16: return ld_i16(p, i);
+    case TDM_INT32: return ld_i32(p, i);
+    case TDM_INT64: return ld_i64(p, i);
     case TDM_UINT8: case TDM_BOOL: return ((const uint8_t *)p)[i];
-    case TDM_UINT16: return ((const uint16_t *)p)[i];
-    case TDM_UINT32: return ((const uint32_t *)p)[i];
-    case TDM_UINT64: return (int64_t)((const uint64_t *)p)[i];
+    case TDM_UINT16: return ld_u16(p, i);
+    case TDM_UINT32: return ld_u32(p, i);
+    case TDM_UINT64: return (int64_t)ld_u64(p, i);
     default: {
         double d = tensor_get_f64(t, i);
         if (d != d)
@@ -656,8 +742,10 @@ int tdm_tensor_rank(const tdm_tensor *t) { return t->rank; }
 const int64_t *tdm_tensor_dims(const tdm_tensor *t) { return t->dims; }
 size_t tdm_tensor_count(const tdm_tensor *t) { return t->kind == TDM_KIND_TENSOR ? t->count : 0; }
 size_t tdm_tensor_nbytes(const tdm_tensor *t) { return t->kind == TDM_KIND_TENSOR ? t->nbytes : 0; }
-void *tdm_tensor_data(tdm_tensor *t) { return t->data; }
-const void *tdm_tensor_cdata(const tdm_tensor *t) { return t->data; }
+/* a model's constant misaligned in its file is aligned for the caller, who
+ * loads elements from it (core/tensor.h tensor_align) */
+void *tdm_tensor_data(tdm_tensor *t) { return (void *)(uintptr_t)tensor_align(t); }
+const void *tdm_tensor_cdata(const tdm_tensor *t) { return tensor_align(t); }
 size_t tdm_sequence_length(const tdm_tensor *seq) { return seq->kind == TDM_KIND_SEQUENCE ? seq->n_items : 0; }
 
 const tdm_tensor *tdm_sequence_item(const tdm_tensor *seq, size_t i)

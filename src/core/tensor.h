@@ -29,6 +29,10 @@ struct tdm_tensor {
                                  * initializer's: kernels may cache derived forms (tensor_aux) */
     struct file_map *map;       /* data lies in this read-only file mapping (core/file.h;
                                  * borrowed is set): one reference, dropped with the tensor */
+    void *aligned;              /* data lay in map at an address not aligned for dtype (ONNX
+                                 * raw_data inside a protobuf): the aligned heap copy that
+                                 * tensor_align made and data now points to (owned), else NULL */
+    const void *in_map;         /* with aligned: where the bytes lie in map */
     tdm_dtype held;             /* TDM_FLOAT16 / TDM_BFLOAT16: every element of this float32
                                  * data is exactly representable in that type (the virtual NPU
                                  * marks the outputs it rounded, so that a node there does not
@@ -124,6 +128,22 @@ void tensor_drop_pages(const tdm_tensor *t);
 /* 1 when t's data lie in a file mapping, whose pages can be dropped and read
  * in again from the file (not a shared heap block). */
 int tensor_in_file(const tdm_tensor *t);
+/* 1 when t's data lie where a load of its element type may not be made
+ * (a mapping's bytes at an odd offset): only bytes may be read there
+ * (memcpy), until tensor_align. */
+int tensor_misaligned(const tdm_tensor *t);
+/* t's data, aligned for its type: when they lie misaligned in a mapping,
+ * an aligned heap copy is made once and t->data points to it from then on
+ * (kept with t: the same bytes; safe from several threads, a reader of the
+ * old pointer still reads the mapping). NULL when out of memory. For the
+ * readers of a constant that load its elements (ops/node_ctx.c op_run does
+ * it for every kernel input but the ones a kernel packs itself). */
+const void *tensor_align(const tdm_tensor *t);
+/* t's data aligned for reading once: t->data itself, or a temporary
+ * aligned copy in *tmp (mem_free it after) when they lie misaligned. NULL
+ * when out of memory. The packers read through it, so that a constant that
+ * only a packer reads is never copied for good. */
+const void *tensor_read_aligned(const tdm_tensor *t, void **tmp);
 /* The same for p[0, len) only, when it lies inside t's data (t may be
  * NULL: nothing is done). */
 void tensor_drop_span(const tdm_tensor *t, const void *p, size_t len);

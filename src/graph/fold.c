@@ -168,7 +168,7 @@ static tdm_status fold_node(tdm_err *e, gr_graph *g, int ni, int *done)
     err_clear(&kerr);
     op_ctx ctx; /* no caller: folded ops run no subgraph and see no input as a packed constant */
     op_ctx_init(&ctx, n, in, out, &kerr, NULL, 1, &rng);
-    if (d->run(&ctx) != TDM_OK)
+    if (op_align_inputs(&ctx, 1) != TDM_OK || d->run(&ctx) != TDM_OK)
         goto done; /* the executor reports it if the node ever runs */
     for (int i = 0; i < n->n_outputs; i++) {
         if (n->outputs[i] < 0) {

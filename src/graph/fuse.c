@@ -438,23 +438,35 @@ static int bn_fold(const gr_graph *g, int n, int bn, fuse_chain *c)
     const gr_node *cn = &g->nodes[n], *bnode = &g->nodes[bn];
     const tdm_tensor *w = g->values[cn->inputs[1]].init;
     const tdm_tensor *cb = cn->n_inputs > 2 && cn->inputs[2] >= 0 ? g->values[cn->inputs[2]].init : NULL;
-    const float *sc = g->values[bnode->inputs[1]].init->data, *bi = g->values[bnode->inputs[2]].init->data;
-    const float *mn = g->values[bnode->inputs[3]].init->data, *vr = g->values[bnode->inputs[4]].init->data;
+    /* read aligned (a temporary copy of what lies misaligned in the file) */
+    const tdm_tensor *src[6] = {w, g->values[bnode->inputs[1]].init, g->values[bnode->inputs[2]].init,
+                                g->values[bnode->inputs[3]].init, g->values[bnode->inputs[4]].init, cb};
+    const float *rd[6] = {NULL};
+    void *tmp[6] = {NULL};
+    int bad = 0;
+    for (int k = 0; k < 6; k++)
+        if (src[k] && !(rd[k] = tensor_read_aligned(src[k], &tmp[k])))
+            bad = 1;
+    const float *wd = rd[0], *sc = rd[1], *bi = rd[2], *mn = rd[3], *vr = rd[4], *cbd = rd[5];
     size_t co = (size_t)w->dims[0], per = w->count / co;
     int64_t bd[1] = {(int64_t)co};
     tdm_err e;
-    if (tensor_new(&e, TDM_FLOAT, w->rank, w->dims, &c->fold_w) || tensor_new(&e, TDM_FLOAT, 1, bd, &c->fold_b))
+    if (bad || tensor_new(&e, TDM_FLOAT, w->rank, w->dims, &c->fold_w) || tensor_new(&e, TDM_FLOAT, 1, bd, &c->fold_b)) {
+        for (int k = 0; k < 6; k++)
+            mem_free(tmp[k]);
         return -1;
+    }
     c->fold_w->immutable = c->fold_b->immutable = 1; /* the GEMM may keep them packed */
     double eps = gr_attr_float(bnode, "epsilon", 1e-5f);
     float *fw = c->fold_w->data, *fb = c->fold_b->data;
-    const float *wd = w->data;
     for (size_t o = 0; o < co; o++) {
         double a = sc[o] / sqrt(vr[o] + eps), off = bi[o] - mn[o] * a;
         for (size_t k = 0; k < per; k++)
             fw[o * per + k] = (float)(wd[o * per + k] * a);
-        fb[o] = (float)((cb ? ((const float *)cb->data)[o] * a : 0.0) + off);
+        fb[o] = (float)((cbd ? cbd[o] * a : 0.0) + off);
     }
+    for (int k = 0; k < 6; k++)
+        mem_free(tmp[k]);
     tensor_drop_pages(w); /* the folded copy is what runs */
     c->bn = bn;
     return 0;
@@ -694,6 +706,8 @@ tdm_status fuse_bind(tdm_err *e, const fuse_chain *c, tdm_tensor *const *vals, c
         f->opd[k] = vals[c->opd[k]];
         if (!f->opd[k])
             return err_set(e, TDM_E_INTERNAL, "a fused operand has no value");
+        if (tensor_misaligned(f->opd[k]) && !tensor_align(f->opd[k])) /* the programs load its elements */
+            return err_set(e, TDM_E_NOMEM, "out of memory aligning a fused operand");
     }
     return TDM_OK;
 }

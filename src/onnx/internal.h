@@ -75,8 +75,10 @@ typedef struct onnx_ctx {
 /* 1 when len bytes at `at` (an address, or a file offset: a mapping keeps
  * the offset's place in its page), in the file's (little-endian) order,
  * can be the data of a tensor of element type dt as they are: a host that
- * stores little-endian, one value per element (not int4 and the like),
- * aligned for the type, at least ONNX_MAP_MIN_BYTES. */
+ * stores little-endian, one value per element (not int4 and the like), at
+ * least ONNX_MAP_MIN_BYTES. They need not be aligned for the type (inline
+ * raw_data seldom is): a tensor whose are not is tensor_misaligned, and
+ * the readers that load its elements align it (core/tensor.h). */
 int onnx_can_map(int dt, uint64_t at, size_t len);
 
 void onnx_ctx_free(onnx_ctx *c);

@@ -84,11 +84,23 @@ void op_sgemm_pack_b_rows(const op_gemm *g, float *dst, void (*done)(void *arg, 
                           void *arg);
 
 /* The packed form of constant input `input` of ctx's node (a graph
- * initializer, see tensor_aux): found under key, or made by fill(arg, dst)
- * into `floats` floats and attached. NULL when the input is not an
- * initializer or memory is short: the caller packs for this call then. */
+ * initializer, see tensor_aux): found under key, or made by fill(arg, src,
+ * dst) into `floats` floats and attached. src is the input's data: with
+ * `as_bytes`, where they lie (maybe misaligned in the model's file: fill
+ * reads them with memcpy), else aligned for loading its elements (a
+ * temporary copy when they lie misaligned, core/tensor.h
+ * tensor_read_aligned); either way a weight only a packer reads is never
+ * copied for good. NULL when the input is not an initializer or memory is
+ * short: the caller packs for this call then. */
 const float *op_nn_packed_const(const op_ctx *ctx, int input, uint64_t key, size_t floats,
-                                void (*fill)(const void *arg, float *dst), const void *arg);
+                                void (*fill)(const void *arg, const void *src, float *dst), const void *arg,
+                                int as_bytes);
+/* The float32 data p of input `input` of ctx's node (-1: p is a converted
+ * copy, returned as it is) aligned for loading, for a kernel that reads
+ * the elements of an input op_run left where it lies (ops/node_ctx.c
+ * op_run_aligns): the aligned copy is kept with the input
+ * (core/tensor.h tensor_align). NULL when out of memory. */
+const float *op_nn_loadable(const op_ctx *ctx, int input, const float *p);
 /* A key for op_nn_packed_const from the numbers that define a form. */
 uint64_t op_nn_pack_key(const uint64_t *v, size_t n);
 

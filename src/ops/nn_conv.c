@@ -195,34 +195,41 @@ static int is_pointwise(const nn_geom *g)
 /* Fills the packed weights of every group (an op_nn_packed_const fill). */
 typedef struct conv_wpack {
     const conv_plan *p;
-    const float *w;
 } conv_wpack;
 
-static void conv_fill_a(const void *arg, float *dst)
+static void conv_fill_a(const void *arg, const void *src, float *dst)
 {
     const conv_wpack *c = arg;
+    const float *w = src;
     const size_t mg = (size_t)c->p->mg, kk = (size_t)c->p->cg * c->p->k_sz;
     op_gemm gm = {.m = mg, .k = kk, .alpha = 1.0f, .lda = kk};
     size_t per = op_sgemm_pack_a_floats(&gm);
     for (int64_t gi = 0; gi < c->p->group; gi++) {
-        gm.a = c->w + (size_t)gi * mg * kk;
+        gm.a = w + (size_t)gi * mg * kk;
         op_sgemm_pack_a(&gm, dst + (size_t)gi * per);
     }
 }
 
 /* The float32 convolution: y[n, m, out] = fuse(conv(x, w) + bias). w_in
- * is the node's input holding w (1), or -1 when w is a converted copy. */
+ * is the node's input holding w (1), or -1 when w is a converted copy.
+ * The node's w is where it lies (op_run_aligns): maybe misaligned in the
+ * model's file, so that only its packed form is resident; it is aligned
+ * (a copy kept with it) only on the paths that load its elements here:
+ * depthwise, direct, and the GEMM or Winograd without a packed form. */
 static tdm_status conv_f32(op_ctx *ctx, const conv_plan *p, const float *x, const float *w, int w_in,
                            const float *bias, float *y)
 {
     const nn_geom *g = &p->g;
     const size_t cg = (size_t)p->cg, mg = (size_t)p->mg, kk = cg * p->k_sz;
     const int threads = ctx->threads > 0 ? ctx->threads : 1;
-    if (cg == 1 && mg <= 4 && p->group > 1) {
+    const int dw = cg == 1 && mg <= 4 && p->group > 1, direct = !dw && op_conv_direct_ok(ctx, p);
+    if ((dw || direct) && !(w = op_nn_loadable(ctx, w_in, w)))
+        return op_fail(ctx, TDM_E_NOMEM, "out of memory");
+    if (dw) {
         op_act none = {OP_ACT_NONE, 0.0f, 0.0f};
         return op_conv_depthwise_f32(ctx, p, x, w, bias, &none, y);
     }
-    if (op_conv_direct_ok(ctx, p))
+    if (direct)
         return op_conv_direct_f32(ctx, p, x, w, w_in, bias, y);
     if (op_conv_winograd_ok(ctx, p))
         return op_conv_winograd_f32(ctx, p, x, w, w_in, bias, y);
@@ -254,9 +261,11 @@ static tdm_status conv_f32(op_ctx *ctx, const conv_plan *p, const float *x, cons
     if (w_in >= 0 && per_group && !mem_mul(per_group, (size_t)p->group, &total)) {
         op_gemm_layout lay = op_sgemm_layout(kk);
         uint64_t kv[] = {0x436f6e76u /* "Conv" */, lay.kc, lay.mr, lay.nr, mg, kk, (uint64_t)p->group};
-        conv_wpack wp = {p, w};
-        wpack = op_nn_packed_const(ctx, w_in, op_nn_pack_key(kv, sizeof kv / sizeof kv[0]), total, conv_fill_a, &wp);
+        conv_wpack wp = {p};
+        wpack = op_nn_packed_const(ctx, w_in, op_nn_pack_key(kv, sizeof kv / sizeof kv[0]), total, conv_fill_a, &wp, 0);
     }
+    if (!wpack && !(w = op_nn_loadable(ctx, w_in, w)))
+        return op_fail(ctx, TDM_E_NOMEM, "out of memory");
     int pointwise = is_pointwise(g);
     for (int64_t n = 0; n < p->n; n++)
         for (int64_t gi = 0; gi < p->group; gi++) {

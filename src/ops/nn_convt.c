@@ -284,9 +284,10 @@ static void task_scatter(void *arg, size_t t)
 }
 
 /* Fills W^T of every group packed for the GEMM (an op_nn_packed_const fill). */
-static void convt_fill_a(const void *arg, float *dst)
+static void convt_fill_a(const void *arg, const void *src, float *dst)
 {
     const conv_wpack *c = arg;
+    (void)src; /* c->w: op_run aligned the input */
     const size_t cg = (size_t)c->p->cg, rows = (size_t)c->p->mg * c->p->k_sz;
     op_gemm gm = {.trans_a = 1, .m = rows, .k = cg, .alpha = 1.0f, .lda = rows};
     size_t per = op_sgemm_pack_a_floats(&gm);
@@ -311,7 +312,7 @@ static tdm_status convt_f32(op_ctx *ctx, const conv_plan *p, const float *x, con
         op_gemm_layout lay = op_sgemm_layout(cg);
         uint64_t kv[] = {0x436f6e54u /* "ConT" */, lay.kc, lay.mr, lay.nr, rows, cg, (uint64_t)p->group};
         conv_wpack wp = {p, w};
-        wpack = op_nn_packed_const(ctx, w_in, op_nn_pack_key(kv, sizeof kv / sizeof kv[0]), total, convt_fill_a, &wp);
+        wpack = op_nn_packed_const(ctx, w_in, op_nn_pack_key(kv, sizeof kv / sizeof kv[0]), total, convt_fill_a, &wp, 0);
     }
     if (convt_scatter_ok(p)) {
         const size_t W = (size_t)p->g.in[2], rows_in = p->in_sz / (W ? W : 1);

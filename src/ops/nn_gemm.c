@@ -998,9 +998,10 @@ static void rows_packed(void *arg, const float *rows, size_t floats)
     tensor_drop_span(((const fill_b_arg *)arg)->t, rows, floats * sizeof *rows);
 }
 
-static void fill_b(const void *arg, float *dst)
+static void fill_b(const void *arg, const void *src, float *dst)
 {
     const fill_b_arg *f = arg;
+    (void)src; /* f->g->b: op_run aligned the input */
     op_sgemm_pack_b_rows(f->g, dst, rows_packed, (void *)(uintptr_t)f);
 }
 
@@ -1016,7 +1017,7 @@ static const float *cached_b(const op_ctx *ctx, int input, const op_gemm *g)
     op_gemm_layout lay = op_sgemm_layout(g->k);
     uint64_t kv[] = {0x47656d6du /* "Gemm" */, lay.kc, lay.mr, lay.nr, (uint64_t)g->trans_b, g->k, g->n, g->ldb};
     fill_b_arg fa = {g, input < ctx->n_in ? ctx->in[input] : NULL};
-    return op_nn_packed_const(ctx, input, op_nn_pack_key(kv, sizeof kv / sizeof kv[0]), floats, fill_b, &fa);
+    return op_nn_packed_const(ctx, input, op_nn_pack_key(kv, sizeof kv / sizeof kv[0]), floats, fill_b, &fa, 0);
 }
 
 /* C = fuse(A B) (row-major, contiguous) on `threads` threads; C starts at

@@ -31,8 +31,16 @@ uint64_t op_nn_pack_key(const uint64_t *v, size_t n)
     return h;
 }
 
+const float *op_nn_loadable(const op_ctx *ctx, int input, const float *p)
+{
+    if (input < 0 || input >= ctx->n_in || !ctx->in[input])
+        return p;
+    return tensor_align(ctx->in[input]);
+}
+
 const float *op_nn_packed_const(const op_ctx *ctx, int input, uint64_t key, size_t floats,
-                                void (*fill)(const void *arg, float *dst), const void *arg)
+                                void (*fill)(const void *arg, const void *src, float *dst), const void *arg,
+                                int as_bytes)
 {
     const gr_node *node = ctx->node;
     if (!node || input < 0 || input >= ctx->n_in || input >= node->n_inputs || !ctx->in[input])
@@ -52,11 +60,19 @@ const float *op_nn_packed_const(const op_ctx *ctx, int input, uint64_t key, size
         mem_free(p);
         return NULL;
     }
+    void *tmp = NULL;
+    const void *src = as_bytes ? t->data : tensor_read_aligned(t, &tmp);
+    if (!src) {
+        mem_free(raw);
+        mem_free(p);
+        return NULL;
+    }
     p->h.key = key;
     p->h.free_fn = packed_free;
     p->raw = raw;
     p->data = (float *)((char *)raw + (64 - (uintptr_t)raw % 64) % 64);
-    fill(arg, p->data);
+    fill(arg, src, p->data);
+    mem_free(tmp);
     const float *r = ((packed_aux *)tensor_aux_attach(t, &p->h))->data;
     /* the original is resident once, packed: its pages in a file mapping
      * are dropped (anything that reads it later pages it in again) */

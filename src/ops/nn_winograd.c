@@ -115,23 +115,28 @@ static void wino_out_c(const wino_var *w, const float *m, size_t xs, float bias,
 
 typedef struct wino_wfill {
     const wino_var *v;
-    const float *w;
+    const tdm_tensor *t; /* the weights' tensor (their pages go as they are read), or NULL */
     size_t m, c, mpad, apf;
     op_gemm_layout lay;
 } wino_wfill;
 
 /* U[xi] = G g G^T of every (m, c), packed as the GEMM's A (M x C) of
- * position xi at dst + xi * apf (an op_nn_packed_const fill). */
-static void wino_fill_u(const void *arg, float *dst)
+ * position xi at dst + xi * apf (an op_nn_packed_const fill). The weights
+ * src are read as bytes (they may lie misaligned in the model's file), and
+ * each output channel's pages in a file mapping go once read (issue 20
+ * item 5: the original is not resident beside its form while it is made). */
+static void wino_fill_u(const void *arg, const void *src, float *dst)
 {
     const wino_wfill *f = arg;
+    const unsigned char *w = src;
     const int a = f->v->a;
     const double *G = f->v->g;
     const size_t kc = f->lay.kc, mr = f->lay.mr;
     memset(dst, 0, (size_t)(a * a) * f->apf * sizeof *dst);
-    for (size_t m = 0; m < f->m; m++)
+    for (size_t m = 0; m < f->m; m++) {
         for (size_t c = 0; c < f->c; c++) {
-            const float *g = f->w + (m * f->c + c) * 9;
+            float g[9];
+            memcpy(g, w + (m * f->c + c) * sizeof g, sizeof g);
             double t[WINO_AMAX][3];
             for (int i = 0; i < a; i++)
                 for (int b = 0; b < 3; b++)
@@ -143,6 +148,8 @@ static void wino_fill_u(const void *arg, float *dst)
                     dst[(size_t)(i * a + j) * f->apf + off] =
                         (float)(t[i][0] * G[j * 3] + t[i][1] * G[j * 3 + 1] + t[i][2] * G[j * 3 + 2]);
         }
+        tensor_drop_span(f->t, w + m * f->c * 9 * sizeof(float), f->c * 9 * sizeof(float));
+    }
 }
 
 /* ---- the driver ---- */
@@ -494,17 +501,19 @@ tdm_status op_conv_winograd_f32(op_ctx *ctx, const conv_plan *p, const float *x,
     size_t ufl;
     if (mem_mul(j.apf, np, &ufl))
         return op_fail(ctx, TDM_E_NOMEM, "the convolution is too large");
-    wino_wfill wf = {var, w, j.m, j.c, j.mpad, j.apf, j.lay};
+    wino_wfill wf = {var, w_in >= 0 ? ctx->in[w_in] : NULL, j.m, j.c, j.mpad, j.apf, j.lay};
     float *own = NULL;
     if (w_in >= 0) {
         uint64_t kv[] = {0x57696e6fu /* "Wino" */, (uint64_t)var->id, j.lay.kc, j.lay.mr, j.lay.nr, j.m, j.c};
-        j.u = op_nn_packed_const(ctx, w_in, op_nn_pack_key(kv, sizeof kv / sizeof kv[0]), ufl, wino_fill_u, &wf);
+        j.u = op_nn_packed_const(ctx, w_in, op_nn_pack_key(kv, sizeof kv / sizeof kv[0]), ufl, wino_fill_u, &wf, 1);
     }
     if (!j.u) {
         own = pool_scratch_get(ufl * sizeof(float));
-        if (!own)
+        if (!own || !(w = op_nn_loadable(ctx, w_in, w))) {
+            pool_scratch_put(own);
             return op_fail(ctx, TDM_E_NOMEM, "out of memory");
-        wino_fill_u(&wf, own);
+        }
+        wino_fill_u(&wf, w, own);
         j.u = own;
     }
     size_t tasks = n_img * j.nblk * j.nms;

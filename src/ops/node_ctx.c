@@ -40,10 +40,30 @@ tdm_status op_out_shells(tdm_err *e, int n, tdm_tensor **out)
 /* A node with a QDQ group (ops/qdq.h) runs in integer arithmetic, as
  * onnxruntime's fused kernels run it, unless its output is fused with
  * other ops (fuse.c leaves such heads alone). */
+/* 1 when the kernel of ctx's node reads input i of this type only through
+ * its packed form, or aligns it itself where it loads the elements (Conv's
+ * float32 W: nn_conv.c conv_f32), so that op_run leaves it where it lies. */
+static int op_run_aligns(const op_ctx *ctx, int i)
+{
+    return ctx->node->op == OP_Conv && i == 1 && ctx->in[i]->dtype == TDM_FLOAT;
+}
+
+tdm_status op_align_inputs(op_ctx *ctx, int plain)
+{
+    for (int i = 0; i < ctx->n_in; i++)
+        if (tensor_misaligned(ctx->in[i]) && !(plain && op_run_aligns(ctx, i)) && !tensor_align(ctx->in[i]))
+            return op_fail(ctx, TDM_E_NOMEM, "out of memory aligning input %d", i);
+    return TDM_OK;
+}
+
 tdm_status op_run(op_ctx *ctx)
 {
     const struct gr_qdq *q = ctx->node->qdq;
-    if (q && !q->wrapped && !ctx->fuse)
+    const int plain = !q || q->wrapped || ctx->fuse;
+    tdm_status st = op_align_inputs(ctx, plain);
+    if (st)
+        return st;
+    if (!plain)
         return op_qdq_run(ctx, OP_ROUND_HALF_EVEN, "cpu");
     return op_table[ctx->node->op].run(ctx);
 }

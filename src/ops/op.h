@@ -196,6 +196,13 @@ tdm_dtype op_subgraph_out_dtype(const op_ctx *ctx, const gr_graph *g, int k);
  * (node->n_outputs empty shells, see op_out_shells): no fused program, the
  * reference arithmetic (fast 0); the caller sets ctx->fuse and ctx->fast
  * when it runs fused. caller may be NULL (no subgraphs, no constants). */
+/* Aligns every input of ctx whose bytes lie misaligned in the model's file
+ * (inline raw_data; core/tensor.h tensor_align: once, for good) before a
+ * kernel loads them, but those the node's kernel reads only packed or
+ * aligns itself (Conv's float32 W) when plain (the op's own kernel runs,
+ * not a QDQ group's). op_run does it; a caller that runs op_table's kernel
+ * itself (constant folding) calls it first. */
+tdm_status op_align_inputs(op_ctx *ctx, int plain);
 void op_ctx_init(op_ctx *ctx, const gr_node *node, const tdm_tensor *const *in, tdm_tensor **out, tdm_err *e,
                  const op_caller *caller, int threads, uint64_t *rng);
 /* Allocates node's n empty output shells into out[0 .. n); on failure

@@ -408,15 +408,22 @@ static void t_features(void)
 
 /* ------------------------------------------------------------------ external */
 
-/* 1 when t holds n floats i * 0.5 + k (gen_models.py, external "mapped"). */
+/* 1 when the n floats at p (read as bytes: they may lie misaligned in a
+ * mapping) are i * 0.5 + k (gen_models.py, external "mapped"). */
+static int ramp_at(const void *p, size_t n, float k)
+{
+    for (size_t i = 0; i < n; i++) {
+        float f;
+        memcpy(&f, (const char *)p + i * sizeof f, sizeof f);
+        if (f != (float)i * 0.5f + k)
+            return 0;
+    }
+    return 1;
+}
+
 static int ramp(const tdm_tensor *t, size_t n, float k)
 {
-    if (!t || t->dtype != TDM_FLOAT || t->count != n)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (((const float *)t->data)[i] != (float)i * 0.5f + k)
-            return 0;
-    return 1;
+    return t && t->dtype == TDM_FLOAT && t->count == n && t->data && ramp_at(t->data, n, k);
 }
 
 /* Resident KiB of the mapping that holds p (/proc/self/smaps), -1 when
@@ -442,9 +449,10 @@ static long resident_kib(const void *p)
     return kib;
 }
 
-/* External data and raw_data of 4 KiB or more, aligned for their type,
- * stay in a read-only mapping of the file (tdm_tensor.map); the rest is
- * read. Values are the file's either way, also after the pages have been
+/* External data and raw_data of 4 KiB or more stay in a read-only
+ * mapping of the file (tdm_tensor.map), also where they are not aligned
+ * for their type (skew and inline_skew: aligned on demand, see
+ * t_misaligned); the rest is read. Values are the file's either way, also after the pages have been
  * dropped (tensor_drop_pages) and in a clone of the model, which shares the
  * mapping. */
 /* ext/mapped's tensors: name (NULL: skew_name.txt's), elements, ramp, and
@@ -454,21 +462,29 @@ static const struct {
     size_t n;
     float k;
     int mapped;
-} mapped_want[] = {{"big", 4096, 1, 1},    {"odd", 2048, 2, 1},    {"skew", 1500, 3, 0},
-                   {"small", 4, 4, 0},     {"inline", 2048, 5, 1}, {NULL, 1200, -1000, 0}};
+} mapped_want[] = {{"big", 4096, 1, 1},    {"odd", 2048, 2, 1},    {"skew", 1500, 3, 1},
+                   {"small", 4, 4, 0},     {"inline", 2048, 5, 1}, {NULL, 1200, -1000, 1}};
+
+/* The name of ext/mapped's inline_skew (its length puts the raw_data where
+ * the test wants it: gen_models.py). */
+static void read_skew_name(char *buf, size_t size)
+{
+    FILE *f = fopen(path_of("ext/mapped/skew_name.txt"), "r");
+    buf[0] = 0;
+    if (f) {
+        if (!fgets(buf, (int)size, f))
+            buf[0] = 0;
+        fclose(f);
+    }
+}
 
 static void t_mapped(void)
 {
     gr_model *m = load_ok(path_of("ext/mapped/model.onnx"));
     if (!m)
         return;
-    char skew_name[32] = "";
-    FILE *f = fopen(path_of("ext/mapped/skew_name.txt"), "r");
-    if (f) {
-        if (!fgets(skew_name, sizeof skew_name, f))
-            skew_name[0] = 0;
-        fclose(f);
-    }
+    char skew_name[32];
+    read_skew_name(skew_name, sizeof skew_name);
     for (size_t i = 0; i < sizeof mapped_want / sizeof mapped_want[0]; i++) {
         const char *name = mapped_want[i].name ? mapped_want[i].name : skew_name;
         const gr_value *v = value(m->main, name);
@@ -493,16 +509,77 @@ static void t_mapped(void)
     if (c) {
         const gr_value *v = value(c->main, "big");
         CHECK(v && v->init && v->init->map && ramp(v->init, 4096, 1), "mapped: the clone shares big's mapping");
-        v = value(c->main, "skew");
-        /* skew was read into the heap: the clone shares that block (the
+        v = value(c->main, "small");
+        /* small was read into the heap: the clone shares that block (the
          * model it came from is freed above), and its pages are never dropped */
-        CHECK(v && v->init && v->init->map && v->init->map->heap && ramp(v->init, 1500, 3),
-              "mapped: the clone shares skew's heap block");
+        CHECK(v && v->init && v->init->map && v->init->map->heap && ramp(v->init, 4, 4),
+              "mapped: the clone shares small's heap block");
         if (v && v->init) {
             tensor_drop_pages(v->init);
-            CHECK(ramp(v->init, 1500, 3), "mapped: skew keeps its values after a drop");
+            CHECK(ramp(v->init, 4, 4), "mapped: small keeps its values after a drop");
         }
+        v = value(c->main, "skew");
+        CHECK(v && v->init && v->init->map && !v->init->map->heap && tensor_misaligned(v->init) &&
+                  ramp(v->init, 1500, 3), "mapped: the clone shares skew's mapping, misaligned");
         gr_model_free(c);
+    }
+}
+
+/* A tensor whose bytes lie misaligned in the mapping (skew: external data
+ * at an odd offset; inline_skew: raw_data inside the protobuf) is not
+ * copied at load: tensor_align makes one aligned copy, with the same
+ * bytes, on demand and t->data points to it from then on (its pages are
+ * then no longer the file's: never dropped); tensor_read_aligned makes a
+ * temporary one; a view made after the copy reads the mapping, and
+ * outlives its owner. */
+static void t_misaligned(void)
+{
+    gr_model *m = load_ok(path_of("ext/mapped/model.onnx"));
+    if (!m)
+        return;
+    char skew_name[32];
+    read_skew_name(skew_name, sizeof skew_name);
+    const struct {
+        const char *name;
+        size_t n;
+        float k;
+    } want[] = {{"skew", 1500, 3}, {skew_name, 1200, -1000}};
+    tdm_tensor *views[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        const gr_value *v = value(m->main, want[i].name);
+        const tdm_tensor *t = v ? v->init : NULL;
+        CHECK(t && tensor_misaligned(t) && tensor_in_file(t) && !t->aligned,
+              "misaligned: '%s' lies misaligned in the mapping, not copied", want[i].name);
+        if (!t)
+            continue;
+        const void *at = t->data;
+        void *tmp = NULL;
+        const void *r = tensor_read_aligned(t, &tmp);
+        CHECK(r && tmp == r && (uintptr_t)r % 4 == 0 && ramp_at(r, want[i].n, want[i].k) && t->data == at &&
+                  !t->aligned, "misaligned: %s: a temporary aligned copy, the tensor unchanged", want[i].name);
+        mem_free(tmp);
+        tensor_drop_pages(t); /* the file's pages: read in again below */
+        const void *a = tensor_align(t);
+        CHECK(a && (uintptr_t)a % 4 == 0 && a == t->data && a == t->aligned && !tensor_misaligned(t) &&
+                  ramp(t, want[i].n, want[i].k) && t->in_map == at,
+              "misaligned: %s: aligned once, the same bytes", want[i].name);
+        CHECK(tensor_align(t) == a, "misaligned: %s: aligned again, the same copy", want[i].name);
+        CHECK(!tensor_in_file(t), "misaligned: %s: the copy is not the file's", want[i].name);
+        tensor_drop_pages(t); /* nothing: heap pages are never dropped */
+        CHECK(ramp(t, want[i].n, want[i].k), "misaligned: %s: the copy keeps its values after a drop", want[i].name);
+        tdm_err e;
+        err_clear(&e);
+        CHECK(tensor_view(&e, t, &views[i]) == TDM_OK && views[i]->data == at && !views[i]->aligned &&
+                  tensor_misaligned(views[i]), "misaligned: %s: a view reads the mapping", want[i].name);
+    }
+    gr_model_free(m);
+    for (int i = 0; i < 2; i++) {
+        CHECK(!views[i] || ramp_at(views[i]->data, want[i].n, want[i].k),
+              "misaligned: %s: the view outlives its model", want[i].name);
+        const void *a = views[i] ? tensor_align(views[i]) : NULL;
+        CHECK(!views[i] || (a && (uintptr_t)a % 4 == 0 && ramp(views[i], want[i].n, want[i].k)),
+              "misaligned: %s: the view aligns on its own", want[i].name);
+        tdm_tensor_destroy(views[i]);
     }
 }
 
@@ -515,8 +592,8 @@ static void t_mapped_off(void)
     if (!m)
         return;
     for (size_t i = 0; i < sizeof mapped_want / sizeof mapped_want[0]; i++) {
-        if (!mapped_want[i].mapped)
-            continue; /* the ones the default maps */
+        if (!mapped_want[i].mapped || !mapped_want[i].name)
+            continue; /* the ones the default maps (inline_skew's name is the file's) */
         const gr_value *v = value(m->main, mapped_want[i].name);
         const tdm_tensor *t = v ? v->init : NULL;
         CHECK(t && !t->map && ramp(t, mapped_want[i].n, mapped_want[i].k), "TANDEM_MMAP=0: %s is read, not mapped, with the file's values",
@@ -544,6 +621,7 @@ static void t_external(void)
     m = load_ok(path_of("ext/symlink_in/model.onnx"));
     gr_model_free(m);
     t_mapped();
+    t_misaligned();
     t_mapped_off();
     EXPECT_FAIL("ext/absolute/model.onnx", TDM_E_MODEL, "absolute path");
     EXPECT_FAIL("ext/dotdot/model.onnx", TDM_E_MODEL, "leaves the model's folder");

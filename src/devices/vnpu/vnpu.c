@@ -538,18 +538,20 @@ static void rounded_free(tensor_aux *a)
 static tdm_status round_f32_input(tdm_err *e, const tdm_tensor *x, tdm_dtype prec, tdm_tensor **copy)
 {
     *copy = NULL;
-    size_t same = vnpu_round_same(x->data, x->count, prec);
-    if (same == x->count)
-        return TDM_OK;
-    tdm_status st = tensor_new(e, TDM_FLOAT, x->rank, x->dims, copy);
-    if (st)
-        return st;
-    float *d = (*copy)->data;
-    const float *s = x->data;
-    memcpy(d, s, same * sizeof *d);
-    vnpu_round_f32(d + same, s + same, x->count - same, prec);
-    (*copy)->held = prec;
-    return TDM_OK;
+    void *tmp;
+    const float *s = tensor_read_aligned(x, &tmp); /* a weight misaligned in the file: a temporary copy */
+    if (!s)
+        return err_set(e, TDM_E_NOMEM, "out of memory");
+    size_t same = vnpu_round_same(s, x->count, prec);
+    tdm_status st = same == x->count ? TDM_OK : tensor_new(e, TDM_FLOAT, x->rank, x->dims, copy);
+    if (!st && *copy) {
+        float *d = (*copy)->data;
+        memcpy(d, s, same * sizeof *d);
+        vnpu_round_f32(d + same, s + same, x->count - same, prec);
+        (*copy)->held = prec;
+    }
+    mem_free(tmp);
+    return st;
 }
 
 /* Input i of op at prec in *use: a computed input itself when it is held
