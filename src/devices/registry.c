@@ -388,7 +388,7 @@ tdm_status dev_list_known(tdm_err *e, const char *const *plugin_paths, size_t n_
     tdm_err le;
 
     err_clear(&le);
-    if ((st = dev_cpu_open(&le, &d)) != TDM_OK)
+    if ((st = dev_cpu_open(e, &d)) != TDM_OK)
         goto fail;
     info_from(&v[k++], &d, "cpu", "builtin");
     dev_instance_close(&d);

@@ -5,7 +5,6 @@
 #include "core/mem.h"
 #include "plan/calib.h"
 #include "plan/rescue.h"
-#include "ops/nn.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -733,12 +732,6 @@ tdm_status plan_build(tdm_err *e, const tdm_model *model, const plan_options *op
     if ((st = plan_resolve_fallback(e, p)) != TDM_OK) {
         plan_free(p);
         return st;
-    }
-    /* TANDEM_ISA names the CPU kernels' instruction set (ops/isa.c) */
-    const char *isa_err = op_isa_error();
-    if (isa_err) {
-        plan_free(p);
-        return err_set(e, TDM_E_USAGE, "%s", isa_err);
     }
     if ((st = plan_rescue_run(e, p)) != TDM_OK) {
         plan_free(p);

@@ -52,7 +52,7 @@ flags = open("/proc/cpuinfo").read().split()
 has512 = all(f in flags for f in ("avx512f", "avx512dq", "avx512vl"))
 model = conv_model()
 np.save("x.npy", np.random.RandomState(5).uniform(-1, 1, (1, 40, 7, 7)).astype(np.float32))
-for cmd in (["plan", model], ["run", model, "--input", "X=x.npy", "--output-dir", "bad"]):
+for cmd in (["plan", model], ["run", model, "--input", "X=x.npy", "--output-dir", "bad"], ["devices"]):
     so, se = tandem(TANDEM, cmd, 1, env("sse9"))
     check("TANDEM_ISA=sse9: not an instruction set (portable, avx2 or avx512)" in se,
           "%s with TANDEM_ISA=sse9: the sentence: %r" % (cmd[0], se))

@@ -11,6 +11,7 @@
  * `test_perf_wino bench`; the transforms and their memory traffic). */
 #include "devices/device_internal.h"
 #include "core/mem.h"
+#include "ops/nn.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -172,6 +173,10 @@ static const dev_ext cpu_ext = {
 tdm_status dev_cpu_open(tdm_err *e, dev_instance *out)
 {
     memset(out, 0, sizeof *out);
+    /* TANDEM_ISA names the instruction set of the kernels behind it (ops/isa.c) */
+    const char *isa_err = op_isa_error();
+    if (isa_err)
+        return err_set(e, TDM_E_USAGE, "%s", isa_err);
     if (!(out->name = mem_strdup("cpu")))
         return err_set(e, TDM_E_NOMEM, "out of memory");
     out->dev.iface = &cpu_iface;
