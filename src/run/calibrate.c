@@ -286,17 +286,16 @@ static void range_of(const tdm_tensor *t, double *mx, size_t *nz, size_t *fl16, 
 {
     if (!t || t->kind != TDM_KIND_TENSOR || !dtype_is_float(t->dtype))
         return;
-    /* float tensors read directly, without a conversion call per element
-     * (the probe's ranges read every value of every node) */
-    /* a weight misaligned in the model's file: float32 read from a
-     * temporary aligned copy (not kept beside its packed forms), the others
-     * aligned for good (core/tensor.h); no figures when memory is short */
-    void *tmp = NULL;
-    const float *f = t->dtype == TDM_FLOAT ? tensor_read_aligned(t, &tmp) : NULL;
-    if (t->dtype == TDM_FLOAT ? !f : tensor_misaligned(t) && !tensor_align(t))
-        return;
+    /* float32 read in place, without a conversion call per element (the
+     * probe's ranges read every value of every node), as bytes: a weight
+     * may lie misaligned in the model's file; the other types by
+     * tensor_get_f64, which reads bytes too */
+    const unsigned char *f = t->dtype == TDM_FLOAT ? t->data : NULL;
     for (size_t i = 0; i < t->count; i++) {
-        double a = fabs(f ? (double)f[i] : tensor_get_f64(t, i));
+        float v = 0;
+        if (f)
+            memcpy(&v, f + i * sizeof v, sizeof v);
+        double a = fabs(f ? (double)v : tensor_get_f64(t, i));
         if (!isfinite(a) || a == 0)
             continue;
         if (a > *mx)
@@ -308,7 +307,6 @@ static void range_of(const tdm_tensor *t, double *mx, size_t *nz, size_t *fl16, 
         if (flbf && a < 4.5917748078995606e-41)
             (*flbf)++;
     }
-    mem_free(tmp);
 }
 
 /* "range" of a node entry: the reference's figures, worst of equal keys. */
