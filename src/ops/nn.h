@@ -98,7 +98,7 @@ const float *op_nn_packed_const(const op_ctx *ctx, int input, uint64_t key, size
 /* The float32 data p of input `input` of ctx's node (-1: p is a converted
  * copy, returned as it is) aligned for loading, for a kernel that reads
  * the elements of an input op_run left where it lies (ops/node_ctx.c
- * op_run_aligns): the aligned copy is kept with the input
+ * kernel_aligns): the aligned copy is kept with the input
  * (core/tensor.h tensor_align). NULL when out of memory. */
 const float *op_nn_loadable(const op_ctx *ctx, int input, const float *p);
 /* A key for op_nn_packed_const from the numbers that define a form. */

@@ -212,7 +212,7 @@ static void conv_fill_a(const void *arg, const void *src, float *dst)
 
 /* The float32 convolution: y[n, m, out] = fuse(conv(x, w) + bias). w_in
  * is the node's input holding w (1), or -1 when w is a converted copy.
- * The node's w is where it lies (op_run_aligns): maybe misaligned in the
+ * The node's w is where it lies (kernel_aligns): maybe misaligned in the
  * model's file, so that only its packed form is resident; it is aligned
  * (a copy kept with it) only on the paths that load its elements here:
  * depthwise, direct, and the GEMM or Winograd without a packed form. */

@@ -37,13 +37,10 @@ tdm_status op_out_shells(tdm_err *e, int n, tdm_tensor **out)
     return TDM_OK;
 }
 
-/* A node with a QDQ group (ops/qdq.h) runs in integer arithmetic, as
- * onnxruntime's fused kernels run it, unless its output is fused with
- * other ops (fuse.c leaves such heads alone). */
 /* 1 when the kernel of ctx's node reads input i of this type only through
  * its packed form, or aligns it itself where it loads the elements (Conv's
  * float32 W: nn_conv.c conv_f32), so that op_run leaves it where it lies. */
-static int op_run_aligns(const op_ctx *ctx, int i)
+static int kernel_aligns(const op_ctx *ctx, int i)
 {
     return ctx->node->op == OP_Conv && i == 1 && ctx->in[i]->dtype == TDM_FLOAT;
 }
@@ -51,11 +48,15 @@ static int op_run_aligns(const op_ctx *ctx, int i)
 tdm_status op_align_inputs(op_ctx *ctx, int plain)
 {
     for (int i = 0; i < ctx->n_in; i++)
-        if (tensor_misaligned(ctx->in[i]) && !(plain && op_run_aligns(ctx, i)) && !tensor_align(ctx->in[i]))
+        if (tensor_misaligned(ctx->in[i]) && !(plain && kernel_aligns(ctx, i)) && !tensor_align(ctx->in[i]))
             return op_fail(ctx, TDM_E_NOMEM, "out of memory aligning input %d", i);
     return TDM_OK;
 }
 
+/* A node with a QDQ group (ops/qdq.h) runs in integer arithmetic, as
+ * onnxruntime's fused kernels run it, unless its output is fused with
+ * other ops (fuse.c leaves such heads alone). Misaligned inputs are aligned
+ * first (op_align_inputs). */
 tdm_status op_run(op_ctx *ctx)
 {
     const struct gr_qdq *q = ctx->node->qdq;
